@@ -1,0 +1,52 @@
+"""Safe loading of fairseq checkpoints under torch's ``weights_only`` unpickler.
+
+torch >= 2.6 loads checkpoints with ``weights_only=True``: only tensors, containers and
+explicitly allowlisted classes may be unpickled, so a checkpoint cannot run code on load.
+fairseq checkpoints also hold an ``argparse.Namespace`` (legacy ``args``), omegaconf
+containers (``cfg``) and a few plain-Python types in ``extra_state``. We allowlist exactly
+those classes, not the whole unpickler, so anything else (a pickled function, say) is still
+refused with ``UnpicklingError``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import typing
+
+import torch
+
+
+def fairseq_checkpoint_globals() -> list:
+    """The classes a fairseq 0.12 checkpoint pickles besides tensors and builtins."""
+    found: list = [argparse.Namespace, collections.defaultdict, typing.Any]
+    try:
+        from omegaconf import DictConfig, ListConfig, nodes
+        from omegaconf.base import ContainerMetadata, Metadata
+    except ImportError:  # omegaconf is a fairseq dependency; without it there is nothing to add
+        return found
+    found += [DictConfig, ListConfig, ContainerMetadata, Metadata]
+    found += [
+        getattr(nodes, name)
+        for name in (
+            "AnyNode", "StringNode", "IntegerNode", "FloatNode", "BooleanNode",
+            "EnumNode", "PathNode", "BytesNode",
+        )
+        if hasattr(nodes, name)
+    ]  # fmt: skip
+    return found
+
+
+def allow_fairseq_checkpoint_globals() -> None:
+    """Allowlist the fairseq checkpoint classes for ``torch.load(weights_only=True)``.
+
+    Idempotent; a no-op on torch versions without ``add_safe_globals`` (< 2.4), which load
+    with ``weights_only=False`` by default anyway.
+    """
+    add_safe_globals = getattr(torch.serialization, "add_safe_globals", None)
+    if add_safe_globals is None:
+        return
+    already = set(torch.serialization.get_safe_globals())
+    missing = [g for g in fairseq_checkpoint_globals() if g not in already]
+    if missing:
+        add_safe_globals(missing)
