@@ -1,0 +1,86 @@
+"""Timing and peak-memory measurement shared by the ``bench_*.py`` scripts.
+
+Time: cases are run in interleaved rounds (A, B, C, A, B, C, ...) after warm-up rounds and the
+median per case is kept. On a CPU shared with other jobs, load changes slowly compared to one
+round, so a ratio of medians from interleaved rounds is far steadier than two separate runs.
+
+Peak memory: :class:`PeakTensorMemory` is a dispatch mode that sees every tensor an operator
+returns (forward and backward) and tracks the bytes of the storages that are alive at the
+same time. Its peak is the most tensor memory the measured code held at once, beyond what
+existed when it started (inputs, parameters) -- the number a GPU caching allocator reports as
+``max_memory_allocated``, measured on any device and unaffected by other processes. It does
+not see scratch buffers an operator allocates and frees internally (e.g. inside fused
+attention kernels) nor allocator fragmentation; process RSS on a shared machine is too noisy
+to separate a few hundred MiB of one case from the rest.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable, Mapping
+
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+
+class PeakTensorMemory(TorchDispatchMode):
+    """Context manager: ``with PeakTensorMemory() as mem: ...`` then read ``mem.peak_bytes``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._live: dict[int, tuple[StorageWeakRef, int]] = {}
+        self.current_bytes = 0
+        self.peak_bytes = 0
+
+    def _drop_freed(self) -> None:
+        freed = [key for key, (ref, _) in self._live.items() if ref.expired()]
+        for key in freed:
+            self.current_bytes -= self._live.pop(key)[1]
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        # Freed storages are dropped before the new outputs are added: a storage released
+        # while ``func`` ran can hand its address to one of the outputs.
+        self._drop_freed()
+        for item in tree_flatten(out)[0]:
+            if isinstance(item, torch.Tensor):
+                storage = item.untyped_storage()
+                ref = StorageWeakRef(storage)
+                if ref.cdata not in self._live:
+                    self._live[ref.cdata] = (ref, storage.nbytes())
+                    self.current_bytes += storage.nbytes()
+        self.peak_bytes = max(self.peak_bytes, self.current_bytes)
+        return out
+
+
+def peak_memory_bytes(step: Callable[[], object]) -> int:
+    """Peak tensor bytes held at once while ``step()`` runs (see :class:`PeakTensorMemory`)."""
+    with PeakTensorMemory() as mem:
+        step()
+    return mem.peak_bytes
+
+
+def interleaved_median_seconds(
+    cases: Mapping[str, Callable[[], object]],
+    rounds: int,
+    warmup: int = 1,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, float]:
+    """Median wall time of each case over ``rounds`` interleaved rounds after ``warmup``."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}")
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for index in range(warmup + rounds):
+        for name, step in cases.items():
+            start = time.perf_counter()
+            step()
+            elapsed = time.perf_counter() - start
+            if index >= warmup:
+                times[name].append(elapsed)
+        if progress is not None:
+            label = "warm-up" if index < warmup else f"round {index - warmup + 1}/{rounds}"
+            progress(label)
+    return {name: statistics.median(values) for name, values in times.items()}

@@ -1,0 +1,183 @@
+"""Small output helpers shared by the benchmark and analysis scripts.
+
+Every writer goes through a temporary name in the target folder and a rename, so an
+interrupted run never leaves a half-written table or PNG that looks finished. Matplotlib is
+imported lazily with the non-interactive Agg backend: the scripts run on headless machines.
+
+Usage from another script in ``scripts/``::
+
+    from plotting import line_plot, markdown_table, write_text_atomic
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def format_number(value: Any, digits: int = 3) -> str:
+    """Format a table cell: floats to ``digits`` significant digits (large ones as integers)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, int):
+        return str(value)
+    if math.isnan(value) or math.isinf(value):
+        return str(value)
+    if abs(value) >= 10**digits:
+        return f"{value:.0f}"
+    return f"{value:.{digits}g}"
+
+
+def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], digits: int = 3) -> str:
+    """A GitHub-flavoured Markdown table; numbers are formatted by :func:`format_number`."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    for row in rows:
+        if len(row) != len(headers):
+            raise ValueError(f"row {row!r} has {len(row)} cells, the table has {len(headers)}")
+        lines.append("| " + " | ".join(format_number(cell, digits) for cell in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _pyplot():
+    import matplotlib
+
+    # fairseq's import leaves the root logger at DEBUG; matplotlib's font search floods it.
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig, path: str | os.PathLike, dpi: int = 120) -> Path:
+    """Save a matplotlib figure as PNG through a temporary name, then close it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".png", dir=path.parent)
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format="png")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        _pyplot().close(fig)
+    return path
+
+
+def line_plot(
+    path: str | os.PathLike,
+    series: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    logx: bool = False,
+    logy: bool = False,
+    hline: float | None = None,
+) -> Path:
+    """One line per ``label -> (xs, ys)``, with markers; ``hline`` draws a dashed reference."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for label, (xs, ys) in series.items():
+        ax.plot(list(xs), list(ys), marker="o", label=label)
+    if hline is not None:
+        ax.axhline(hline, color="grey", linestyle="--", linewidth=1)
+    if logx:
+        ax.set_xscale("log", base=2)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    return save_figure(fig, path)
+
+
+def panel_plot(
+    path: str | os.PathLike,
+    panels: Mapping[str, Mapping[str, tuple[Sequence[float], Sequence[float]]]],
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    scatter: Mapping[str, Mapping[str, tuple[Sequence[float], Sequence[float]]]] | None = None,
+) -> Path:
+    """Side-by-side panels sharing the y axis: ``panel -> label -> (xs, ys)`` lines.
+
+    ``scatter`` (same nesting, labels matching the lines) adds unconnected points in the
+    line's colour, e.g. the individual heads around a per-layer mean.
+    """
+    plt = _pyplot()
+    names = list(panels)
+    fig, axes = plt.subplots(
+        1, len(names), figsize=(3.6 * len(names) + 0.8, 3.6), sharey=True, squeeze=False
+    )
+    for ax, name in zip(axes[0], names):
+        for label, (xs, ys) in panels[name].items():
+            (line,) = ax.plot(list(xs), list(ys), marker="o", label=label)
+            points = (scatter or {}).get(name, {}).get(label)
+            if points is not None:
+                ax.scatter(list(points[0]), list(points[1]), s=12, alpha=0.5,
+                           color=line.get_color())
+        ax.set_title(name, fontsize="medium")
+        ax.set_xlabel(xlabel)
+        ax.grid(True, alpha=0.3)
+    axes[0][0].set_ylabel(ylabel)
+    axes[0][0].legend(fontsize="small")
+    fig.suptitle(title)
+    return save_figure(fig, path)
+
+
+def heatmaps(
+    path: str | os.PathLike,
+    maps: Sequence[tuple[str, Any]],
+    xlabels: Sequence[str] | None = None,
+    ylabels: Sequence[str] | None = None,
+    title: str = "",
+) -> Path:
+    """Matrices (``(panel title, 2-D array)``) next to each other, each with its colour bar.
+
+    Each panel keeps its own colour scale: softmax rows sum to one while ReLU rows do not,
+    so a shared scale would hide one of them.
+    """
+    plt = _pyplot()
+    count = len(maps)
+    rows = len(maps[0][1]) if count else 1
+    cols = len(maps[0][1][0]) if count and rows else 1
+    width = max(3.0, 0.32 * cols + 1.5)
+    height = max(2.5, 0.32 * rows + 1.2)
+    fig, axes = plt.subplots(1, count, figsize=(width * count, height), squeeze=False)
+    for ax, (name, matrix) in zip(axes[0], maps):
+        image = ax.imshow(matrix, cmap="viridis", aspect="auto", interpolation="nearest")
+        fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+        ax.set_title(name, fontsize="medium")
+        if xlabels is not None:
+            ax.set_xticks(range(len(xlabels)))
+            ax.set_xticklabels(xlabels, rotation=90, fontsize="small")
+        if ylabels is not None:
+            ax.set_yticks(range(len(ylabels)))
+            ax.set_yticklabels(ylabels, fontsize="small")
+    if title:
+        fig.suptitle(title)
+    return save_figure(fig, path)
