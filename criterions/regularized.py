@@ -23,7 +23,6 @@ Rows whose ReLU scores are all zero (S_i = 0) contribute |log max(S_i, eps)| wit
 eps = ``ROW_SUM_EPS`` (a constant, so no gradient flows through them) and entropy 0; no NaN.
 """
 
-from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field

@@ -1,0 +1,64 @@
+"""The feed-forward block read as a key-value memory (DESIGN.md §2.3, the paper's §3).
+
+fc1's rows are memory keys, fc2's columns the values, and the FFN width is the number of slots:
+
+    relu        fc2(act(fc1 x))             the stock block (act = --activation-fn, relu)
+    softmax     fc2(softmax(fc1 x))          slots weighted like attention over memory
+    softmax_ln  LN(fc2(softmax(fc1 x)))      the same, with a LayerNorm on the memory output
+
+fairseq's transformer layers compute ``fc2(dropout(activation_fn(fc1(x))))``; the variants
+replace ``activation_fn`` (``memory_activation``) and ``fc2`` (``build_memory_fc2``), so
+everything else in the layer (dropouts, residuals, quant-noise, pruning) stays fairseq's.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from fairseq.modules import LayerNorm
+from fairseq.modules.quant_noise import quant_noise
+from torch import Tensor, nn
+
+FFN_ACTIVATIONS = ("relu", "softmax", "softmax_ln")
+
+
+def check_ffn_activation(name: str, flag: str = "--ffn-activation") -> None:
+    """Raise a ValueError naming the flag for an unknown FFN variant."""
+    if name not in FFN_ACTIVATIONS:
+        raise ValueError(f"{flag} {name!r} is unknown; choose one of "
+                         f"{', '.join(FFN_ACTIVATIONS)}")
+
+
+def softmax_over_slots(x: Tensor) -> Tensor:
+    """Softmax over the FFN width (the memory slots), computed in float32 for stability."""
+    return torch.softmax(x.float(), dim=-1).type_as(x)
+
+
+def memory_activation(name: str, stock: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
+    """The activation between fc1 and fc2: the layer's stock one for ``relu``, else softmax."""
+    check_ffn_activation(name)
+    return stock if name == "relu" else softmax_over_slots
+
+
+class MemoryOutput(nn.Linear):
+    """fc2 followed by a LayerNorm over the model width (the ``softmax_ln`` variant).
+
+    A Linear subclass, so code that reads ``fc2.weight`` (pruning, quant-noise) still works.
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True):
+        super().__init__(in_features, out_features, bias=bias)
+        self.memory_layer_norm = LayerNorm(out_features)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.memory_layer_norm(super().forward(x))
+
+
+def build_memory_fc2(name: str, input_dim: int, output_dim: int, q_noise: float,
+                     qn_block_size: int) -> nn.Module:
+    """fc2 of the FFN variant ``name`` (a plain Linear unless ``softmax_ln``)."""
+    check_ffn_activation(name)
+    layer = (MemoryOutput(input_dim, output_dim) if name == "softmax_ln"
+             else nn.Linear(input_dim, output_dim))
+    return quant_noise(layer, q_noise, qn_block_size)
