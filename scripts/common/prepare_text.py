@@ -19,7 +19,7 @@ Public functions (all take and return plain ``str`` lines without newlines):
   the shorter.
 - ``learn_bpe(files, codes_path, merges, *, min_frequency=2) -> Path``: joint BPE (one code
   table for all files, the ``subword-nmt learn-bpe`` algorithm) written to ``codes_path``.
-- ``BpeEncoder(codes_path)``: ``.encode(line) -> str``, ``.encode_lines(lines)``;
+- ``BpeEncoder(codes_path, glossaries=())``: ``.encode(line) -> str``, ``.encode_lines(lines)``;
   ``apply_bpe(lines, codes_path) -> list[str]`` is the one-call form;
   ``remove_bpe(line) -> str`` undoes it (``@@ `` joins).
 - ``train_sentencepiece(files, model_prefix, vocab_size, *, model_type="unigram",
@@ -92,7 +92,9 @@ def _moses(lang: str):
 
     if lang not in _TOKENIZERS:
         _TOKENIZERS[lang] = (
-            MosesTokenizer(lang=lang), MosesDetokenizer(lang=lang), MosesPunctNormalizer(lang=lang)
+            MosesTokenizer(lang=lang), MosesDetokenizer(lang=lang),
+            # normalize-punctuation.perl followed by remove-non-printing-char.perl
+            MosesPunctNormalizer(lang=lang, post_remove_control_chars=True),
         )
     return _TOKENIZERS[lang]
 
@@ -182,11 +184,13 @@ def learn_bpe(files: Sequence[str | Path], codes_path: str | Path, merges: int, 
 class BpeEncoder:
     """Applies a subword-nmt code table to tokenised lines (``subword-nmt apply-bpe``)."""
 
-    def __init__(self, codes_path: str | Path, separator: str = BPE_SEPARATOR):
+    def __init__(self, codes_path: str | Path, separator: str = BPE_SEPARATOR,
+                 glossaries: Sequence[str] = ()):
         from subword_nmt.apply_bpe import BPE
 
         with open(codes_path, encoding="utf-8") as codes:
-            self._bpe = BPE(codes, separator=separator)
+            # glossary words (e.g. a separator token) are never split
+            self._bpe = BPE(codes, separator=separator, glossaries=list(glossaries) or None)
 
     def encode(self, line: str) -> str:
         return self._bpe.process_line(line.strip())
@@ -195,9 +199,10 @@ class BpeEncoder:
         return [self.encode(line) for line in lines]
 
 
-def apply_bpe(lines: Iterable[str], codes_path: str | Path) -> list[str]:
+def apply_bpe(lines: Iterable[str], codes_path: str | Path, glossaries: Sequence[str] = ()
+              ) -> list[str]:
     """Segment every line with the BPE codes in ``codes_path``."""
-    return BpeEncoder(codes_path).encode_lines(lines)
+    return BpeEncoder(codes_path, glossaries=glossaries).encode_lines(lines)
 
 
 def remove_bpe(line: str, separator: str = BPE_SEPARATOR) -> str:
@@ -284,12 +289,15 @@ def pack_documents(documents: Iterable[Sequence[tuple[str, str]]], max_tokens: i
 
 # ---------------------------------------------------------------------------- CLI
 def _cmd_tokenize(a: argparse.Namespace) -> None:
-    lines = moses_tokenize(
-        read_lines(a.input), a.lang, lowercase=a.lowercase,
-        aggressive_dash_splits=a.aggressive_dash_splits,
-        normalize_punctuation=a.normalize_punctuation, workers=a.workers,
-    )
-    write_lines(a.output, lines)
+    if len(a.input) != len(a.output):
+        raise SystemExit("error: tokenize needs one -o file per -i file")
+    for src, dst in zip(a.input, a.output):
+        lines = moses_tokenize(
+            read_lines(src), a.lang, lowercase=a.lowercase,
+            aggressive_dash_splits=a.aggressive_dash_splits,
+            normalize_punctuation=a.normalize_punctuation, workers=a.workers,
+        )
+        write_lines(dst, lines)
 
 
 def _cmd_detokenize(a: argparse.Namespace) -> None:
@@ -319,7 +327,9 @@ def _cmd_learn_bpe(a: argparse.Namespace) -> None:
 
 
 def _cmd_apply_bpe(a: argparse.Namespace) -> None:
-    encoder = BpeEncoder(a.codes)
+    if len(a.inputs) != len(a.outputs):
+        raise SystemExit("error: apply-bpe needs one --outputs file per --inputs file")
+    encoder = BpeEncoder(a.codes, glossaries=a.glossaries)
     for src, dst in zip(a.inputs, a.outputs):
         write_lines(dst, encoder.encode_lines(read_lines(src)))
 
@@ -330,6 +340,8 @@ def _cmd_spm_train(a: argparse.Namespace) -> None:
 
 
 def _cmd_spm_encode(a: argparse.Namespace) -> None:
+    if len(a.inputs) != len(a.outputs):
+        raise SystemExit("error: spm-encode needs one --outputs file per --inputs file")
     for src, dst in zip(a.inputs, a.outputs):
         write_lines(dst, sentencepiece_encode(read_lines(src), a.model, max_pieces=a.max_pieces))
 
@@ -371,13 +383,16 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-o", "--output", default="-", help="output file (default stdout)")
 
     p = sub.add_parser("tokenize", help="Moses tokenisation (sacremoses)")
-    io_args(p)
+    p.add_argument("-i", "--input", nargs="+", default=["-"], help="input files (default stdin)")
+    p.add_argument("-o", "--output", nargs="+", default=["-"],
+                   help="one output file per input (default stdout)")
     p.add_argument("--lang", required=True, help="language code for Moses rules, e.g. de")
     p.add_argument("--lowercase", action="store_true", help="lower-case after tokenising")
     p.add_argument("--aggressive-dash-splits", action="store_true",
                    help="split hyphens as tokenizer.perl -a does (WMT14 recipe)")
     p.add_argument("--normalize-punctuation", action="store_true",
-                   help="run Moses punctuation normalisation first")
+                   help="run Moses punctuation normalisation (and drop non-printing "
+                        "characters) first")
     p.add_argument("--workers", type=int, default=1, help="processes to tokenise with")
     p.set_defaults(func=_cmd_tokenize)
 
@@ -417,6 +432,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--codes", required=True, help="code table from learn-bpe")
     p.add_argument("--inputs", nargs="+", required=True, help="tokenised files")
     p.add_argument("--outputs", nargs="+", required=True, help="one output per input")
+    p.add_argument("--glossaries", nargs="*", default=[], help="words never to split")
     p.set_defaults(func=_cmd_apply_bpe)
 
     p = sub.add_parser("spm-train", help="train a SentencePiece model")

@@ -1,0 +1,189 @@
+"""Tiny corpora in the real published formats, for the recipe tests.
+
+Each builder writes what a user would download (same archive type, folder layout, file names
+and markup) with a few hundred generated sentences of a word-for-word German-English "language"
+so that a shrunk model has something learnable and every script path is exercised.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import tarfile
+import zipfile
+from pathlib import Path
+
+# German word -> English word; sentences are built from these in the same order.
+LEXICON = {
+    "der": "the", "die": "the", "ein": "a", "hund": "dog", "katze": "cat", "mann": "man",
+    "frau": "woman", "kind": "child", "sieht": "sees", "mag": "likes", "hat": "has",
+    "haus": "house", "baum": "tree", "ball": "ball", "buch": "book", "rot": "red",
+    "gross": "big", "klein": "small", "alt": "old", "neu": "new", "heute": "today",
+    "morgen": "tomorrow", "hier": "here", "dort": "there", "und": "and", "nicht": "not",
+    "schnell": "fast", "gern": "gladly", "wasser": "water", "brot": "bread",
+}
+_GERMAN = sorted(LEXICON)
+
+
+def parallel_sentences(count: int, seed: int, min_words: int = 3, max_words: int = 9
+                       ) -> list[tuple[str, str]]:
+    """``count`` (German, English) pairs, capitalised, with punctuation Moses must split."""
+    rng = random.Random(seed)
+    pairs = []
+    for _ in range(count):
+        words = [rng.choice(_GERMAN) for _ in range(rng.randint(min_words, max_words))]
+        end = rng.choice([".", "?", "!", ", ja."])
+        de = " ".join(words).capitalize()
+        en = " ".join(LEXICON[w] for w in words).capitalize()
+        end_en = ", yes." if end == ", ja." else end
+        pairs.append((de + end, en + end_en))
+    return pairs
+
+
+def _tar(archive: Path, root: Path, members: list[str]) -> Path:
+    with tarfile.open(archive, "w:gz") as tar:
+        for member in members:
+            tar.add(root / member, arcname=member)
+    return archive
+
+
+def _xml_set(pairs: list[tuple[str, str]], side: int, name: str) -> str:
+    segs = "\n".join(f'<seg id="{i}"> {p[side]} </seg>' for i, p in enumerate(pairs, 1))
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<mteval>\n<srcset setid="{name}" '
+            f'srclang="german">\n<doc docid="1" genre="lectures">\n<url>http://www.ted.com/'
+            f'talks/x.html</url>\n<talkid>1</talkid>\n{segs}\n</doc>\n</srcset>\n</mteval>\n')
+
+
+def build_iwslt14(folder: Path, n_train: int = 300) -> Path:
+    """WIT3's ``de-en.tgz``: train.tags files with TED metadata lines, XML dev/test sets."""
+    root = folder / "iwslt_src"
+    (root / "de-en").mkdir(parents=True)
+    pairs = parallel_sentences(n_train, seed=1)
+    header = ["<url>http://www.ted.com/talks/a.html</url>", "<keywords>talks</keywords>",
+              "<speaker>A Speaker</speaker>", "<talkid>1</talkid>"]
+    for side, lang in enumerate(("de", "en")):
+        lines = header + [f"<title>{pairs[0][side]}</title>",
+                          f"<description>{pairs[1][side]}</description>"]
+        lines += [p[side] for p in pairs[2:]]
+        (root / "de-en" / f"train.tags.de-en.{lang}").write_text("\n".join(lines) + "\n")
+    sets = ["IWSLT14.TED.dev2010", "IWSLT14.TEDX.dev2012", "IWSLT14.TED.tst2010",
+            "IWSLT14.TED.tst2011", "IWSLT14.TED.tst2012"]
+    for k, name in enumerate(sets):
+        test = parallel_sentences(4, seed=100 + k)
+        for side, lang in enumerate(("de", "en")):
+            (root / "de-en" / f"{name}.de-en.{lang}.xml").write_text(_xml_set(test, side, name))
+    return _tar(folder / "de-en.tgz", root, ["de-en"])
+
+
+def build_wmt14(folder: Path, n_per_corpus: int = 120) -> Path:
+    """A folder holding WMT14's training-parallel-*.tgz and test-full.tgz (newstest2014)."""
+    root, out = folder / "wmt_src", folder / "wmt14"
+    out.mkdir(parents=True)
+    corpora = {
+        "training-parallel-europarl-v7.tgz": "training/europarl-v7.de-en",
+        "training-parallel-commoncrawl.tgz": "commoncrawl.de-en",
+        "training-parallel-nc-v9.tgz": "training/news-commentary-v9.de-en",
+    }
+    for k, (archive, prefix) in enumerate(corpora.items()):
+        pairs = parallel_sentences(n_per_corpus, seed=10 + k)
+        (root / prefix).parent.mkdir(parents=True, exist_ok=True)
+        (root / f"{prefix}.de").write_text("\n".join(p[0] for p in pairs) + "\n")
+        (root / f"{prefix}.en").write_text("\n".join(p[1] for p in pairs) + "\n")
+        _tar(out / archive, root, [f"{prefix}.de", f"{prefix}.en"])
+    test = parallel_sentences(12, seed=20)
+    (root / "test-full").mkdir()
+    for side, (lang, kind) in enumerate((("de", "ref"), ("en", "src"))):
+        segs = "\n".join(f'<seg id="{i}">{p[side]}</seg>' for i, p in enumerate(test, 1))
+        (root / "test-full" / f"newstest2014-deen-{kind}.{lang}.sgm").write_text(
+            f'<{kind}set setid="newstest2014" srclang="any" trglang="{lang}">\n<doc sysid="'
+            f'{kind}" docid="1" genre="news" origlang="en">\n{segs}\n</doc>\n</{kind}set>\n')
+    _tar(out / "test-full.tgz", root, ["test-full"])
+    return out
+
+
+def build_europarl(folder: Path, n_sessions: int = 6, chapters: int = 3) -> Path:
+    """Europarl v7 source release ``europarl.tgz``: txt/{de,en}/ep-YY-MM-DD.txt sessions."""
+    root = folder / "europarl_src"
+    rng = random.Random(3)
+    for lang in ("de", "en"):
+        (root / "txt" / lang).mkdir(parents=True)
+    for s in range(n_sessions):
+        name = f"ep-00-01-{s + 10:02d}.txt"
+        texts: dict[str, list[str]] = {"de": [], "en": []}
+        for c in range(1, chapters + 1):
+            title = parallel_sentences(1, seed=1000 * s + c)[0]
+            for side, lang in enumerate(("de", "en")):
+                texts[lang] += [f"<CHAPTER ID={c}>", title[side]]
+            for speaker in range(1, 3):
+                pairs = parallel_sentences(rng.randint(4, 8), seed=1000 * s + 10 * c + speaker)
+                for side, lang in enumerate(("de", "en")):
+                    texts[lang].append(f'<SPEAKER ID={speaker} NAME="Speaker {speaker}" '
+                                       f'LANGUAGE="EN">')
+                    texts[lang] += [p[side] for p in pairs[:3]] + ["<P>"]
+                    texts[lang] += [p[side] for p in pairs[3:]]
+        for lang, lines in texts.items():
+            (root / "txt" / lang / name).write_text("\n".join(lines) + "\n")
+    # a session only in German: the aligner must skip it
+    (root / "txt" / "de" / "ep-00-02-01.txt").write_text("<CHAPTER ID=1>\nNur hier .\n")
+    return _tar(folder / "europarl.tgz", root, ["txt"])
+
+
+def build_cohan(folder: Path, name: str, sizes: tuple[int, int, int] = (60, 6, 6)) -> Path:
+    """Cohan et al.'s ``<name>-dataset.zip``: {train,val,test}.txt, one JSON document a line."""
+    root = folder / f"{name}_src" / f"{name}-dataset"
+    root.mkdir(parents=True)
+    rng = random.Random(len(name))
+    for s, (split, size) in enumerate(zip(("train", "val", "test"), sizes)):
+        lines = []
+        for k in range(size):
+            article = [en for _, en in parallel_sentences(rng.randint(8, 14),
+                                                          seed=len(name) * 10**5 + s * 1000 + k)]
+            abstract = [f"<S> {s.lower()} </S>" for s in article[:2]]
+            lines.append(json.dumps({
+                "article_id": f"{split}-{k}", "article_text": article,
+                "abstract_text": abstract, "labels": None,
+                "section_names": ["introduction"], "sections": [article],
+            }))
+        (root / f"{split}.txt").write_text("\n".join(lines) + "\n")
+    archive = folder / f"{name}-dataset.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        for split in ("train", "val", "test"):
+            z.write(root / f"{split}.txt", f"{name}-dataset/{split}.txt")
+    return archive
+
+
+def build_gigaword(folder: Path, sizes: tuple[int, int, int] = (150, 20, 10)) -> Path:
+    """UNILM's Gigaword ``org_data`` layout (Rush et al.'s lower-cased, tokenised text)."""
+    root = folder / "gigaword_src" / "org_data"
+    root.mkdir(parents=True)
+    for k, (split, size) in enumerate(zip(("train", "dev", "test"), sizes)):
+        pairs = parallel_sentences(size, seed=30 + k, min_words=8, max_words=14)
+        src = [en.lower().replace(".", " .").replace("?", " ?").replace("!", " !")
+               for _, en in pairs]
+        tgt = [" ".join(s.split()[:4]) for s in src]  # the "headline": the first words
+        (root / f"{split}.src.txt").write_text("\n".join(src) + "\n")
+        (root / f"{split}.tgt.txt").write_text("\n".join(tgt) + "\n")
+    return _tar(folder / "gigaword.tgz", root.parent, ["org_data"])
+
+
+def build_squad(folder: Path, articles: tuple[int, int] = (6, 4)) -> Path:
+    """A folder with SQuAD 1.1's ``train-v1.1.json`` and ``dev-v1.1.json``."""
+    out = folder / "squad"
+    out.mkdir(parents=True)
+    for k, (name, n_articles) in enumerate(zip(("train-v1.1.json", "dev-v1.1.json"), articles)):
+        data = []
+        for a in range(n_articles):
+            paragraphs = []
+            for p in range(3):
+                sentences = [en for _, en in parallel_sentences(4, seed=k * 1000 + a * 10 + p)]
+                context = " ".join(sentences)
+                qas = []
+                for q, sentence in enumerate(sentences[:3]):
+                    answer = sentence.split()[1].strip(".?!,")
+                    qas.append({"id": f"{k}{a}{p}{q}", "question": f"What {sentence.lower()}",
+                                "answers": [{"text": answer,
+                                             "answer_start": context.index(answer)}]})
+                paragraphs.append({"context": context, "qas": qas})
+            data.append({"title": f"Article_{k}_{a}", "paragraphs": paragraphs})
+        (out / name).write_text(json.dumps({"version": "1.1", "data": data}))
+    return out
