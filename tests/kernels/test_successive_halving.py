@@ -1,0 +1,330 @@
+"""Successive-halving pooling, its baselines and nCCS, in float64 against reference formulas."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from relu_former.kernels.successive_halving import (
+    hard_topk,
+    iterative_soft_topk,
+    num_rounds,
+    pair_weights,
+    successive_halving_topk,
+    successive_halving_topk_loop,
+)
+from relu_former.kernels.topk_similarity import ncc_similarity
+
+F64 = torch.float64
+OPTIONS = [
+    {},
+    {"sort_back": True},
+    {"sort": False},
+    {"sort": False, "sort_back": True},
+    {"resort": False},
+    {"pairing": "halves"},
+    {"pairing": "halves", "sort_back": True},
+    {"temperature": 0.1},
+    {"base": 4.0, "resort": False, "sort_back": True},
+]
+
+
+def _inputs(batch, length, dim=3, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    values = torch.randn(batch, length, dim, generator=gen, dtype=F64)
+    scores = torch.rand(batch, length, generator=gen, dtype=F64)
+    return values, scores
+
+
+def _separated_scores(batch, length, seed=0):
+    """Distinct scores 0.05 apart, in random order."""
+    gen = torch.Generator().manual_seed(seed)
+    ranks = torch.stack([torch.randperm(length, generator=gen) for _ in range(batch)])
+    return ranks.to(F64) * 0.05
+
+
+def _assert_same(a, b, **tol):
+    torch.testing.assert_close(a.values, b.values, **tol)
+    torch.testing.assert_close(a.scores, b.scores, **tol)
+    assert torch.equal(a.padding_mask, b.padding_mask)
+
+
+def test_one_round_matches_the_published_formula():
+    # n = 4, k = 2: rank 1 meets rank 4, rank 2 meets rank 3, weights softmax(20 ** v).
+    values = torch.randn(1, 4, 2, dtype=F64)
+    scores = torch.tensor([[0.3, 0.9, 0.1, 0.6]], dtype=F64)
+    out = successive_halving_topk(values, scores, 2)
+    expected_values, expected_scores = [], []
+    for a, b in [(1, 2), (3, 0)]:
+        w = torch.softmax(torch.stack([20.0 ** scores[0, a], 20.0 ** scores[0, b]]), 0)
+        expected_values.append(w[0] * values[0, a] + w[1] * values[0, b])
+        expected_scores.append(w[0] * scores[0, a] + w[1] * scores[0, b])
+    torch.testing.assert_close(out.values[0], torch.stack(expected_values))
+    torch.testing.assert_close(out.scores[0], torch.stack(expected_scores))
+    assert not out.padding_mask.any()
+
+
+def test_pair_weights_formulas_and_padding_never_wins():
+    a = torch.tensor([0.2, 0.9, 0.5, 0.5], dtype=F64)
+    b = torch.tensor([0.7, 0.1, 0.5, 0.5], dtype=F64)
+    no = torch.zeros(4, dtype=torch.bool)
+    w_a, w_b = pair_weights(a, b, no, no)
+    torch.testing.assert_close(w_a, torch.softmax(torch.stack([20.0**a, 20.0**b]), 0)[0])
+    torch.testing.assert_close(w_a + w_b, torch.ones(4, dtype=F64))
+    w_a, _ = pair_weights(a, b, no, no, temperature=0.5)
+    torch.testing.assert_close(w_a, torch.softmax(torch.stack([a / 0.5, b / 0.5]), 0)[0])
+    # A padded member gets exactly 0, its real partner exactly 1, even with a far higher score.
+    pad_a = torch.tensor([True, False, True, False])
+    pad_b = torch.tensor([False, True, True, False])
+    w_a, w_b = pair_weights(a + 5.0 * pad_a, b + 5.0 * pad_b, pad_a, pad_b)
+    assert w_a.tolist()[:3] == [0.0, 1.0, 0.0] and w_b.tolist()[:3] == [1.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("sort_back", [False, True])
+@pytest.mark.parametrize("pairing", ["first_last", "halves"])
+def test_well_separated_scores_give_the_hard_topk(sort_back, pairing):
+    for length, k in [(1, 1), (7, 3), (16, 4), (37, 5), (64, 1), (50, 16), (9, 20)]:
+        values = _inputs(2, length)[0]
+        scores = _separated_scores(2, length, seed=length)
+        # A small temperature makes every pair weight 0 or 1 to float64 precision.
+        out = successive_halving_topk(
+            values, scores, k, temperature=1e-3, sort_back=sort_back, pairing=pairing
+        )
+        _assert_same(out, hard_topk(values, scores, k, sort_back=sort_back), rtol=1e-12, atol=0)
+    # The published base of 20 gets there too when the top-k stand well apart.
+    values = _inputs(2, 64)[0]
+    ranks = _separated_scores(2, 64) / 0.05
+    scores = ranks / 64 - (ranks < 56).to(F64)  # top 8 in [0.87, 0.99], the rest <= -0.13
+    out = successive_halving_topk(values, scores, 8, sort_back=sort_back, pairing=pairing)
+    _assert_same(out, hard_topk(values, scores, 8, sort_back=sort_back), rtol=0, atol=1e-4)
+
+
+def test_score_order_and_original_order():
+    values, scores = _inputs(3, 40)
+    top = successive_halving_topk(values, scores, 8, temperature=1e-4)
+    assert (top.scores[:, :-1] >= top.scores[:, 1:]).all()
+    back = successive_halving_topk(values, scores, 8, temperature=1e-4, sort_back=True)
+    chosen = torch.topk(scores, 8).indices.sort(1).values
+    torch.testing.assert_close(back.scores, scores.gather(1, chosen))
+
+
+def test_gradients_reach_the_scores_and_not_through_hard_topk():
+    values, scores = _inputs(2, 24)
+    values.requires_grad_(True)
+    scores.requires_grad_(True)
+    probe = torch.randn(2, 4, 3, dtype=F64)
+    out = successive_halving_topk(values, scores, 4)
+    (grad,) = torch.autograd.grad((out.values * probe).sum(), scores)
+    assert grad.abs().sum() > 0 and torch.isfinite(grad).all()
+    hard = hard_topk(values, scores, 4)
+    assert torch.autograd.grad((hard.values * probe).sum(), scores, allow_unused=True)[0] is None
+
+
+@pytest.mark.parametrize("options", [{}, {"sort_back": True, "temperature": 0.3}, {"sort": False}])
+def test_gradcheck(options):
+    values = torch.randn(2, 11, 3, dtype=F64, requires_grad=True)
+    scores = (_separated_scores(2, 11) * 2).requires_grad_(True)  # ranks stable under eps
+    pad = torch.zeros(2, 11, dtype=torch.bool)
+    pad[1, 8:] = True
+
+    def pool(v, s):
+        out = successive_halving_topk(v, s, 3, pad, **options)
+        return out.values, out.scores
+
+    assert torch.autograd.gradcheck(pool, (values, scores))
+
+
+def test_gradcheck_iterative_soft_topk():
+    values = torch.randn(2, 7, 3, dtype=F64, requires_grad=True)
+    scores = _separated_scores(2, 7).requires_grad_(True)
+    assert torch.autograd.gradcheck(
+        lambda v, s: iterative_soft_topk(v, s, 3, alpha=4.0).values, (values, scores)
+    )
+
+
+@pytest.mark.parametrize("options", OPTIONS)
+def test_batched_equals_per_example_reference(options):
+    values, scores = _inputs(4, 45, seed=1)
+    pad = torch.zeros(4, 45, dtype=torch.bool)
+    pad[1, 30:] = True  # right padding
+    pad[2, :12] = True  # left padding
+    pad[3, ::3] = True  # holes
+    scores.requires_grad_(True)
+    for k in [1, 3, 8, 12, 45, 60]:
+        batched = successive_halving_topk(values, scores, k, pad, **options)
+        loop = successive_halving_topk_loop(values, scores, k, pad, **options)
+        _assert_same(batched, loop)
+        probe = torch.randn_like(batched.values)
+        grads = [
+            torch.autograd.grad((out.values * probe).sum() + out.scores.sum(), scores)[0]
+            for out in (batched, loop)
+        ]
+        torch.testing.assert_close(grads[0], grads[1])
+
+
+@pytest.mark.parametrize("options", OPTIONS)
+def test_padded_inputs_pool_like_unpadded_ones(options):
+    values, scores = _inputs(3, 21, seed=2)
+    for extra, k in itertools.product([1, 11, 60], [1, 4, 6, 25]):
+        total = 21 + extra
+        gen = torch.Generator().manual_seed(extra)
+        # Padding with scores above every real one and huge values: it must never win.
+        junk_values = 1e3 * torch.randn(3, extra, 3, generator=gen, dtype=F64)
+        junk_scores = torch.full((3, extra), 5.0, dtype=F64)
+        for left in (False, True):
+            parts = [(values, scores), (junk_values, junk_scores)][:: -1 if left else 1]
+            padded_values = torch.cat([p[0] for p in parts], 1)
+            padded_scores = torch.cat([p[1] for p in parts], 1)
+            pad = torch.zeros(3, total, dtype=torch.bool)
+            if left:
+                pad[:, :extra] = True
+            else:
+                pad[:, 21:] = True
+            got = successive_halving_topk(padded_values, padded_scores, k, pad, **options)
+            want = successive_halving_topk(values, scores, k, **options)
+            slots = min(k, 21)
+            torch.testing.assert_close(got.values[:, :slots], want.values)
+            torch.testing.assert_close(got.scores[:, :slots], want.scores)
+            assert not got.padding_mask[:, :slots].any() and got.padding_mask[:, slots:].all()
+            assert (got.values[:, slots:] == 0).all()
+
+
+def test_partly_padded_examples_keep_only_real_slots():
+    values, scores = _inputs(2, 16)
+    pad = torch.zeros(2, 16, dtype=torch.bool)
+    pad[0, 3:] = True  # 3 real items, 8 slots asked for
+    for options in OPTIONS:
+        out = successive_halving_topk(values, scores, 8, pad, **options)
+        assert out.padding_mask[0].tolist() == [False] * 3 + [True] * 5
+        assert not out.padding_mask[1].any()
+
+
+@pytest.mark.parametrize("length", [1, 2, 3, 5, 8, 13, 33])
+def test_any_length_and_k(length):
+    values, scores = _inputs(2, length)
+    for k in [1, 2, 3, 7, length, length + 5]:
+        for options in ({}, {"sort_back": True}, {"sort": False}):
+            out = successive_halving_topk(values, scores, k, **options)
+            slots = min(k, length)
+            assert out.values.shape == (2, slots, 3) and out.scores.shape == (2, slots)
+            assert out.padding_mask.shape == (2, slots) and not out.padding_mask.any()
+            assert torch.isfinite(out.values).all()
+        if k >= length:  # nothing to pool: the inputs come back, ranked or in place
+            out = successive_halving_topk(values, scores, k)
+            order = scores.argsort(1, descending=True)
+            torch.testing.assert_close(out.scores, scores.gather(1, order), rtol=0, atol=0)
+            back = successive_halving_topk(values, scores, k, sort_back=True)
+            assert torch.equal(back.values, values) and torch.equal(back.scores, scores)
+    assert num_rounds(length, 1) == (length - 1).bit_length()
+
+
+def test_bad_input_gives_clear_errors():
+    values, scores = _inputs(1, 4)
+    with pytest.raises(ValueError, match="k .* must be an integer >= 1, got 0"):
+        successive_halving_topk(values, scores, 0)
+    for bad_k in (-1, 2.5, True):
+        with pytest.raises(ValueError, match="k "):
+            successive_halving_topk(values, scores, bad_k)
+    with pytest.raises(ValueError, match="k "):
+        hard_topk(values, scores, 0)
+    with pytest.raises(ValueError, match="k "):
+        iterative_soft_topk(values, scores, 0)
+    with pytest.raises(ValueError, match="scores must be"):
+        successive_halving_topk(values, scores[:, :3], 2)
+    with pytest.raises(ValueError, match="padding_mask must be"):
+        successive_halving_topk(values, scores, 2, torch.zeros(1, 5, dtype=torch.bool))
+    with pytest.raises(ValueError, match="pairing must be one of"):
+        successive_halving_topk(values, scores, 2, pairing="random")
+    with pytest.raises(ValueError, match="base must be > 1"):
+        successive_halving_topk(values, scores, 2, base=1.0)
+    with pytest.raises(ValueError, match="at least one position"):
+        successive_halving_topk(values[:, :0], scores[:, :0], 2)
+
+
+def test_scores_may_have_a_trailing_unit_dimension():
+    values, scores = _inputs(2, 10)
+    _assert_same(
+        successive_halving_topk(values, scores.unsqueeze(-1), 3),
+        successive_halving_topk(values, scores, 3),
+    )
+
+
+def test_hard_topk_matches_sort_and_pads_short_examples():
+    values, scores = _inputs(2, 9)
+    pad = torch.zeros(2, 9, dtype=torch.bool)
+    pad[1, 2:] = True
+    out = hard_topk(values, scores, 4, pad)
+    order = scores[0].argsort(descending=True)[:4]
+    torch.testing.assert_close(out.values[0], values[0, order])
+    assert out.padding_mask[1].tolist() == [False, False, True, True]
+    assert (out.values[1, 2:] == 0).all()
+    back = hard_topk(values, scores, 4, pad, sort_back=True)
+    torch.testing.assert_close(back.values[0], values[0, order.sort().values])
+    torch.testing.assert_close(back.values[1, :2], values[1, :2])
+
+
+def test_iterative_soft_topk_formula_and_padding():
+    values, scores = _inputs(2, 6)
+    out = iterative_soft_topk(values, scores, 2, alpha=3.0)
+    remaining = torch.ones(6, dtype=torch.bool)
+    for j in range(2):
+        peak = scores[0][remaining].max()
+        w = torch.softmax((-3.0 * (scores[0] - peak) ** 2).masked_fill(~remaining, -1e300), 0)
+        torch.testing.assert_close(out.values[0, j], w @ values[0])
+        torch.testing.assert_close(out.scores[0, j], w @ scores[0])
+        remaining[torch.where(remaining, scores[0], -1.0).argmax()] = False
+    # Large alpha on separated scores approaches the hard top-k; padding is never picked.
+    sep = _separated_scores(2, 6)
+    pad = torch.tensor([[False] * 6, [False] * 4 + [True] * 2])
+    sharp = iterative_soft_topk(values, sep + 10 * pad, 5, pad, alpha=1e6)
+    _assert_same(sharp, hard_topk(values, sep, 5, pad))
+    back = iterative_soft_topk(values, sep, 3, alpha=1e6, sort_back=True)
+    _assert_same(back, hard_topk(values, sep, 3, sort_back=True))
+
+
+def test_ncc_similarity():
+    values, scores = _inputs(2, 20)
+    exact = hard_topk(values, scores, 5)
+    perm = torch.randperm(5)
+    # Exact top-k vectors, in any order and any positive scale, score 1.
+    torch.testing.assert_close(
+        ncc_similarity(3.0 * exact.values[:, perm], values, scores, 5), torch.tensor(1.0, dtype=F64)
+    )
+    # Hand-computed: the best cosine of each target, averaged.
+    pooled = torch.randn(2, 4, 3, dtype=F64)
+    cos = torch.nn.functional.cosine_similarity(
+        exact.values.unsqueeze(2), pooled.unsqueeze(1), dim=-1
+    )
+    want = cos.max(-1).values.mean(-1)
+    got = ncc_similarity(pooled, values, scores, 5, reduction="none")
+    torch.testing.assert_close(got, want)
+    # Padded pooled slots and padded targets are left out.
+    pooled_pad = torch.tensor([[False, False, False, True]] * 2)
+    masked = cos.masked_fill(pooled_pad.unsqueeze(1), -2).max(-1).values.mean(-1)
+    torch.testing.assert_close(
+        ncc_similarity(pooled, values, scores, 5, pooled_padding_mask=pooled_pad, reduction="none"),
+        masked,
+    )
+    pad = torch.zeros(2, 20, dtype=torch.bool)
+    pad[1, 2:] = True
+    short = hard_topk(values, scores, 5, pad)
+    # Example 0 keeps 2 of its 5 targets; example 1 has only 2 real targets, both kept.
+    want = (_best_mean(exact.values[0], short.values[0, :2]).item() + 1.0) / 2
+    assert ncc_similarity(short.values[:, :2], values, scores, 5, pad).item() == pytest.approx(want)
+
+
+def _best_mean(targets, pooled):
+    cos = torch.nn.functional.cosine_similarity(targets.unsqueeze(1), pooled.unsqueeze(0), dim=-1)
+    return cos.max(-1).values.mean()
+
+
+def test_successive_halving_beats_iterative_in_ncc_similarity():
+    values = torch.rand(2, 256, 8, dtype=F64) * 2 - 1
+    scores = torch.rand(2, 256, dtype=F64)
+    ours = successive_halving_topk(values, scores, 16)
+    goyal = iterative_soft_topk(values, scores, 16)
+    ours_q = ncc_similarity(ours.values, values, scores, 16).item()
+    goyal_q = ncc_similarity(goyal.values, values, scores, 16).item()
+    assert ours_q > 0.9 and goyal_q < 0.5
