@@ -93,7 +93,7 @@ def build_layer(case: str, embed_dim: int, heads: int, chunk_size: int) -> torch
         activation = "relu" if case == "relu_chunked" else case
         layer = ActivationMultiheadAttention(
             embed_dim, heads, dropout=0.0, self_attention=True, activation=activation,
-            key_chunk_size=chunk_size if case == "relu_chunked" else None,
+            key_chunk_size=chunk_size if case == "relu_chunked" else 0,
         )
     return layer.train()
 

@@ -59,10 +59,9 @@ def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], digits
 
 
 def _pyplot():
-    import matplotlib
-
     # fairseq's import leaves the root logger at DEBUG; matplotlib's font search floods it.
     logging.getLogger("matplotlib").setLevel(logging.WARNING)
+    import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -122,13 +121,17 @@ def panel_plot(
     xlabel: str,
     ylabel: str,
     scatter: Mapping[str, Mapping[str, tuple[Sequence[float], Sequence[float]]]] | None = None,
+    integer_x: bool = False,
 ) -> Path:
     """Side-by-side panels sharing the y axis: ``panel -> label -> (xs, ys)`` lines.
 
     ``scatter`` (same nesting, labels matching the lines) adds unconnected points in the
-    line's colour, e.g. the individual heads around a per-layer mean.
+    line's colour, e.g. the individual heads around a per-layer mean. ``integer_x`` puts
+    ticks on whole numbers only (layers, heads).
     """
     plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
     names = list(panels)
     fig, axes = plt.subplots(
         1, len(names), figsize=(3.6 * len(names) + 0.8, 3.6), sharey=True, squeeze=False
@@ -143,9 +146,11 @@ def panel_plot(
         ax.set_title(name, fontsize="medium")
         ax.set_xlabel(xlabel)
         ax.grid(True, alpha=0.3)
+        if integer_x:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes[0][0].set_ylabel(ylabel)
     axes[0][0].legend(fontsize="small")
-    fig.suptitle(title)
+    fig.suptitle(title, y=1.03)
     return save_figure(fig, path)
 
 
@@ -179,5 +184,5 @@ def heatmaps(
             ax.set_yticks(range(len(ylabels)))
             ax.set_yticklabels(ylabels, fontsize="small")
     if title:
-        fig.suptitle(title)
+        fig.suptitle(title, y=1.03)
     return save_figure(fig, path)
