@@ -25,7 +25,11 @@ def fairseq_checkpoint_globals() -> list:
         from omegaconf.base import ContainerMetadata, Metadata
     except ImportError:  # omegaconf is a fairseq dependency; without it there is nothing to add
         return found
+    # Checkpoints of fairseq 0.10/0.11 pickle the DictConfig itself; its metadata refers to
+    # plain types (object_type=dict, key_type=int, ...) by name, which the unpickler only
+    # reads as values: it never calls them on checkpoint data.
     found += [DictConfig, ListConfig, ContainerMetadata, Metadata]
+    found += [dict, list, int, str, float, bool]
     found += [
         getattr(nodes, name)
         for name in (
