@@ -68,4 +68,5 @@ allow_fairseq_checkpoint_globals()
 _mark_as_user_dir()
 _import_criterions()
 
+import relu_former.generation  # noqa: E402,F401  (registers translation_sparse_decoding)
 from relu_former import models  # noqa: E402,F401  (registers architectures)

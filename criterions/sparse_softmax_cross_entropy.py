@@ -1,0 +1,201 @@
+"""``sparse_softmax_cross_entropy``: sparse-softmax training loss for sequence models (§3).
+
+A drop-in replacement for fairseq's ``label_smoothed_cross_entropy``: the same
+``--label-smoothing``, ``--sentence-avg``, ``--report-accuracy`` and ``--ignore-prefix-size``,
+plus ``--sparse-k``. The loss is log sum_{j in Omega_k} exp(z_j) - z_t over the k largest
+logits, with the target not forced into the top k (see
+:mod:`relu_former.kernels.sparse_softmax` for the formula, the label smoothing and the tie
+rule). With ``--sparse-k`` equal to the vocabulary size it is exactly fairseq's criterion.
+
+Besides ``loss`` it logs
+
+- ``nll_loss`` / ``ppl``: the *ordinary full-softmax* nll of the same logits (computed without
+  gradient, in row chunks), so runs compare with softmax baselines on the usual figures;
+- ``sparse_nll_loss``: the sparse-softmax loss without label smoothing;
+- ``outside_topk``: the share (percent) of targets that fell outside the top k.
+
+It also adds ReLUFormer's attention regularisers (``--attention-norm-loss-weight`` ...), the
+same mechanism as ``regularized_label_smoothed_cross_entropy``; models without ReLU attention
+record nothing and are unaffected.
+"""
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import torch
+from fairseq import utils
+from fairseq.criterions import FairseqCriterion, register_criterion
+from fairseq.logging import metrics
+from omegaconf import II
+
+from relu_former.criterions.regularized import (
+    AttentionRegularizerConfig,
+    add_attention_regularizers,
+    check_attention_regularizer_config,
+    reduce_attention_metrics,
+)
+from relu_former.kernels.sparse_softmax import softmax_nll, sparse_softmax_cross_entropy
+
+
+@dataclass
+class SparseSoftmaxConfig(AttentionRegularizerConfig):
+    """The flags every sparse-softmax criterion shares."""
+
+    sparse_k: int = field(
+        default=20,
+        metadata={"help": "k of sparse-softmax: the loss normalises over the k largest logits "
+                  "only (the paper's best for ~100 classes is 20); k >= the number of classes "
+                  "is ordinary softmax cross-entropy"},
+    )
+    label_smoothing: float = field(
+        default=0.0,
+        metadata={"help": "epsilon for label smoothing, spread over the other classes of the "
+                  "top k (0 means no label smoothing)"},
+    )
+
+
+def check_sparse_softmax_config(cfg: Any, num_classes: Optional[int], what: str) -> None:
+    """Raise a ValueError naming the flag when ``--sparse-k`` or ``--label-smoothing`` is bad.
+
+    ``num_classes`` is the width of the model's output (the target vocabulary, or
+    ``--num-classes``); None when it is not known yet.
+    """
+    k = cfg.sparse_k
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(
+            f"--sparse-k must be an integer >= 1 (the number of largest logits sparse-softmax "
+            f"keeps), got {k!r}; the paper uses 20 for ~100 classes"
+        )
+    if num_classes is not None and k > num_classes:
+        raise ValueError(
+            f"--sparse-k {k} is larger than the {what} ({num_classes}); choose "
+            f"--sparse-k <= {num_classes} (--sparse-k {num_classes} is ordinary softmax "
+            "cross-entropy)"
+        )
+    eps = cfg.label_smoothing
+    if eps is None or not 0.0 <= eps < 1.0:
+        raise ValueError(f"--label-smoothing must be in [0, 1), got {eps}")
+    check_attention_regularizer_config(cfg)
+
+
+@dataclass
+class SparseSoftmaxCrossEntropyConfig(SparseSoftmaxConfig):
+    report_accuracy: bool = field(
+        default=False, metadata={"help": "report accuracy metric (argmax of the logits)"}
+    )
+    ignore_prefix_size: int = field(
+        default=0, metadata={"help": "Ignore first N tokens of every target"}
+    )
+    sentence_avg: bool = II("optimization.sentence_avg")
+
+
+@register_criterion("sparse_softmax_cross_entropy", dataclass=SparseSoftmaxCrossEntropyConfig)
+class SparseSoftmaxCrossEntropyCriterion(FairseqCriterion):
+    """Sparse-softmax cross-entropy (top-k normalisation) with fairseq's usual logging."""
+
+    def __init__(self, task, cfg: SparseSoftmaxCrossEntropyConfig):
+        super().__init__(task)
+        tgt_dict = getattr(task, "target_dictionary", None)
+        check_sparse_softmax_config(
+            cfg, len(tgt_dict) if tgt_dict is not None else None, "target vocabulary"
+        )
+        self.cfg = cfg
+        self.k = cfg.sparse_k
+        self.eps = cfg.label_smoothing
+        self.sentence_avg = cfg.sentence_avg
+        self.ignore_prefix_size = cfg.ignore_prefix_size
+        self.report_accuracy = cfg.report_accuracy
+
+    def logits_and_target(self, model, net_output, sample):
+        """The decoder's raw logits (not log-probabilities) and the targets, prefix removed."""
+        decoder = getattr(model, "decoder", None)
+        if getattr(decoder, "adaptive_softmax", None) is not None:
+            raise ValueError(
+                "--criterion sparse_softmax_cross_entropy needs the decoder's full logits; it "
+                "does not work with --adaptive-softmax-cutoff"
+            )
+        logits = net_output[0]
+        target = model.get_targets(sample, net_output)
+        if self.ignore_prefix_size > 0:
+            logits = logits[:, self.ignore_prefix_size:, :]
+            target = target[:, self.ignore_prefix_size:]
+        if self.k > logits.size(-1):
+            raise ValueError(
+                f"--sparse-k {self.k} is larger than the model's output size "
+                f"({logits.size(-1)}); choose --sparse-k <= {logits.size(-1)}"
+            )
+        return logits, target
+
+    def forward(self, model, sample, reduce=True):
+        net_output = model(**sample["net_input"])
+        logits, target = self.logits_and_target(model, net_output, sample)
+        result = sparse_softmax_cross_entropy(
+            logits, target, self.k, self.eps, ignore_index=self.padding_idx
+        )
+        loss = result.loss.sum() if reduce else result.loss.reshape(-1)
+        sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
+        with torch.no_grad():
+            real = target.ne(self.padding_idx)
+            logging_output = {
+                "nll_loss": softmax_nll(logits, target, self.padding_idx).sum().data,
+                "sparse_nll_loss": result.nll_loss.sum().data,
+                "topk_targets": real.sum().data,
+                "topk_outside": (real & ~result.target_in_top_k).sum().data,
+                "ntokens": sample["ntokens"],
+                "nsentences": sample["target"].size(0),
+                "sample_size": sample_size,
+            }
+            if self.report_accuracy:
+                correct = logits.argmax(dim=-1).eq(target) & real
+                logging_output["n_correct"] = utils.item(correct.sum())
+                logging_output["total"] = utils.item(real.sum())
+        if reduce:
+            loss = add_attention_regularizers(model, loss, sample_size, logging_output, self.cfg)
+        logging_output["loss"] = loss.data
+        return loss, sample_size, logging_output
+
+    @classmethod
+    def reduce_metrics(cls, logging_outputs) -> None:
+        reduce_sparse_softmax_metrics(logging_outputs, nll_denominator="ntokens")
+        total = utils.item(sum(log.get("total", 0) for log in logging_outputs))
+        if total > 0:
+            metrics.log_scalar("total", total)
+            metrics.log_scalar(
+                "n_correct", utils.item(sum(log.get("n_correct", 0) for log in logging_outputs))
+            )
+            metrics.log_derived(
+                "accuracy",
+                lambda meters: round(meters["n_correct"].sum * 100.0 / meters["total"].sum, 3)
+                if meters["total"].sum > 0 else float("nan"),
+            )
+        reduce_attention_metrics(logging_outputs)
+
+    @staticmethod
+    def logging_outputs_can_be_summed() -> bool:
+        return True
+
+
+def reduce_sparse_softmax_metrics(logging_outputs, nll_denominator: str) -> None:
+    """Log loss, full-softmax nll/ppl, sparse nll and the outside-top-k share (fairseq units).
+
+    Losses are in base 2 as in fairseq's criterions; ``nll_denominator`` names the logging key
+    the nll is averaged over (``ntokens`` for sequences, ``nsentences`` for classification).
+    """
+
+    def total(key: str) -> float:
+        return utils.item(sum(log.get(key, 0) for log in logging_outputs))
+
+    sample_size = total("sample_size")
+    count = total(nll_denominator)
+    metrics.log_scalar("loss", total("loss") / sample_size / math.log(2), sample_size, round=3)
+    metrics.log_scalar("nll_loss", total("nll_loss") / count / math.log(2), count, round=3)
+    metrics.log_derived("ppl", lambda meters: utils.get_perplexity(meters["nll_loss"].avg))
+    metrics.log_scalar(
+        "sparse_nll_loss", total("sparse_nll_loss") / count / math.log(2), count, round=3
+    )
+    targets = total("topk_targets")
+    if targets > 0:
+        metrics.log_scalar(
+            "outside_topk", 100.0 * total("topk_outside") / targets, targets, round=2
+        )
