@@ -41,7 +41,12 @@ class PeakTensorMemory(TorchDispatchMode):
             self.current_bytes -= self._live.pop(key)[1]
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        # Views and in-place results share an input's storage: they allocate nothing, and the
+        # storage may predate the measurement.
+        inputs = {StorageWeakRef(item.untyped_storage()).cdata
+                  for item in tree_flatten((args, kwargs))[0] if isinstance(item, torch.Tensor)}
+        out = func(*args, **kwargs)
         # Freed storages are dropped before the new outputs are added: a storage released
         # while ``func`` ran can hand its address to one of the outputs.
         self._drop_freed()
@@ -49,7 +54,7 @@ class PeakTensorMemory(TorchDispatchMode):
             if isinstance(item, torch.Tensor):
                 storage = item.untyped_storage()
                 ref = StorageWeakRef(storage)
-                if ref.cdata not in self._live:
+                if ref.cdata not in self._live and ref.cdata not in inputs:
                     self._live[ref.cdata] = (ref, storage.nbytes())
                     self.current_bytes += storage.nbytes()
         self.peak_bytes = max(self.peak_bytes, self.current_bytes)
