@@ -26,7 +26,7 @@ import math
 import re
 import sys
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -235,8 +235,23 @@ def _cmd_europarl(a: argparse.Namespace) -> None:
           "differs between languages)", file=sys.stderr)
 
 
+def cohan_sentences(lines: Iterable[str]) -> Iterator[str]:
+    """Every article and abstract sentence, one a line: SentencePiece's training text
+    (whole articles exceed its sentence-length limit and would be skipped)."""
+    for line in lines:
+        if line.strip():
+            record = json.loads(line)
+            for s in record["article_text"] + record["abstract_text"]:
+                text = " ".join(re.sub(r"</?S>", "", s).split())
+                if text:
+                    yield text
+
+
 def _cmd_cohan(a: argparse.Namespace) -> None:
-    _write_pairs(Path(a.out_prefix), "src", "tgt", cohan_pairs(read_lines(a.input)))
+    lines = read_lines(a.input)
+    _write_pairs(Path(a.out_prefix), "src", "tgt", cohan_pairs(lines))
+    if a.sentences:
+        write_lines(f"{a.out_prefix}.sentences", cohan_sentences(lines))
 
 
 def _cmd_squad(a: argparse.Namespace) -> None:
@@ -279,6 +294,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("cohan", help="article/abstract pairs of arXiv or PubMed jsonl")
     p.add_argument("-i", "--input", required=True, help="train.txt, val.txt or test.txt")
     p.add_argument("--out-prefix", required=True, help="writes PREFIX.src and PREFIX.tgt")
+    p.add_argument("--sentences", action="store_true",
+                   help="also write PREFIX.sentences, one sentence a line (SentencePiece input)")
     p.set_defaults(func=_cmd_cohan)
 
     p = sub.add_parser("squad-qg", help="question generation pairs of SQuAD 1.1")

@@ -108,6 +108,9 @@ def score(generate_output: Path, metric: str, *, references: Path | None = None,
         if max(ids) >= len(all_refs):
             raise ValueError(f"{references} has {len(all_refs)} lines but the generate log has "
                              f"sentence id {max(ids)}: wrong reference file?")
+        if len(ids) != len(all_refs):
+            raise ValueError(f"the generate log has {len(ids)} hypotheses but {references} has "
+                             f"{len(all_refs)} references: sentences were skipped")
         raw_refs = [all_refs[i] for i in ids]
     result: dict = {"sentences": len(ids), "generate_output": str(generate_output)}
     fairseq_bleu = [m.group(1) for m in map(_FAIRSEQ_BLEU.search, lines) if m]

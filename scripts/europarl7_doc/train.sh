@@ -12,7 +12,8 @@ label smoothing 0.1, 8192 tokens a batch (--max-tokens 4096 --update-freq 2), 10
 Not given by the paper: lr 5e-4, dropout 0.3 (G-Transformer's Europarl values).
 Flags after -- go to fairseq-train last; --dry-run prints the command.
 Variables: SEGMENT_LENGTH, DATA_BIN (default \$DATA_ROOT/europarl7_doc/data-bin/seg<L>),
-SAVE_DIR (default \$CHECKPOINT_ROOT/europarl7_doc/seg<L>/MODEL), LAUNCHER, LABEL_SMOOTHING."
+SAVE_DIR (default \$CHECKPOINT_ROOT/europarl7_doc/seg<L>/MODEL), LAUNCHER, LABEL_SMOOTHING.
+Output: checkpoints and train.log in SAVE_DIR."
 source "$(dirname "$0")/../common/recipe.sh"
 
 L=${SEGMENT_LENGTH:-1024}

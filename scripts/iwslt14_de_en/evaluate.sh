@@ -17,7 +17,4 @@ RECIPE_MODELS=(transformer relu_former sparsemax entmax15 rela sparse_softmax)
 GENERATE_ARGS=(--beam 5 --lenpen 1.1 --remove-bpe --batch-size 128)
 SCORE_ARGS=(--metric bleu --lowercase --detok-lang en)
 [[ ${SUBSET:-test} != test ]] || SCORE_ARGS+=(--references "$DATA_ROOT/iwslt14_de_en/text/test.en")
-recipe_generate_args() {
-    if [[ $1 == sparse_softmax ]]; then MODEL_GENERATE_ARGS=(--sparse-softmax-k "${SPARSE_K:-10}"); fi
-}
 recipe_evaluate_main "$@"

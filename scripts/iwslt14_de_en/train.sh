@@ -14,7 +14,7 @@ Flags after -- go to fairseq-train last and override these (e.g. -- --max-update
 
 Variables: DATA_BIN (default \$DATA_ROOT/iwslt14_de_en/data-bin), SAVE_DIR (default
 \$CHECKPOINT_ROOT/iwslt14_de_en/MODEL), LAUNCHER (e.g. 'torchrun --nproc-per-node 8'),
-SPARSE_K, LABEL_SMOOTHING; see scripts/common/recipe.sh.
+SPARSE_K (default 20), LABEL_SMOOTHING; see scripts/common/recipe.sh.
 Output: checkpoints and train.log in SAVE_DIR."
 source "$(dirname "$0")/../common/recipe.sh"
 

@@ -16,7 +16,4 @@ RECIPE_MODELS=(transformer relu_former sparsemax entmax15 rela sparse_softmax)
 GENERATE_ARGS=(--beam 5 --lenpen 0.6 --remove-bpe --batch-size 128)
 SCORE_ARGS=(--metric bleu --split-compounds --detok-lang de)
 [[ ${SUBSET:-test} != test ]] || SCORE_ARGS+=(--references "$DATA_ROOT/wmt14_en_de/text/test.de")
-recipe_generate_args() {
-    if [[ $1 == sparse_softmax ]]; then MODEL_GENERATE_ARGS=(--sparse-softmax-k "${SPARSE_K:-10}"); fi
-}
 recipe_evaluate_main "$@"

@@ -10,7 +10,7 @@ Defaults are the paper's WMT14 setting (DESIGN.md 2.5): 6+6 layers, 512/2048, 8 
 --update-freq 2 on one GPU), 100k updates. Not given by the paper (fairseq's WMT recipe
 values): lr 7e-4, dropout 0.1.
 Flags after -- go to fairseq-train last and override these; --dry-run prints the command.
-Variables: DATA_BIN, SAVE_DIR, LAUNCHER, SPARSE_K, LABEL_SMOOTHING (scripts/common/recipe.sh).
+Variables: DATA_BIN, SAVE_DIR, LAUNCHER, SPARSE_K (default 20), LABEL_SMOOTHING (scripts/common/recipe.sh).
 Output: checkpoints and train.log in SAVE_DIR (default \$CHECKPOINT_ROOT/wmt14_en_de/MODEL)."
 source "$(dirname "$0")/../common/recipe.sh"
 
