@@ -56,8 +56,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--chunk-size", type=int, default=None,
                         help="key chunk of relu_chunked (default 512; --quick: largest n / 4)")
     parser.add_argument("--rounds", type=int, default=None,
-                        help="timed rounds at n = 1024; shorter n get proportionally more, "
-                             "up to 8x (default 5, --quick 3)")
+                        help="timed rounds at n = 1024; shorter n get proportionally more "
+                             "(up to 8x), longer n fewer (at least 3) (default 5, --quick 3)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch intra-op threads, fixed for every case (default 1)")
     parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
@@ -126,7 +126,11 @@ def measure(args: argparse.Namespace) -> dict[int, dict[str, tuple[float, float]
                             x, grad)
             for case in args.cases
         }
-        rounds = args.rounds * min(8, max(1, 1024 // n))
+        # short lengths are cheap and noisy: more rounds; beyond 1024, no fewer than 3
+        if n <= 1024:
+            rounds = args.rounds * min(8, 1024 // n)
+        else:
+            rounds = max(min(3, args.rounds), args.rounds * 1024 // n)
         log(f"n={n}: timing {len(steps)} cases, {rounds} interleaved rounds")
         seconds = interleaved_median_seconds(
             steps, rounds=rounds, warmup=1, progress=lambda s, n=n: log(f"  n={n} {s}")
