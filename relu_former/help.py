@@ -1,0 +1,135 @@
+"""``python -m relu_former.help [NAME ...]``: the flags of the plugin's registered names.
+
+fairseq answers ``--help`` in its first parsing pass, before it adds the flags of the chosen
+``--arch``, ``--criterion`` and ``--task``, so ``fairseq-train --arch relu_former_iwslt_de_en
+--help`` does not show ``--attention-activation``. This prints what fairseq would have added:
+with no argument, every name the plugin registers and its flags; with names, just those.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from typing import Dict, List, Sequence
+
+from fairseq.criterions import CRITERION_DATACLASS_REGISTRY, CRITERION_REGISTRY
+from fairseq.dataclass import FairseqDataclass
+from fairseq.dataclass.utils import gen_parser_from_dataclass
+from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
+from fairseq.tasks import TASK_DATACLASS_REGISTRY, TASK_REGISTRY
+
+import relu_former  # noqa: F401  (registers the names)
+
+PLUGIN = "relu_former"
+
+
+def plugin_names() -> Dict[str, List[str]]:
+    """The plugin's architectures, criterions and tasks, in registration order."""
+
+    def ours(obj) -> bool:
+        return obj.__module__.split(".")[0] == PLUGIN
+
+    return {
+        "arch": [name for name, fn in ARCH_CONFIG_REGISTRY.items() if ours(fn)],
+        "criterion": [name for name, cls in CRITERION_REGISTRY.items() if ours(cls)],
+        "task": [name for name, cls in TASK_REGISTRY.items() if ours(cls)],
+    }
+
+
+def _new_parser(prog: str) -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(prog=prog, usage=argparse.SUPPRESS, add_help=False,
+                                   argument_default=argparse.SUPPRESS)
+
+
+def _flag_source(kind: str, name: str) -> type:
+    """The class whose flags fairseq adds for ``--<kind> <name>``: a model or a dataclass."""
+    if kind == "arch":
+        return ARCH_MODEL_REGISTRY[name]
+    registry, configs = {
+        "criterion": (CRITERION_REGISTRY, CRITERION_DATACLASS_REGISTRY),
+        "task": (TASK_REGISTRY, TASK_DATACLASS_REGISTRY),
+    }[kind]
+    return configs.get(name) or registry[name]
+
+
+def _add_flags(parser: argparse.ArgumentParser, source: type) -> None:
+    if dataclasses.is_dataclass(source):
+        gen_parser_from_dataclass(parser, source())
+    else:
+        source.add_args(parser)
+
+
+def _fairseq_parent(source: type) -> type | None:
+    """The first fairseq class (model or config dataclass) that ``source`` extends."""
+    for base in source.__mro__[1:]:
+        if base.__module__.split(".")[0] == PLUGIN or base is FairseqDataclass:
+            continue
+        if dataclasses.is_dataclass(source) and dataclasses.is_dataclass(base):
+            return base
+        if not dataclasses.is_dataclass(source) and hasattr(base, "add_args"):
+            return base
+    return None
+
+
+def flags_parser(kind: str, name: str, plugin_only: bool = True) -> argparse.ArgumentParser:
+    """A parser holding the flags fairseq adds for ``--<kind> <name>``.
+
+    ``plugin_only`` keeps just the flags the plugin adds to the fairseq model or criterion it
+    extends (fairseq documents its own flags).
+    """
+    source = _flag_source(kind, name)
+    parser = _new_parser(f"--{kind} {name}")
+    _add_flags(parser, source)
+    parent = _fairseq_parent(source) if plugin_only else None
+    if parent is None:
+        return parser
+    stock = _new_parser("stock")
+    _add_flags(stock, parent)
+    inherited = {action.dest for action in stock._actions}
+    ours = _new_parser(parser.prog)
+    for action in parser._actions:
+        if action.dest not in inherited:
+            ours._add_action(action)
+    return ours
+
+
+def describe(names: Sequence[str] = (), plugin_only: bool = True) -> str:
+    """Help text for the given plugin names (all of them when empty)."""
+    registered = plugin_names()
+    wanted = set(names)
+    unknown = wanted - {n for group in registered.values() for n in group}
+    if unknown:
+        listing = "; ".join(f"{kind}: {', '.join(group)}" for kind, group in registered.items())
+        raise SystemExit(f"relu_former.help: unknown name(s) {sorted(unknown)}. "
+                         f"The plugin registers {listing}")
+    parts = []
+    for kind, group in registered.items():
+        for name in group:
+            if wanted and name not in wanted:
+                continue
+            body = flags_parser(kind, name, plugin_only).format_help()
+            parts.append(f"=== --{kind} {name} ===\n{body}")
+    return "\n".join(parts)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m relu_former.help",
+        description=__doc__.split("\n\n")[1].replace("\n", " "),
+    )
+    parser.add_argument("names", nargs="*", help="architectures, criterions or tasks "
+                        "(default: all the plugin registers)")
+    parser.add_argument("--list", action="store_true", help="only list the registered names")
+    parser.add_argument("--all-flags", action="store_true",
+                        help="for architectures, also the flags of the fairseq model they extend")
+    args = parser.parse_args(argv)
+    if args.list:
+        for kind, group in plugin_names().items():
+            print(f"{kind}: {' '.join(group)}")
+        return
+    print(describe(args.names, plugin_only=not args.all_flags))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
