@@ -259,39 +259,83 @@ def successive_halving_topk(
         final = torch.arange(out_len, device=device).expand(batch, out_len)
     s, pad = s.gather(1, final), pad.gather(1, final)
 
-    # Walk the merges back: each output slot's source positions (leaves) and coefficients.
-    leaves = final.unsqueeze(-1)  # [B, k', m]
-    coef = (~pad).to(s.dtype).unsqueeze(-1)
+    # Walk the merges back: each output slot's source positions (leaves) and coefficients,
+    # laid out [B, m, k'] (leaf t of output slot j at [:, t, j]).
+    leaves = final.unsqueeze(1)
+    coef = (~pad).to(s.dtype).unsqueeze(1)
     for order, weights in reversed(merges):
         half = order.shape[1] // 2
         flat = leaves.reshape(batch, -1)
         shape = leaves.shape
-        leaf_a = order.gather(1, flat).view(shape)
-        leaf_b = order.gather(1, flat + half).view(shape)
-        coef_a = coef * weights.gather(1, flat).view(shape)
-        coef_b = coef * weights.gather(1, flat + half).view(shape)
-        leaves = torch.cat([leaf_a, leaf_b], -1)
-        coef = torch.cat([coef_a, coef_b], -1)
-    if start is not None:
-        leaves = (
-            torch.cat([start, leaves.new_zeros(batch, full - length)], 1)
-            .gather(1, leaves.view(batch, -1))
-            .view(leaves.shape)
+        leaves = torch.cat(
+            [order.gather(1, flat).view(shape), order.gather(1, flat + half).view(shape)], 1
         )
+        coef = torch.cat(
+            [
+                coef * weights.gather(1, flat).view(shape),
+                coef * weights.gather(1, flat + half).view(shape),
+            ],
+            1,
+        )
+    if start is not None:
+        start = torch.cat([start, start.new_zeros(batch, full - length)], 1)
+        leaves = start.gather(1, leaves.view(batch, -1)).view(leaves.shape)
     # Slots added to reach k' 2^r have coefficient 0; point them at a real row to stay in range.
     leaves = leaves.clamp(max=length - 1)
-    pooled = _weighted_group_sum(values, leaves, coef.to(values.dtype))
+    pooled = _GroupWeightedSum.apply(values, leaves, coef.to(values.dtype))
     return PooledSequence(pooled, s, pad)
 
 
-def _weighted_group_sum(values: Tensor, leaves: Tensor, coef: Tensor) -> Tensor:
-    """out[b, j] = sum_t coef[b, j, t] * values[b, leaves[b, j, t]]  -> [B, k', d]."""
-    batch, out_len, group = leaves.shape
-    rows = _gather_rows(values, leaves.reshape(batch, -1))
-    pooled = torch.bmm(
-        coef.reshape(batch * out_len, 1, group), rows.view(batch * out_len, group, -1)
-    )
-    return pooled.view(batch, out_len, -1)
+# The vectors are read in at most this many slices of the leaves, so the largest temporary is
+# about 1/_SLICES of the input (the per-example loop holds every pair of every round for backward).
+_SLICES = 8
+
+
+def _leaf_slices(leaves: Tensor, length: int):
+    """Yield (t0, t1, row indices into values.view(B * n, d)) for slices of leaves [B, m, k]."""
+    batch, group, _ = leaves.shape
+    step = -(-group // _SLICES)
+    offsets = torch.arange(batch, device=leaves.device).view(batch, 1, 1) * length
+    for t0 in range(0, group, step):
+        t1 = min(t0 + step, group)
+        yield t0, t1, (leaves[:, t0:t1] + offsets).reshape(-1)
+
+
+class _GroupWeightedSum(torch.autograd.Function):
+    """out[b, j] = sum_t coef[b, t, j] * values[b, leaves[b, t, j]]  ->  [B, k', d].
+
+    Saves only its inputs; backward gathers the rows again instead of keeping them.
+    """
+
+    @staticmethod
+    def forward(ctx, values: Tensor, leaves: Tensor, coef: Tensor) -> Tensor:
+        ctx.save_for_backward(values, leaves, coef)
+        batch, length, dim = values.shape
+        rows_of = values.reshape(batch * length, dim)
+        pooled = values.new_zeros(batch, leaves.shape[2], dim)
+        for t0, t1, index in _leaf_slices(leaves, length):
+            rows = rows_of.index_select(0, index).view(batch, t1 - t0, -1, dim)
+            pooled += rows.mul_(coef[:, t0:t1].unsqueeze(-1)).sum(1)
+        return pooled
+
+    @staticmethod
+    def backward(ctx, grad_pooled: Tensor):
+        values, leaves, coef = ctx.saved_tensors
+        batch, length, dim = values.shape
+        rows_of = values.reshape(batch * length, dim)
+        grad_pooled = grad_pooled.unsqueeze(1)  # [B, 1, k', d]
+        grad_values = values.new_zeros(batch * length, dim) if ctx.needs_input_grad[0] else None
+        grad_coef = torch.empty_like(coef) if ctx.needs_input_grad[2] else None
+        for t0, t1, index in _leaf_slices(leaves, length):
+            if grad_coef is not None:
+                rows = rows_of.index_select(0, index).view(batch, t1 - t0, -1, dim)
+                grad_coef[:, t0:t1] = rows.mul_(grad_pooled).sum(-1)
+            if grad_values is not None:
+                spread = coef[:, t0:t1].unsqueeze(-1) * grad_pooled
+                grad_values.index_add_(0, index, spread.view(-1, dim))
+        if grad_values is not None:
+            grad_values = grad_values.view(batch, length, dim)
+        return grad_values, None, grad_coef
 
 
 def successive_halving_topk_loop(
