@@ -47,13 +47,15 @@ from torch import Tensor
 from relu_former.kernels.relu_attention import (
     AttentionResult,
     AttentionStatistics,
+    count_positive,
     count_visible_keys,
     relu_attention,
-    relu_scores_chunked,
-    relu_scores_dense,
+    relu_scores,
+    relu_sums,
     row_validity,
     statistics_from_sums,
     visible_keys,
+    xlogx_sum,
 )
 
 ACTIVATIONS = ("softmax", "relu", "sparsemax", "entmax15", "rela")
@@ -129,8 +131,8 @@ def _normalized_statistics(weights: Tensor, key_padding_mask: Tensor | None,
     n = n.to(device=w.device, dtype=stat_dtype)
     n, valid = row_validity(n, (batch, heads, tgt_len), query_padding_mask)
     row_sum = w.sum(-1)
-    xlogx = (w * torch.log(torch.where(w > 0, w, torch.ones_like(w)))).sum(-1)
-    zeros = n - (w > 0).sum(-1, dtype=stat_dtype)
+    xlogx = xlogx_sum(w)
+    zeros = n - count_positive(w, stat_dtype)
     return statistics_from_sums(row_sum, xlogx, zeros, n, valid, regularizable=False)
 
 
@@ -147,38 +149,27 @@ def rela_attention(q: Tensor, k: Tensor, v: Tensor, gain: Tensor, *, eps: float 
     """
     batch, heads, tgt_len, _ = q.shape
     src_len = k.size(-2)
-    chunked = 0 < key_chunk_size < src_len
-    if chunked:
-        u, row_sum, xlogx, positives = relu_scores_chunked(
-            q, k, v, key_chunk_size=key_chunk_size, key_padding_mask=key_padding_mask,
-            attn_mask=attn_mask, dropout_p=dropout_p, need_sums=need_statistics)
-        s = None
-    else:
-        u, row_sum, xlogx, s = relu_scores_dense(
-            q, k, v, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
-            dropout_p=dropout_p, need_sums=need_statistics)
-        positives = None
+    sums = relu_sums(q, k, v, key_chunk_size=key_chunk_size,
+                     key_padding_mask=key_padding_mask, attn_mask=attn_mask,
+                     dropout_p=dropout_p, need_sums=need_statistics)
+    u = sums.u
     rms = torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + eps)
     out = u * rms * gain
 
-    weights = None
-    if need_weights:
-        if s is None:
-            with torch.no_grad():
-                _, _, _, s = relu_scores_dense(q, k, v, key_padding_mask=key_padding_mask,
-                                               attn_mask=attn_mask, need_sums=False)
-        weights = s
+    weights = sums.scores
+    if need_weights and weights is None:
+        with torch.no_grad():
+            weights = relu_scores(q * q.size(-1) ** -0.5, k,
+                                  visible_keys(key_padding_mask, attn_mask))
 
     statistics = None
     if need_statistics:
         n = count_visible_keys(key_padding_mask, attn_mask, tgt_len, src_len)
-        n = n.to(device=q.device, dtype=row_sum.dtype)
+        n = n.to(device=q.device, dtype=sums.row_sum.dtype)
         n, valid = row_validity(n, (batch, heads, tgt_len), query_padding_mask)
-        if positives is None:
-            positives = (s > 0).sum(-1, dtype=n.dtype)
-        statistics = statistics_from_sums(row_sum, xlogx, n - positives, n, valid,
-                                          regularizable=False)
-    return AttentionResult(out, weights, statistics)
+        statistics = statistics_from_sums(sums.row_sum, sums.xlogx, n - sums.positives, n,
+                                          valid, regularizable=False)
+    return AttentionResult(out, weights if need_weights else None, statistics)
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, activation: str, *,

@@ -20,8 +20,8 @@ holds an n x n matrix, in the forward pass or in the backward pass (which recomp
 block's scores, the way memory-efficient attention does).
 
 Masks zero scores; nothing adds -inf. Rows that see no key (n_i = 0) output 0 and divide by
-max(n_i, 1). The log of an exact zero is never taken: ``log`` is evaluated at 1 wherever
-s_ij = 0 or S_i = 0, so values and gradients stay finite.
+max(n_i, 1). s log s is evaluated as s log(s + tiny), so 0 log 0 = 0 with finite
+gradients; H_i uses log S_i only where S_i > 0; every entry with s_ij = 0 gets gradient 0.
 
 Public functions (B batch, H heads, Tq queries, Tk keys, D head size; q, k, v are
 ``(B, H, T, D)``; ``key_padding_mask`` is ``(B, Tk)`` bool, True = padding; ``attn_mask`` is
@@ -34,8 +34,12 @@ bool, True = blocked, of shape ``(Tq, Tk)`` or ``(B|1, H|1, Tq, Tk)``):
         The layer: out (B, H, Tq, D), weights (B, H, Tq, Tk) = s_ij / (gamma sqrt(n_i/2)),
         i.e. exactly the coefficients applied to v (None unless asked), statistics.
         ``key_chunk_size`` > 0 and < Tk selects the chunked path.
-    relu_scores_dense(q, k, v, ...) / relu_scores_chunked(q, k, v, ..., key_chunk_size)
-        -> (U, S, T): U = sum_j s_ij v_j (no factor), S and T as above (float32 or float64).
+    relu_sums(q, k, v, *, key_chunk_size=0, key_padding_mask=None, attn_mask=None,
+              dropout_p=0.0, need_sums=True) -> ReLUSums(u, row_sum, xlogx, positives, scores)
+        The sums without the factor: U = sum_j s_ij v_j, S, T (float32, float64 for float64
+        input), P = #positive scores per row, and s itself on the dense path. Written
+        forward/backward (one matmul for scores, ReLU, one matmul for values); the chunked
+        backward recomputes each block.
     count_visible_keys(key_padding_mask, attn_mask, tgt_len, src_len) -> n (B|1, H|1, Tq|1)
     variance_factor(n, gamma) -> 1 / (gamma * sqrt(max(n, 1) / 2))
     statistics_from_sums(S, T, zeros, n, valid, regularizable) -> AttentionStatistics
@@ -46,7 +50,6 @@ from __future__ import annotations
 from typing import NamedTuple, Tuple, Union
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 Gamma = Union[float, Tensor]
@@ -133,32 +136,35 @@ def _stat_dtype(x: Tensor) -> torch.dtype:
     return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
-def _xlogx_sum(s: Tensor) -> Tensor:
-    """sum_j s_ij log s_ij over the last dim, in float32/64; 0 log 0 = 0 with finite gradient."""
+def xlogx_sum(s: Tensor) -> Tensor:
+    """sum_j s_ij log s_ij over the last dim in float32/64 for s >= 0, with 0 log 0 = 0."""
     s = s.to(_stat_dtype(s))
-    return (s * torch.log(torch.where(s > 0, s, torch.ones_like(s)))).sum(-1)
+    return (s * _safe_log(s)).sum(-1)
+
+
+def _safe_log(s: Tensor) -> Tensor:
+    """log(s + tiny) for s >= 0: finite everywhere, so s * log s is exactly 0 where s = 0.
+
+    Adding the smallest normal number (rather than masking the zeros) keeps the CPU kernels
+    branch-free: log of an exact 0 and masks over ReLU's random zero pattern are many times
+    slower. Half precision is evaluated in float32, where tiny is negligible.
+    """
+    if s.dtype in (torch.float16, torch.bfloat16):
+        return torch.log(s.float() + torch.finfo(torch.float32).tiny).to(s.dtype)
+    return torch.log(s + torch.finfo(s.dtype).tiny)
+
+
+def count_positive(s: Tensor, dtype: torch.dtype) -> Tensor:
+    """How many entries of each row of s >= 0 are positive (sign is 0 or 1 here)."""
+    return torch.sign(s).sum(-1, dtype=dtype)
 
 
 def relu_scores(q_scaled: Tensor, k: Tensor, visible: Tensor | None) -> Tensor:
     """s_ij = ReLU(q_i . k_j) with blocked keys zeroed; q already divided by sqrt(d)."""
-    s = torch.relu(torch.matmul(q_scaled, k.transpose(-1, -2)))
+    s = torch.matmul(q_scaled, k.transpose(-1, -2)).relu_()
     if visible is not None:
-        s = s.masked_fill(~visible, 0.0)
+        s = s.masked_fill_(~visible, 0.0)
     return s
-
-
-def relu_scores_dense(q: Tensor, k: Tensor, v: Tensor, *,
-                      key_padding_mask: Tensor | None = None,
-                      attn_mask: Tensor | None = None, dropout_p: float = 0.0,
-                      need_sums: bool = True) -> Tuple[Tensor, Tensor | None,
-                                                       Tensor | None, Tensor]:
-    """(U, S, T, s) with the full (B, H, Tq, Tk) score matrix s; plain autograd."""
-    s = relu_scores(q * q.size(-1) ** -0.5, k, visible_keys(key_padding_mask, attn_mask))
-    dropped = F.dropout(s, p=dropout_p) if dropout_p > 0 else s
-    u = torch.matmul(dropped, v)
-    if not need_sums:
-        return u, None, None, s
-    return u, s.sum(-1, dtype=_stat_dtype(s)), _xlogx_sum(s), s
 
 
 def _dropout_keep(shape: Tuple[int, ...], p: float, seed: int, block: int,
@@ -170,93 +176,119 @@ def _dropout_keep(shape: Tuple[int, ...], p: float, seed: int, block: int,
     return keep.to(like.dtype) / (1.0 - p)
 
 
-class _ChunkedReLUAttention(torch.autograd.Function):
-    """U, S, T over blocks of keys; backward recomputes each block (memory n x block)."""
+class _ReLUAttentionSums(torch.autograd.Function):
+    """U = s v, S, T and the positive counts P, over blocks of keys, with a written backward.
+
+    One block (dense): s is kept for backward, like softmax keeps its probabilities. Several
+    blocks (chunked): only q, k, v are kept and backward recomputes each block's scores, so
+    memory is n x block. Backward of a block, with g the incoming gradients:
+
+        dL/ds_ij = gU_i . v_j + gS_i + gT_i (log s_ij + 1)      (where s_ij > 0, else 0)
+        dq_i = sum_j dL/ds_ij k_j,  dk_j = sum_i dL/ds_ij q_i,  dv_j = sum_i s_ij gU_i
+
+    Dropout masks are drawn from a generator seeded per block and replayed in backward.
+    """
 
     @staticmethod
     def forward(ctx, q, k, v, key_padding_mask, attn_mask, chunk, dropout_p, seed, need_sums):
         ctx.set_materialize_grads(False)
-        shape = q.shape[:-2] + (q.size(-2),)
-        u = q.new_zeros(q.shape[:-1] + (v.size(-1),))
-        stat_dtype = _stat_dtype(q)
-        row_sum = q.new_zeros(shape, dtype=stat_dtype) if need_sums else None
-        xlogx = q.new_zeros(shape, dtype=stat_dtype) if need_sums else None
-        positives = q.new_zeros(shape, dtype=stat_dtype) if need_sums else None
         src_len = k.size(-2)
+        single = chunk >= src_len
+        rows = q.shape[:-1]
+        stat_dtype = _stat_dtype(q)
+        u = None
+        row_sum = xlogx = positives = None
+        if need_sums:
+            row_sum, xlogx, positives = (q.new_zeros(rows, dtype=stat_dtype) for _ in range(3))
+        s = None
         for block, start in enumerate(range(0, src_len, chunk)):
             end = min(start + chunk, src_len)
-            s = relu_scores(q, k[..., start:end, :], visible_keys(key_padding_mask, attn_mask,
-                                                                   start, end))
+            s = relu_scores(q, k[..., start:end, :],
+                            visible_keys(key_padding_mask, attn_mask, start, end))
             if need_sums:
                 row_sum += s.sum(-1, dtype=stat_dtype)
-                xlogx += _xlogx_sum(s)
-                positives += (s > 0).sum(-1, dtype=stat_dtype)
-            if dropout_p > 0:
-                s = s * _dropout_keep(s.shape, dropout_p, seed, block, s)
-            u += torch.matmul(s, v[..., start:end, :])
-        ctx.save_for_backward(q, k, v, key_padding_mask, attn_mask)
+                xlogx += xlogx_sum(s)
+                positives += count_positive(s, stat_dtype)
+            dropped = s * _dropout_keep(s.shape, dropout_p, seed, block, s) if dropout_p else s
+            part = torch.matmul(dropped, v[..., start:end, :])
+            u = part if u is None else u.add_(part)
+        if u is None:  # no key at all
+            u = q.new_zeros(rows + (v.size(-1),))
+        scores = s if single else None
+        ctx.save_for_backward(q, k, v, key_padding_mask, attn_mask, scores)
         ctx.chunk, ctx.dropout_p, ctx.seed = chunk, dropout_p, seed
-        if positives is not None:
-            ctx.mark_non_differentiable(positives)
-        return u, row_sum, xlogx, positives
+        outputs = [row_sum, xlogx, positives, scores]
+        ctx.mark_non_differentiable(*[x for x in outputs[2:] if x is not None])
+        return (u, *outputs)
 
     @staticmethod
-    def backward(ctx, grad_u, grad_row_sum, grad_xlogx, _grad_positives):
-        q, k, v, key_padding_mask, attn_mask = ctx.saved_tensors
+    def backward(ctx, grad_u, grad_row_sum, grad_xlogx, _grad_positives, _grad_scores):
+        q, k, v, key_padding_mask, attn_mask, scores = ctx.saved_tensors
         chunk, dropout_p, seed = ctx.chunk, ctx.dropout_p, ctx.seed
+        src_len = k.size(-2)
         grad_q = torch.zeros_like(q)
         grad_k = torch.zeros_like(k)
         grad_v = torch.zeros_like(v)
-        src_len = k.size(-2)
         for block, start in enumerate(range(0, src_len, chunk)):
             end = min(start + chunk, src_len)
             k_b, v_b = k[..., start:end, :], v[..., start:end, :]
-            z = torch.matmul(q, k_b.transpose(-1, -2))
-            positive = z > 0
-            visible = visible_keys(key_padding_mask, attn_mask, start, end)
-            if visible is not None:
-                positive = positive & visible
-            s = torch.where(positive, z, torch.zeros_like(z))
-            grad_s = torch.zeros_like(z)
+            s = scores if scores is not None else relu_scores(
+                q, k_b, visible_keys(key_padding_mask, attn_mask, start, end))
+            grad_s = None
             if grad_u is not None:
-                keep = (_dropout_keep(s.shape, dropout_p, seed, block, s)
-                        if dropout_p > 0 else None)
                 grad_s = torch.matmul(grad_u, v_b.transpose(-1, -2))
-                s_dropped = s if keep is None else s * keep
-                if keep is not None:
-                    grad_s = grad_s * keep
-                grad_v[..., start:end, :] = torch.matmul(s_dropped.transpose(-1, -2), grad_u)
-            if grad_row_sum is not None:
-                grad_s = grad_s + grad_row_sum.to(z.dtype).unsqueeze(-1)
+                if dropout_p:
+                    keep = _dropout_keep(s.shape, dropout_p, seed, block, s)
+                    grad_s.mul_(keep)
+                    grad_v[..., start:end, :] = torch.matmul((s * keep).transpose(-1, -2),
+                                                             grad_u)
+                else:
+                    grad_v[..., start:end, :] = torch.matmul(s.transpose(-1, -2), grad_u)
+            if grad_s is None:
+                grad_s = torch.zeros_like(s)
+            # per-row terms: gS_i + gT_i (log s_ij + 1) = gT_i log s_ij + (gS_i + gT_i)
+            shift = grad_row_sum
             if grad_xlogx is not None:
-                log_s = torch.log(torch.where(positive, s, torch.ones_like(s)))
-                grad_s = grad_s + grad_xlogx.to(z.dtype).unsqueeze(-1) * (log_s + 1)
-            grad_z = torch.where(positive, grad_s, torch.zeros_like(grad_s))
-            grad_q += torch.matmul(grad_z, k_b)
-            grad_k[..., start:end, :] = torch.matmul(grad_z.transpose(-1, -2), q)
+                grad_t = grad_xlogx.to(s.dtype).unsqueeze(-1)
+                grad_s.addcmul_(_safe_log(s), grad_t)
+                shift = grad_xlogx if shift is None else shift + grad_xlogx
+            if shift is not None:
+                grad_s.add_(shift.to(s.dtype).unsqueeze(-1))
+            grad_s.mul_(torch.sign(s))  # ReLU's and the masks' derivative: 0 where s = 0
+            grad_q.add_(torch.matmul(grad_s, k_b))
+            grad_k[..., start:end, :] = torch.matmul(grad_s.transpose(-1, -2), q)
         return grad_q, grad_k, grad_v, None, None, None, None, None, None
 
 
-def relu_scores_chunked(q: Tensor, k: Tensor, v: Tensor, *, key_chunk_size: int,
-                        key_padding_mask: Tensor | None = None,
-                        attn_mask: Tensor | None = None, dropout_p: float = 0.0,
-                        need_sums: bool = True) -> Tuple[Tensor, Tensor | None,
-                                                         Tensor | None, Tensor | None]:
-    """(U, S, T, P) over blocks of ``key_chunk_size`` keys; P counts positive scores per row.
+class ReLUSums(NamedTuple):
+    """U = sum_j s_ij v_j (B, H, Tq, D); S, T, P (B, H, Tq) or None; s (dense only) or None."""
 
-    q, k, v share their (B, H) dims. Without ``need_sums`` only U is computed.
+    u: Tensor
+    row_sum: Tensor | None
+    xlogx: Tensor | None
+    positives: Tensor | None
+    scores: Tensor | None
+
+
+def relu_sums(q: Tensor, k: Tensor, v: Tensor, *, key_chunk_size: int = 0,
+              key_padding_mask: Tensor | None = None, attn_mask: Tensor | None = None,
+              dropout_p: float = 0.0, need_sums: bool = True) -> ReLUSums:
+    """The sums of §2.1-2.2 without the variance factor, dense or over blocks of keys.
+
+    ``key_chunk_size`` 0 or >= Tk: dense, and ``scores`` is the (B, H, Tq, Tk) matrix s
+    (no gradient flows through it). q, k and v must share their (B, H) dims. Without
+    ``need_sums`` only U is computed (S, T, P are None).
     """
-    if key_chunk_size <= 0:
-        raise ValueError(f"key_chunk_size must be > 0, got {key_chunk_size}")
-    if q.shape[:-2] != k.shape[:-2]:
-        raise ValueError("the chunked path needs q and k with the same (B, H) dims, "
-                         f"got {tuple(q.shape)} and {tuple(k.shape)}")
+    if q.shape[:-2] != k.shape[:-2] or k.shape[:-1] != v.shape[:-1]:
+        raise ValueError("q, k and v need the same (B, H) dims and k, v the same keys, got "
+                         f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    src_len = k.size(-2)
+    chunk = key_chunk_size if 0 < key_chunk_size < src_len else max(src_len, 1)
     seed = int(torch.randint(0, 2**62, (1,)).item()) if dropout_p > 0 else 0
-    attn_mask = as_4d_mask(attn_mask)
-    return _ChunkedReLUAttention.apply(
-        q * q.size(-1) ** -0.5, k, v, key_padding_mask, attn_mask, int(key_chunk_size),
+    return ReLUSums(*_ReLUAttentionSums.apply(
+        q * q.size(-1) ** -0.5, k, v, key_padding_mask, as_4d_mask(attn_mask), int(chunk),
         float(dropout_p), seed, need_sums,
-    )
+    ))
 
 
 def statistics_from_sums(row_sum: Tensor, xlogx: Tensor, zeros: Tensor, n: Tensor,
@@ -298,17 +330,10 @@ def relu_attention(q: Tensor, k: Tensor, v: Tensor, *,
     src_len = k.size(-2)
     n = count_visible_keys(key_padding_mask, attn_mask, tgt_len, src_len)
     n = n.to(device=q.device, dtype=_stat_dtype(q))
-    chunked = 0 < key_chunk_size < src_len
-    if chunked:
-        u, row_sum, xlogx, positives = relu_scores_chunked(
-            q, k, v, key_chunk_size=key_chunk_size, key_padding_mask=key_padding_mask,
-            attn_mask=attn_mask, dropout_p=dropout_p, need_sums=need_statistics)
-        s = None
-    else:
-        u, row_sum, xlogx, s = relu_scores_dense(
-            q, k, v, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
-            dropout_p=dropout_p, need_sums=need_statistics)
-        positives = (s > 0).sum(-1, dtype=n.dtype) if need_statistics else None
+    sums = relu_sums(q, k, v, key_chunk_size=key_chunk_size,
+                     key_padding_mask=key_padding_mask, attn_mask=attn_mask,
+                     dropout_p=dropout_p, need_sums=need_statistics)
+    u, s = sums.u, sums.scores
     factor = variance_factor(n, gamma) if variance_reduction else torch.ones_like(n)
     out = u * factor.unsqueeze(-1).to(u.dtype)
 
@@ -323,7 +348,7 @@ def relu_attention(q: Tensor, k: Tensor, v: Tensor, *,
     statistics = None
     if need_statistics:
         n_rows, valid = row_validity(n, (batch, heads, tgt_len), query_padding_mask)
-        statistics = statistics_from_sums(row_sum, xlogx, n_rows - positives, n_rows, valid,
-                                          regularizable=True)
+        statistics = statistics_from_sums(sums.row_sum, sums.xlogx, n_rows - sums.positives,
+                                          n_rows, valid, regularizable=True)
     return AttentionResult(out, weights, statistics)
 
