@@ -19,6 +19,15 @@ from torch import Tensor
 
 from relu_former.kernels.successive_halving import hard_topk
 
+_TARGET_BLOCK = 256
+
+
+def _best_cosine(cos: Tensor, pooled_padding_mask: Tensor | None) -> Tensor:
+    """Best cosine over the pooled slots [B, t, p] -> [B, t]; no real slot at all counts -1."""
+    if pooled_padding_mask is not None:
+        cos = cos.masked_fill(pooled_padding_mask.unsqueeze(1), float("-inf"))
+    return cos.max(-1).values.clamp(min=-1.0)
+
 
 def ncc_similarity(
     pooled: Tensor,
@@ -43,13 +52,16 @@ def ncc_similarity(
         )
     target = hard_topk(values, scores, k, padding_mask)
     with torch.no_grad():
-        cos = F.normalize(target.values.double(), dim=-1) @ F.normalize(
-            pooled.double(), dim=-1
-        ).transpose(1, 2)  # [B, k', p]
-        if pooled_padding_mask is not None:
-            cos = cos.masked_fill(pooled_padding_mask.unsqueeze(1), float("-inf"))
-        # No real pooled slot at all counts as the worst match, -1.
-        best = cos.max(-1).values.clamp(min=-1.0).masked_fill(target.padding_mask, 0.0)
+        targets = F.normalize(target.values.double(), dim=-1)
+        candidates = F.normalize(pooled.double(), dim=-1).transpose(1, 2)  # [B, d, p]
+        # Cosines [B, k', p] a block of targets at a time, so k' = p = 2048 stays small.
+        best = torch.cat(
+            [
+                _best_cosine(targets[:, t0 : t0 + _TARGET_BLOCK] @ candidates, pooled_padding_mask)
+                for t0 in range(0, targets.shape[1], _TARGET_BLOCK)
+            ],
+            1,
+        ).masked_fill(target.padding_mask, 0.0)
         counted = (~target.padding_mask).sum(1).clamp(min=1)
         per_example = best.sum(1) / counted
     return per_example.mean() if reduction == "mean" else per_example
