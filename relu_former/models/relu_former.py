@@ -98,11 +98,9 @@ class AttentionSettings:
 
     def check(self) -> None:
         """Raise a ValueError/ImportError naming the flag for a bad or unusable setting."""
-        check_activation(self.encoder_activation, "--attention-activation (encoder)"
-                         if self.encoder_activation == self.cross_activation
-                         else "--encoder-attention-activation")
-        check_activation(self.decoder_activation, "--decoder-attention-activation")
-        check_activation(self.cross_activation, "--cross-attention-activation")
+        for kind in ATTENTION_KINDS:
+            check_activation(self.activation(kind),
+                             f"--{kind}-attention-activation (or --attention-activation)")
         check_relu_gamma(self.relu_gamma)
         check_key_chunk_size(self.key_chunk_size)
         check_ffn_activation(self.ffn_activation)
