@@ -40,8 +40,9 @@ import torch
 from torch import Tensor
 
 # Rows per chunk of the logging-only full-softmax nll are chosen so that one chunk's float32
-# temporary stays near this many elements (16 MiB).
-_NLL_CHUNK_ELEMENTS = 1 << 22
+# temporaries stay near this many elements (1 MiB): they then stay in a core's L2 cache, which
+# on CPU made the nll about twice as fast as 16 MiB chunks (measured at V = 32000).
+_NLL_CHUNK_ELEMENTS = 1 << 18
 
 
 def _wide(x: Tensor) -> Tensor:
