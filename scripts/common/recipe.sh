@@ -257,7 +257,7 @@ recipe_train_main() {
         recipe_die "no prepared data in $DATA_BIN: run $(dirname "$0")/prepare.sh first"
     mkdir -p "$SAVE_DIR"
     recipe_log "training $MODEL: $(recipe_print_command "${cmd[@]}")"
-    "${cmd[@]}" 2>&1 | tee "$SAVE_DIR/train.log"
+    "${cmd[@]}" 2>&1 | tee -a "$SAVE_DIR/train.log"  # -a: a resumed run adds to the log
     [[ -f $SAVE_DIR/checkpoint_last.pt ]] || recipe_die "no checkpoint in $SAVE_DIR (train.log)"
     recipe_log "checkpoints: $SAVE_DIR (best: checkpoint_best.pt, log: $SAVE_DIR/train.log)"
 }
