@@ -259,11 +259,28 @@ def successive_halving_topk(
         final = torch.arange(out_len, device=device).expand(batch, out_len)
     s, pad = s.gather(1, final), pad.gather(1, final)
 
-    # Walk the merges back: each output slot's source positions (leaves) and coefficients,
-    # laid out [B, m, k'] (leaf t of output slot j at [:, t, j]).
+    leaves, coef = _walk_back(final, pad, merges)
+    if start is not None:
+        start = torch.cat([start, start.new_zeros(batch, full - length)], 1)
+        leaves = start.gather(1, leaves.view(batch, -1)).view(leaves.shape)
+    # Slots added to reach k' 2^r have coefficient 0; point them at a real row to stay in range.
+    # Row indices fit in int32 (half the memory; index_select and index_add_ accept them).
+    index_dtype = torch.int32 if batch * length < 2**31 else torch.int64
+    leaves = leaves.clamp(max=length - 1).to(index_dtype)
+    pooled = _GroupWeightedSum.apply(values, leaves, coef.to(values.dtype))
+    return PooledSequence(pooled, s, pad)
+
+
+def _walk_back(
+    final: Tensor, pad: Tensor, merges: List[Tuple[Tensor, Tensor]]
+) -> Tuple[Tensor, Tensor]:
+    """Source positions (leaves) of each output slot and their coefficients, [B, m, k'] each
+    (leaf t of output slot j at [:, t, j]), from the per-round merge records (consumed)."""
+    batch = final.shape[0]
     leaves = final.unsqueeze(1)
-    coef = (~pad).to(s.dtype).unsqueeze(1)
-    for order, weights in reversed(merges):
+    coef = (~pad).to(merges[0][1].dtype if merges else torch.float32).unsqueeze(1)
+    while merges:  # popping frees each round's record once used
+        order, weights = merges.pop()
         half = order.shape[1] // 2
         flat = leaves.reshape(batch, -1)
         shape = leaves.shape
@@ -277,25 +294,21 @@ def successive_halving_topk(
             ],
             1,
         )
-    if start is not None:
-        start = torch.cat([start, start.new_zeros(batch, full - length)], 1)
-        leaves = start.gather(1, leaves.view(batch, -1)).view(leaves.shape)
-    # Slots added to reach k' 2^r have coefficient 0; point them at a real row to stay in range.
-    leaves = leaves.clamp(max=length - 1)
-    pooled = _GroupWeightedSum.apply(values, leaves, coef.to(values.dtype))
-    return PooledSequence(pooled, s, pad)
+    return leaves, coef
 
 
-# The vectors are read in at most this many slices of the leaves, so the largest temporary is
-# about 1/_SLICES of the input (the per-example loop holds every pair of every round for backward).
-_SLICES = 8
+# The vectors are read in slices of the leaves of about this many elements (1 MiB of float32),
+# so no temporary grows with the input (the per-example loop instead holds both members of every
+# pair of every round for backward).
+_SLICE_ELEMENTS = 1 << 18
 
 
-def _leaf_slices(leaves: Tensor, length: int):
+def _leaf_slices(leaves: Tensor, length: int, dim: int):
     """Yield (t0, t1, row indices into values.view(B * n, d)) for slices of leaves [B, m, k]."""
-    batch, group, _ = leaves.shape
-    step = -(-group // _SLICES)
-    offsets = torch.arange(batch, device=leaves.device).view(batch, 1, 1) * length
+    batch, group, out_len = leaves.shape
+    step = max(1, _SLICE_ELEMENTS // (batch * out_len * dim))
+    offsets = torch.arange(batch, device=leaves.device, dtype=leaves.dtype).view(batch, 1, 1)
+    offsets = offsets * length
     for t0 in range(0, group, step):
         t1 = min(t0 + step, group)
         yield t0, t1, (leaves[:, t0:t1] + offsets).reshape(-1)
@@ -312,10 +325,11 @@ class _GroupWeightedSum(torch.autograd.Function):
         ctx.save_for_backward(values, leaves, coef)
         batch, length, dim = values.shape
         rows_of = values.reshape(batch * length, dim)
-        pooled = values.new_zeros(batch, leaves.shape[2], dim)
-        for t0, t1, index in _leaf_slices(leaves, length):
+        pooled: Tensor | None = None
+        for t0, t1, index in _leaf_slices(leaves, length, dim):
             rows = rows_of.index_select(0, index).view(batch, t1 - t0, -1, dim)
-            pooled += rows.mul_(coef[:, t0:t1].unsqueeze(-1)).sum(1)
+            part = rows.mul_(coef[:, t0:t1].unsqueeze(-1)).sum(1)
+            pooled = part if pooled is None else pooled.add_(part)
         return pooled
 
     @staticmethod
@@ -326,7 +340,7 @@ class _GroupWeightedSum(torch.autograd.Function):
         grad_pooled = grad_pooled.unsqueeze(1)  # [B, 1, k', d]
         grad_values = values.new_zeros(batch * length, dim) if ctx.needs_input_grad[0] else None
         grad_coef = torch.empty_like(coef) if ctx.needs_input_grad[2] else None
-        for t0, t1, index in _leaf_slices(leaves, length):
+        for t0, t1, index in _leaf_slices(leaves, length, dim):
             if grad_coef is not None:
                 rows = rows_of.index_select(0, index).view(batch, t1 - t0, -1, dim)
                 grad_coef[:, t0:t1] = rows.mul_(grad_pooled).sum(-1)

@@ -328,3 +328,28 @@ def test_successive_halving_beats_iterative_in_ncc_similarity():
     ours_q = ncc_similarity(ours.values, values, scores, 16).item()
     goyal_q = ncc_similarity(goyal.values, values, scores, 16).item()
     assert ours_q > 0.9 and goyal_q < 0.5
+
+
+def test_vectors_read_in_slices_give_the_same_result(monkeypatch):
+    import relu_former.kernels.successive_halving as operator
+
+    values, scores = _inputs(3, 40, seed=3)
+    pad = torch.zeros(3, 40, dtype=torch.bool)
+    pad[2, 25:] = True
+    values.requires_grad_(True)
+    scores.requires_grad_(True)
+    whole = successive_halving_topk(values, scores, 5, pad)
+    monkeypatch.setattr(operator, "_SLICE_ELEMENTS", 1)  # one leaf column per slice
+    sliced = successive_halving_topk(values, scores, 5, pad)
+    _assert_same(sliced, whole)
+    probe = torch.randn_like(whole.values)
+    grads = [
+        torch.autograd.grad((o.values * probe).sum(), (values, scores)) for o in (whole, sliced)
+    ]
+    torch.testing.assert_close(grads[0], grads[1])
+    small_values = values[:, :9].detach().requires_grad_(True)
+    small_scores = (_separated_scores(3, 9) * 2).requires_grad_(True)
+    assert torch.autograd.gradcheck(
+        lambda v, s: successive_halving_topk(v, s, 2, sort_back=True).values,
+        (small_values, small_scores),
+    )

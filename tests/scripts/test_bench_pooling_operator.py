@@ -55,7 +55,7 @@ def test_quick_run_writes_tables_and_plots(tmp_path, capsys):
         assert float(row[10]) == pytest.approx(float(row[13]), abs=1e-6)  # batched == loop
 
     memory = _rows(report, "| case |")
-    assert [row[0] for row in memory] == ["ours", "loop"]
+    assert [row[0] for row in memory] == ["ours", "no_sort", "sort_once", "loop"]
     assert all(_is_number(cell) for row in memory for cell in row[1:])
     assert all(_is_number(cell) for row in _rows(report, "| ours ms |") for cell in row)
     for name in ("time_vs_n", "time_vs_k", "nccs_vs_n", "nccs_vs_k"):
