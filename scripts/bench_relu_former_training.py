@@ -19,6 +19,7 @@ import logging
 import os
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 
 import torch
@@ -215,7 +216,11 @@ def report(args: argparse.Namespace, results: dict[str, dict[str, float]]) -> st
 def main(argv=None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    logging.getLogger("fairseq").setLevel(logging.WARNING)
+    # fairseq and hydra log and warn at length on every model build; the table is the output
+    for name in ("fairseq", "hydra"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=UserWarning)
     log(f"bench_relu_former_training: torch {torch.__version__}, "
         f"{torch.get_num_threads()} thread(s)")
     results = measure(args)
