@@ -382,9 +382,10 @@ def write_outputs(analyses: list[Analysis], args: argparse.Namespace) -> list[Pa
                 dots[module][analysis.label] = (
                     [x for x in layers for _ in per_layer[x]],
                     [v for x in layers for v in per_layer[x]])
-        written.append(panel_plot(out / f"analyze_attention_{metric}.png", lines,
-                                  axis.replace("top weights", top), "layer", axis, dots,
-                                  integer_x=True))
+        title = (f"mass in the top {100 * args.top_share:g}% of a row's weights"
+                 if metric == "top_mass" else axis)
+        written.append(panel_plot(out / f"analyze_attention_{metric}.png", lines, title,
+                                  "layer", axis, dots, integer_x=True))
     ffn = {m: {a.label: (sorted(x for k, x in a.anisotropy if k == m),
                          [a.anisotropy[(m, x)] for x in sorted(x for k, x in a.anisotropy
                                                                 if k == m)])

@@ -126,11 +126,10 @@ def panel_plot(
     """Side-by-side panels sharing the y axis: ``panel -> label -> (xs, ys)`` lines.
 
     ``scatter`` (same nesting, labels matching the lines) adds unconnected points in the
-    line's colour, e.g. the individual heads around a per-layer mean. ``integer_x`` puts
-    ticks on whole numbers only (layers, heads).
+    line's colour, e.g. the individual heads around a per-layer mean. ``integer_x`` puts a
+    tick on each x of the data and nowhere else (layers, heads).
     """
     plt = _pyplot()
-    from matplotlib.ticker import MaxNLocator
 
     names = list(panels)
     fig, axes = plt.subplots(
@@ -147,7 +146,10 @@ def panel_plot(
         ax.set_xlabel(xlabel)
         ax.grid(True, alpha=0.3)
         if integer_x:
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ticks = sorted({int(x) for xs, _ in panels[name].values() for x in xs})
+            ax.set_xticks(ticks)
+            if ticks:
+                ax.set_xlim(ticks[0] - 0.5, ticks[-1] + 0.5)
     axes[0][0].set_ylabel(ylabel)
     axes[0][0].legend(fontsize="small")
     fig.suptitle(title, y=1.03)
