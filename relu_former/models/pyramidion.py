@@ -260,7 +260,7 @@ class PyramidionModel(ReLUFormerModel):
             "--pooling-schedule", type=str, metavar="SPEC",
             help="where and how far the encoder pools: LAYER:LENGTH pairs ('1:4096,2:2048', "
                  "'last:2048') or one length per layer ('8192,4096,2048'); 'none' "
-                 "turns pooling off (vanilla or blockwise baseline)",
+                 "turns pooling off (vanilla or blockwise baseline); default per --arch",
         )
         parser.add_argument(
             "--pooling-scorer", choices=sorted(SCORERS), metavar="NAME",
@@ -277,7 +277,8 @@ class PyramidionModel(ReLUFormerModel):
         )
         parser.add_argument(
             "--no-pooling-sort", action="store_true", default=None,
-            help="skip the operator's sorting step (faster, less accurate top-k)",
+            help="pair tokens by position instead of by score rank (the paper's ablation: "
+                 "faster, less accurate top-k)",
         )
         parser.add_argument(
             "--pooling-order", choices=["original", "score"],
@@ -286,7 +287,8 @@ class PyramidionModel(ReLUFormerModel):
         parser.add_argument(
             "--attention-block-size", type=int, metavar="N",
             help="encoder tokens attend within blocks of N tokens (e.g. 128, 512); "
-                 "0 = full attention (default)",
+                 "0 = full attention (default; deep_pyramidion and "
+                 "blockwise_transformer_base: 512)",
         )
 
     @classmethod

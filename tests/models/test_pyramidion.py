@@ -259,10 +259,13 @@ def test_pyramidion_relu_blockwise_trains_and_beam_decodes_left_padded(long_data
 
 
 @pytest.mark.slow
-def test_transpooler_trains_and_beam_decodes_right_padded(long_data_bin, tmp_path):
+def test_transpooler_sparse_softmax_trains_and_beam_decodes_right_padded(long_data_bin,
+                                                                         tmp_path):
     run = FairseqRun(data_bin=long_data_bin, work=tmp_path)
-    run.train(*SHRINK, "--pooling-schedule", "last:16", "--pooling-scorer", "power",
-              RIGHT_PAD, arch="transpooler_base")
+    proc = run.train(*SHRINK, "--pooling-schedule", "last:16", "--pooling-scorer", "power",
+                     "--criterion", "sparse_softmax_cross_entropy", "--sparse-k", "10",
+                     RIGHT_PAD, arch="transpooler_base")
+    assert "SparseSoftmaxCrossEntropyCriterion" in proc.stdout + proc.stderr
     out = run.generate(*SHORT_GENERATION, "--beam", "4", RIGHT_PAD)
     assert len(hypotheses(out.stdout)) == 6
 
