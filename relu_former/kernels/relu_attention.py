@@ -217,12 +217,12 @@ class _ReLUAttentionSums(torch.autograd.Function):
         scores = s if single else None
         ctx.save_for_backward(q, k, v, key_padding_mask, attn_mask, scores)
         ctx.chunk, ctx.dropout_p, ctx.seed = chunk, dropout_p, seed
-        outputs = [row_sum, xlogx, positives, scores]
-        ctx.mark_non_differentiable(*[x for x in outputs[2:] if x is not None])
-        return (u, *outputs)
+        if positives is not None:
+            ctx.mark_non_differentiable(positives)
+        return u, row_sum, xlogx, positives, scores
 
     @staticmethod
-    def backward(ctx, grad_u, grad_row_sum, grad_xlogx, _grad_positives, _grad_scores):
+    def backward(ctx, grad_u, grad_row_sum, grad_xlogx, _grad_positives, grad_scores):
         q, k, v, key_padding_mask, attn_mask, scores = ctx.saved_tensors
         chunk, dropout_p, seed = ctx.chunk, ctx.dropout_p, ctx.seed
         src_len = k.size(-2)
@@ -246,6 +246,8 @@ class _ReLUAttentionSums(torch.autograd.Function):
                     grad_v[..., start:end, :] = torch.matmul(s.transpose(-1, -2), grad_u)
             if grad_s is None:
                 grad_s = torch.zeros_like(s)
+            if grad_scores is not None:  # dense only: the returned s was used downstream
+                grad_s.add_(grad_scores)
             # per-row terms: gS_i + gT_i (log s_ij + 1) = gT_i log s_ij + (gS_i + gT_i)
             shift = grad_row_sum
             if grad_xlogx is not None:
@@ -276,8 +278,8 @@ def relu_sums(q: Tensor, k: Tensor, v: Tensor, *, key_chunk_size: int = 0,
     """The sums of §2.1-2.2 without the variance factor, dense or over blocks of keys.
 
     ``key_chunk_size`` 0 or >= Tk: dense, and ``scores`` is the (B, H, Tq, Tk) matrix s
-    (no gradient flows through it). q, k and v must share their (B, H) dims. Without
-    ``need_sums`` only U is computed (S, T, P are None).
+    (differentiable, e.g. for an alignment loss on the weights). q, k and v must share their
+    (B, H) dims. Without ``need_sums`` only U is computed (S, T, P are None).
     """
     if q.shape[:-2] != k.shape[:-2] or k.shape[:-1] != v.shape[:-1]:
         raise ValueError("q, k and v need the same (B, H) dims and k, v the same keys, got "
@@ -339,7 +341,7 @@ def relu_attention(q: Tensor, k: Tensor, v: Tensor, *,
 
     weights = None
     if need_weights:
-        if s is None:
+        if s is None:  # chunked: the weights are recomputed, without gradient
             with torch.no_grad():
                 s = relu_scores(q * q.size(-1) ** -0.5, k,
                                 visible_keys(key_padding_mask, attn_mask))

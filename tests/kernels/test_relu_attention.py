@@ -147,11 +147,13 @@ def test_all_zero_rows_give_no_nan(chunk):
 
 
 def statistics_function(pad, blocked, chunk, padded_queries=None):
+    """out, S, H and (dense path) the returned weights, as functions of q, k, v, gamma."""
     def run(q, k, v, gamma):
         result = relu_attention(q, k, v, key_padding_mask=pad, attn_mask=blocked, gamma=gamma,
                                 key_chunk_size=chunk, need_statistics=True,
-                                query_padding_mask=padded_queries)
-        return result.out, result.statistics.row_sum, result.statistics.entropy
+                                need_weights=chunk == 0, query_padding_mask=padded_queries)
+        weights = (result.weights,) if chunk == 0 else ()
+        return (result.out, result.statistics.row_sum, result.statistics.entropy) + weights
     return run
 
 
