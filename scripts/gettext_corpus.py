@@ -126,28 +126,43 @@ def write_mo(path: Path, messages: Iterable[Tuple[str, str]], charset: str = "ut
     return path
 
 
-# An accelerator marks the key of a menu entry: "_File", "&Open", "Save _As".
-_ACCELERATOR = re.compile(r"(?<!\w)[_&](?=\w)")
+# An accelerator marks the key of a menu entry: GTK writes "_File" or "Ö_ffnen", Qt "&Open".
+_AMPERSAND = re.compile(r"(?<!\w)&(?=\w)")
 _LETTER = re.compile(r"[^\W\d_]")
 _FORMAT = re.compile(r"%[-+ #0-9.*]*[a-zA-Z]|%\([^)]*\)[a-z]|\{[^}]*\}|\$\{?\w+\}?")
 
 
 def clean_text(text: str) -> str:
-    """Drop accelerator marks and collapse whitespace (messages are often hard-wrapped)."""
-    return " ".join(_ACCELERATOR.sub("", text).split())
+    """Drop Qt-style ``&`` accelerators and collapse whitespace (messages are hard-wrapped)."""
+    return " ".join(_AMPERSAND.sub("", text).split())
+
+
+def _drop_underscore(text: str, other: str) -> str:
+    if text.count("_") != 1:
+        return text
+    word = next(w for w in text.split() if "_" in w)
+    # An identifier (LC_CTYPE, --foo_bar) is copied into the translation; a GTK accelerator
+    # sits in a word the other side does not have.
+    return text if word in other.split() else text.replace("_", "", 1)
+
+
+def strip_accelerators(source: str, target: str) -> Tuple[str, str]:
+    """Remove a single GTK ``_`` accelerator from each side, keeping shared identifiers."""
+    return _drop_underscore(source, target), _drop_underscore(target, source)
 
 
 def message_lines(message: Message) -> List[Tuple[str, str]]:
-    """The (translation, English) pairs a message yields.
+    """The cleaned (translation, English) pairs a message yields.
 
     A multi-line message with the same number of non-empty lines on both sides is paired line
     by line (help texts); otherwise it is one pair with the lines joined.
     """
     src_lines = [line for line in message.msgstr.split("\n") if line.strip()]
     tgt_lines = [line for line in message.msgid.split("\n") if line.strip()]
-    if len(src_lines) > 1 and len(src_lines) == len(tgt_lines):
-        return [(clean_text(s), clean_text(t)) for s, t in zip(src_lines, tgt_lines)]
-    return [(clean_text(message.msgstr), clean_text(message.msgid))]
+    if not (len(src_lines) > 1 and len(src_lines) == len(tgt_lines)):
+        src_lines, tgt_lines = [message.msgstr], [message.msgid]
+    return [strip_accelerators(clean_text(s), clean_text(t))
+            for s, t in zip(src_lines, tgt_lines)]
 
 
 def keep_pair(source: str, target: str, max_tokens: int, max_ratio: float) -> bool:
