@@ -32,9 +32,11 @@ output is right-padded: real slots first. For ``k >= n`` no round runs and the n
 the vectors, so every round runs on the [B, L] scores alone and records, per round, which two
 slots each new slot merged and with what weights. Walking these records back from the k output
 slots gives each output's :math:`2^r` source positions and their coefficients (products of
-weights along the path); the vectors are then read once: one gather of [B, L, d] and one batched
-weighted sum. The per-round work on scores is O(BL) plus the sort; the work on vectors is O(BLd)
-once, instead of once per round. ``successive_halving_topk_loop`` is the plain per-example,
+weights along the path). These groups partition the input, so they invert into one output slot
+and one coefficient per input position, and the vectors are read once, in order, each added into
+its slot (``index_add_``; backward reads them again and saves nothing of size [B, n, d]). The
+per-round work on scores is O(BL) plus the sort; the work on vectors is O(BLd) once, instead of
+once per round. ``successive_halving_topk_loop`` is the plain per-example,
 per-round version (the published code's approach, with every pair's vectors materialised): a
 reference for tests and the benchmark baseline.
 
@@ -260,14 +262,20 @@ def successive_halving_topk(
     s, pad = s.gather(1, final), pad.gather(1, final)
 
     leaves, coef = _walk_back(final, pad, merges)
+    leaves = leaves.reshape(batch, -1)
     if start is not None:
-        start = torch.cat([start, start.new_zeros(batch, full - length)], 1)
-        leaves = start.gather(1, leaves.view(batch, -1)).view(leaves.shape)
-    # Slots added to reach k' 2^r have coefficient 0; point them at a real row to stay in range.
-    # Row indices fit in int32 (half the memory; index_select and index_add_ accept them).
-    index_dtype = torch.int32 if batch * length < 2**31 else torch.int64
-    leaves = leaves.clamp(max=length - 1).to(index_dtype)
-    pooled = _GroupWeightedSum.apply(values, leaves, coef.to(values.dtype))
+        start = torch.cat([start, torch.arange(length, full, device=device).expand(batch, -1)], 1)
+        leaves = start.gather(1, leaves)
+    # The leaves partition the k' 2^r positions: invert them into the slot and coefficient of
+    # every input position (positions added to reach k' 2^r are dropped; their coefficient is 0).
+    slots = torch.arange(out_len, device=device).expand(batch, full // out_len, out_len)
+    slot_of = torch.empty_like(leaves).scatter_(1, leaves, slots.reshape(batch, -1))
+    coef_of = coef.new_zeros(batch, full).scatter(1, leaves, coef.reshape(batch, -1))
+    del leaves, coef
+    slot_of = slot_of[:, :length] + torch.arange(batch, device=device).unsqueeze(1) * out_len
+    if batch * out_len < 2**31:  # index_add_ and index_select take int32: half the memory
+        slot_of = slot_of.to(torch.int32)
+    pooled = _SlotWeightedSum.apply(values, slot_of, coef_of[:, :length].to(values.dtype), out_len)
     return PooledSequence(pooled, s, pad)
 
 
@@ -297,59 +305,52 @@ def _walk_back(
     return leaves, coef
 
 
-# The vectors are read in slices of the leaves of about this many elements (1 MiB of float32),
-# so no temporary grows with the input (the per-example loop instead holds both members of every
-# pair of every round for backward).
+# The vectors are read in slices of about this many elements (1 MiB of float32), so no temporary
+# grows with the input (the per-example loop instead holds both members of every pair of every
+# round for backward).
 _SLICE_ELEMENTS = 1 << 18
 
 
-def _leaf_slices(leaves: Tensor, length: int, dim: int):
-    """Yield (t0, t1, row indices into values.view(B * n, d)) for slices of leaves [B, m, k]."""
-    batch, group, out_len = leaves.shape
-    step = max(1, _SLICE_ELEMENTS // (batch * out_len * dim))
-    offsets = torch.arange(batch, device=leaves.device, dtype=leaves.dtype).view(batch, 1, 1)
-    offsets = offsets * length
-    for t0 in range(0, group, step):
-        t1 = min(t0 + step, group)
-        yield t0, t1, (leaves[:, t0:t1] + offsets).reshape(-1)
+def _row_slices(batch: int, length: int, dim: int):
+    """(r0, r1) ranges of input positions, each about _SLICE_ELEMENTS vector elements."""
+    step = max(1, _SLICE_ELEMENTS // (batch * dim))
+    for r0 in range(0, length, step):
+        yield r0, min(r0 + step, length)
 
 
-class _GroupWeightedSum(torch.autograd.Function):
-    """out[b, j] = sum_t coef[b, t, j] * values[b, leaves[b, t, j]]  ->  [B, k', d].
+class _SlotWeightedSum(torch.autograd.Function):
+    """pooled[b, j] = sum of coef[b, i] * values[b, i] over the positions i with slot[b, i] = j.
 
-    Saves only its inputs; backward gathers the rows again instead of keeping them.
+    ``slot`` holds b * k' + j (rows of the flattened output). The vectors are read once, in order,
+    and added into the (small) output; backward reads them again instead of saving anything.
     """
 
     @staticmethod
-    def forward(ctx, values: Tensor, leaves: Tensor, coef: Tensor) -> Tensor:
-        ctx.save_for_backward(values, leaves, coef)
+    def forward(ctx, values, slot, coef, out_len):
+        ctx.save_for_backward(values, slot, coef)
         batch, length, dim = values.shape
-        rows_of = values.reshape(batch * length, dim)
-        pooled: Tensor | None = None
-        for t0, t1, index in _leaf_slices(leaves, length, dim):
-            rows = rows_of.index_select(0, index).view(batch, t1 - t0, -1, dim)
-            part = rows.mul_(coef[:, t0:t1].unsqueeze(-1)).sum(1)
-            pooled = part if pooled is None else pooled.add_(part)
-        return pooled
+        pooled = values.new_zeros(batch * out_len, dim)
+        for r0, r1 in _row_slices(batch, length, dim):
+            part = values[:, r0:r1] * coef[:, r0:r1].unsqueeze(-1)
+            pooled.index_add_(0, slot[:, r0:r1].reshape(-1), part.reshape(-1, dim))
+        return pooled.view(batch, out_len, dim)
 
     @staticmethod
-    def backward(ctx, grad_pooled: Tensor):
-        values, leaves, coef = ctx.saved_tensors
+    def backward(ctx, grad_pooled):
+        values, slot, coef = ctx.saved_tensors
         batch, length, dim = values.shape
-        rows_of = values.reshape(batch * length, dim)
-        grad_pooled = grad_pooled.unsqueeze(1)  # [B, 1, k', d]
-        grad_values = values.new_zeros(batch * length, dim) if ctx.needs_input_grad[0] else None
+        grad_rows_of = grad_pooled.reshape(-1, dim)
+        grad_values = torch.empty_like(values) if ctx.needs_input_grad[0] else None
         grad_coef = torch.empty_like(coef) if ctx.needs_input_grad[2] else None
-        for t0, t1, index in _leaf_slices(leaves, length, dim):
-            if grad_coef is not None:
-                rows = rows_of.index_select(0, index).view(batch, t1 - t0, -1, dim)
-                grad_coef[:, t0:t1] = rows.mul_(grad_pooled).sum(-1)
+        for r0, r1 in _row_slices(batch, length, dim):
+            rows = grad_rows_of.index_select(0, slot[:, r0:r1].reshape(-1)).view(
+                batch, r1 - r0, dim
+            )
             if grad_values is not None:
-                spread = coef[:, t0:t1].unsqueeze(-1) * grad_pooled
-                grad_values.index_add_(0, index, spread.view(-1, dim))
-        if grad_values is not None:
-            grad_values = grad_values.view(batch, length, dim)
-        return grad_values, None, grad_coef
+                torch.mul(rows, coef[:, r0:r1].unsqueeze(-1), out=grad_values[:, r0:r1])
+            if grad_coef is not None:
+                grad_coef[:, r0:r1] = rows.mul_(values[:, r0:r1]).sum(-1)
+        return grad_values, None, grad_coef, None
 
 
 def successive_halving_topk_loop(

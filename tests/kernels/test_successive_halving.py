@@ -353,3 +353,16 @@ def test_vectors_read_in_slices_give_the_same_result(monkeypatch):
         lambda v, s: successive_halving_topk(v, s, 2, sort_back=True).values,
         (small_values, small_scores),
     )
+
+
+def test_non_contiguous_values():
+    values, scores = _inputs(2, 30, dim=4, seed=4)
+    strided = values.transpose(1, 2).contiguous().transpose(1, 2).requires_grad_(True)
+    values.requires_grad_(True)
+    assert not strided.is_contiguous()
+    outs = [successive_halving_topk(v, scores, 4) for v in (values, strided)]
+    _assert_same(outs[0], outs[1])
+    grads = [
+        torch.autograd.grad(o.values.pow(2).sum(), v)[0] for o, v in zip(outs, (values, strided))
+    ]
+    torch.testing.assert_close(grads[0], grads[1])
