@@ -24,6 +24,8 @@ eps = ``ROW_SUM_EPS`` (a constant, so no gradient flows through them) and entrop
 """
 
 
+import functools
+import logging
 import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Sequence
@@ -36,6 +38,8 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
 )
 from fairseq.dataclass import FairseqDataclass
 from fairseq.logging import metrics
+
+logger = logging.getLogger(__name__)
 
 # |log S_i| is evaluated at max(S_i, ROW_SUM_EPS): a row with no positive score gets a finite,
 # constant penalty instead of inf (and zero gradient, since nothing can move it).
@@ -160,8 +164,18 @@ def add_attention_regularizers(model: torch.nn.Module, loss: torch.Tensor, sampl
         scaled = value * sample_size
         logging_output[f"attn_{name}"] = scaled.detach()
         if weight > 0:
+            if loss.requires_grad and not scaled.requires_grad:
+                _warn_no_gradient()
             loss = loss + weight * scaled
     return loss
+
+
+@functools.lru_cache(maxsize=None)
+def _warn_no_gradient() -> None:
+    """Warn once per process (lru_cache) that the regularisers cannot train the model."""
+    logger.warning(
+        "the attention regularisers carry no gradient (the attention ran without autograd, "
+        "e.g. under --checkpoint-activations); they are logged but do not train the model")
 
 
 def reduce_attention_metrics(logging_outputs: Sequence[Dict[str, Any]]) -> None:
