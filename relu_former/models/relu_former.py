@@ -242,7 +242,8 @@ def add_relu_former_args(parser) -> None:
                         help="temperature gamma of ReLU attention, out_i = sum_j s_ij v_j / "
                         "(gamma sqrt(n_i/2)); > 0, default 1")
     parser.add_argument("--relu-learn-gamma", action="store_true",
-                        help="learn one gamma per head (initialised at --relu-gamma)")
+                        help="learn one gamma per head of relu attention "
+                        "(initialised at --relu-gamma)")
     parser.add_argument("--attention-key-chunk-size", type=_chunk_size, metavar="INT",
                         help="compute relu/rela attention over blocks of this many keys, "
                         "memory n x block instead of n x n (0 = dense, the default)")
