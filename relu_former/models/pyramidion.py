@@ -24,7 +24,7 @@ whose beam search reorders the pooled states with fairseq's ``reorder_encoder_ou
 
 from __future__ import annotations
 
-import logging
+import weakref
 from typing import Dict, List
 
 import torch
@@ -40,8 +40,6 @@ from relu_former.models.relu_former import (
 )
 from relu_former.modules.blockwise import apply_blockwise
 from relu_former.modules.pooling import SCORERS, TokenPooler
-
-logger = logging.getLogger(__name__)
 
 
 def _schedule_int(text: str, spec: str) -> int:
@@ -211,38 +209,42 @@ class PyramidionEncoder(ReLUFormerEncoder):
         }
 
 
-def _check_source_lengths(args, task) -> None:
-    """Fail early when data holds sources longer than --max-source-positions.
+class SourceLengthCheck:
+    """Refuse training sources longer than --max-source-positions, naming the flags.
 
-    fairseq's training loop silently skips such sentences (and validation then fails with a
-    message about another flag); for long-document models that can drop most of a corpus.
+    fairseq-train silently skips training sentences longer than the model's limit (valid and
+    test sentences raise an error that names --skip-invalid-size-inputs-valid-test); for
+    long-document models that can drop most of a corpus. fairseq asks the model for
+    ``max_positions()`` right after it loads the training split and before it batches it,
+    so that is where the split's sizes are checked, once per loaded dataset.
     """
-    if getattr(args, "truncate_source", False) or getattr(
-        getattr(task, "cfg", None), "truncate_source", False
-    ):
-        return
-    datasets = getattr(task, "datasets", None)
-    if datasets is None or not hasattr(task, "load_dataset"):
-        return
-    limit = args.max_source_positions
-    splits = [getattr(args, "train_subset", None)]
-    splits += (getattr(args, "valid_subset", None) or "").split(",")
-    for split in filter(None, splits):
-        if split not in datasets:
-            try:
-                task.load_dataset(split, combine=False, epoch=1)
-            except FileNotFoundError:
-                continue
-        sizes = getattr(datasets.get(split), "src_sizes", None)
-        if sizes is None or len(sizes) == 0:
-            continue
+
+    def __init__(self, args, task) -> None:
+        self.task = weakref.ref(task) if task is not None else None
+        self.split = getattr(args, "train_subset", None) or "train"
+        self.truncate = bool(getattr(args, "truncate_source", False)) or bool(
+            getattr(getattr(task, "cfg", None), "truncate_source", False)
+        )
+        self.checked: int | None = None
+
+    def __call__(self, limit: int) -> None:
+        task = self.task() if self.task is not None else None
+        datasets = getattr(task, "datasets", None)
+        if self.truncate or not isinstance(datasets, dict):
+            return
+        dataset = datasets.get(self.split)
+        sizes = getattr(dataset, "src_sizes", None)
+        if sizes is None or len(sizes) == 0 or id(dataset) == self.checked:
+            return
         longest = int(max(sizes))
         if longest > limit:
             raise ValueError(
-                f"split {split!r} has a source of {longest} tokens, longer than "
+                f"split {self.split!r} has a source of {longest} tokens, longer than "
                 f"--max-source-positions {limit}: pass --truncate-source to cut sources to "
-                f"that length, or raise --max-source-positions to at least {longest}"
+                f"that length, or raise --max-source-positions to at least {longest} "
+                "(fairseq-train would silently skip those sentences)"
             )
+        self.checked = id(dataset)
 
 
 @register_model("pyramidion")
@@ -295,8 +297,16 @@ class PyramidionModel(ReLUFormerModel):
     def build_model(cls, args, task):
         pyramidion_base(args)
         parse_pooling_schedule(args.pooling_schedule, args.encoder_layers)  # fail before data
-        _check_source_lengths(args, task)
-        return super().build_model(args, task)
+        model = super().build_model(args, task)
+        model.source_length_check = SourceLengthCheck(args, task)
+        return model
+
+    def max_positions(self):
+        positions = super().max_positions()
+        check = getattr(self, "source_length_check", None)
+        if check is not None:
+            check(self.encoder.max_positions())
+        return positions
 
     @classmethod
     def build_encoder(cls, args, src_dict, embed_tokens):

@@ -271,21 +271,31 @@ def test_transpooler_sparse_softmax_trains_and_beam_decodes_right_padded(long_da
 
 
 @pytest.mark.slow
-def test_sources_longer_than_max_positions_fail_before_training(long_data_bin):
-    """fairseq-train would silently skip them; the model refuses to build, naming the flags."""
+def test_training_sources_longer_than_max_positions_fail_clearly(long_data_bin):
+    """fairseq-train would silently skip them; the model refuses, naming the flags.
+
+    fairseq asks the model for max_positions() right after loading the training split (the
+    trainer's get_train_iterator); that is the call checked here, on a real task and split.
+    """
     from fairseq import options, tasks
 
-    def setup(*flags):
+    def model_and_task(*flags):
         parser = options.get_training_parser()
         args = options.parse_args_and_arch(parser, [
             str(long_data_bin), "--arch", "transpooler_base", "--pooling-schedule", "last:16",
-            *flags,
+            "--encoder-layers", "1", "--decoder-layers", "1", *flags,
         ])
-        return args, tasks.setup_task(args)
+        task = tasks.setup_task(args)
+        model = task.build_model(args)
+        model.max_positions()  # nothing loaded yet: nothing to check
+        task.load_dataset(args.train_subset, epoch=1, combine=True)
+        return model, task  # the model holds only a weak reference to its task
 
-    args, task = setup("--max-source-positions", "100")
+    model, task = model_and_task("--max-source-positions", "100")
     with pytest.raises(ValueError, match=r"'train' has a source of \d+ tokens, longer than "
                                          r"--max-source-positions 100: pass --truncate-source"):
-        PyramidionModel.build_model(args, task)
-    args, task = setup("--max-source-positions", "100", "--truncate-source")
-    assert isinstance(PyramidionModel.build_model(args, task), PyramidionModel)
+        model.max_positions()
+    model, task = model_and_task("--max-source-positions", "100", "--truncate-source")
+    assert model.max_positions()[0] == 100
+    model, task = model_and_task("--max-source-positions", "256")
+    assert model.max_positions()[0] == 256
