@@ -261,7 +261,7 @@ def successive_halving_topk(
         final = torch.arange(out_len, device=device).expand(batch, out_len)
     s, pad = s.gather(1, final), pad.gather(1, final)
 
-    leaves, coef = _walk_back(final, pad, merges)
+    leaves, coef = _walk_back(final, (~pad).to(s.dtype), merges)
     leaves = leaves.reshape(batch, -1)
     if start is not None:
         start = torch.cat([start, torch.arange(length, full, device=device).expand(batch, -1)], 1)
@@ -280,13 +280,14 @@ def successive_halving_topk(
 
 
 def _walk_back(
-    final: Tensor, pad: Tensor, merges: List[Tuple[Tensor, Tensor]]
+    final: Tensor, real: Tensor, merges: List[Tuple[Tensor, Tensor]]
 ) -> Tuple[Tensor, Tensor]:
     """Source positions (leaves) of each output slot and their coefficients, [B, m, k'] each
-    (leaf t of output slot j at [:, t, j]), from the per-round merge records (consumed)."""
+    (leaf t of output slot j at [:, t, j]), from the per-round merge records (consumed).
+    ``real`` is 1 at real output slots, 0 at padded ones."""
     batch = final.shape[0]
     leaves = final.unsqueeze(1)
-    coef = (~pad).to(merges[0][1].dtype if merges else torch.float32).unsqueeze(1)
+    coef = real.unsqueeze(1)
     while merges:  # popping frees each round's record once used
         order, weights = merges.pop()
         half = order.shape[1] // 2
