@@ -187,7 +187,7 @@ class _SparseSoftmaxCrossEntropy(torch.autograd.Function):
 
         probs = torch.exp(values - log_norm.unsqueeze(1))
         ctx.save_for_backward(indices, probs, t, pad, n_other)
-        ctx.k, ctx.epsilon, ctx.shape, ctx.dtype = k, epsilon, z.shape, logits.dtype
+        ctx.epsilon, ctx.shape, ctx.dtype = epsilon, z.shape, logits.dtype
         ctx.logits_shape = logits.shape
         ctx.mark_non_differentiable(nll, in_top)
         return loss.reshape(target.shape), nll.reshape(target.shape), in_top.reshape(target.shape)
