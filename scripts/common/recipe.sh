@@ -109,6 +109,8 @@ recipe_sha256_check() {  # recipe_sha256_check PATH VAR: verify a file or folder
         (cd "$path" && sha256sum --quiet -c "${!sums_var}") >&2 || recipe_die \
             "checksum mismatch in $path against ${!sums_var} ($sums_var): fetch the files again" 3
         recipe_log "sha256 sums of $path verified"
+    else
+        recipe_log "no published SHA-256 sums for $path; set $sums_var to check it"
     fi
 }
 

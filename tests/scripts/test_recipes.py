@@ -347,3 +347,80 @@ def test_shared_helpers_are_not_copied():
         assert 'source "$(dirname "$0")/../common/recipe.sh"' in text, path
         assert "recipe_step()" not in text and "fairseq_cli fairseq-preprocess" not in text, path
     assert shutil.which("bash")
+
+
+# ---------------------------------------------------------------------------- helpers
+def test_clean_parallel_keeps_what_clean_corpus_n_keeps():
+    from scripts.common.prepare_text import clean_parallel
+
+    src = ["a b c", "a b c", "", "a " * 176, "a b"]
+    tgt = ["x y", "x", "x", "x", "x y z"]
+    # 3/2 = 1.5 is kept (not > ratio), 3/1 is not; empty and over-long sides go
+    assert clean_parallel(src, tgt, ratio=1.5, max_len=175) == (["a b c", "a b"],
+                                                                ["x y", "x y z"])
+    with pytest.raises(ValueError, match="differ in length"):
+        clean_parallel(["a"], [])
+
+
+def test_split_every_matches_fairseqs_awk_rule():
+    from scripts.common.prepare_text import split_every
+
+    lines = [str(i) for i in range(1, 47)]  # awk's NR
+    kept, taken = split_every(lines, 23, offset=22)
+    assert taken == ["23", "46"] and len(kept) == 44
+
+
+def test_pack_documents_never_crosses_documents_or_the_limit():
+    from scripts.common.prepare_text import pack_documents
+
+    docs = [[("a b", "c d"), ("e f g", "h"), ("i", "j k")], [("x", "y")],
+            [("1 2 3 4 5 6", "7")]]
+    assert pack_documents(docs, 4) == [("a b", "c d"), ("e f g i", "h j k"), ("x", "y"),
+                                       ("1 2 3 4", "7")]
+
+
+def test_gale_church_aligns_one_to_one_and_merges():
+    from scripts.common.corpus_formats import gale_church
+
+    src = ["The cat sat on the mat today.", "It was warm.", "Then it left the room quietly."]
+    tgt = ["Die Katze sass heute auf der Matte.", "Es war warm.",
+           "Dann verliess sie leise das Zimmer."]
+    assert gale_church(src, tgt) == list(zip(src, tgt))
+    # the German joins the last two English sentences into one
+    merged = gale_church(src, [tgt[0], "Es war warm, dann verliess sie leise das Zimmer."])
+    assert merged == [(src[0], tgt[0]),
+                      (f"{src[1]} {src[2]}", "Es war warm, dann verliess sie leise das Zimmer.")]
+
+
+def test_format_readers():
+    from scripts.common.corpus_formats import cohan_pairs, iwslt_train_lines, xml_segments
+
+    assert iwslt_train_lines(["<url>http://x</url>", "<talkid>3</talkid>", "<title>T i</title>",
+                              "  Hello world.  ", "<description>D</description>"]) == \
+        ["T i", "Hello world.", "D"]
+    assert xml_segments(['<doc docid="1">', '<seg id="1"> Hi . </seg>', "</doc>",
+                         '<seg id="2">Bye</seg>']) == ["Hi .", "Bye"]
+    line = json.dumps({"article_text": ["a b .", " c "], "abstract_text": ["<S> x y . </S>",
+                                                                         "<S> z </S>"]})
+    assert cohan_pairs([line, ""]) == [("a b . c", "x y . z")]
+
+
+def test_scores_of_a_generate_log(tmp_path: Path):
+    from scripts.common.score import parse_generate, score, split_compounds
+
+    log = ["S-1\tsrc", "T-1\tthe cat sat", "H-1\t-0.5\tthe cat sat", "H-1\t-0.9\tnot best",
+           "T-0\ta dog-like dog", "H-0\t-0.1\ta dog-like dog", "P-0\t-0.1 -0.2",
+           "Generate test with beam=5: BLEU4 = 100.00, 100.0/100.0/100.0/100.0"]
+    ids, hyps, refs = parse_generate(log)
+    assert ids == [0, 1] and hyps == ["a dog-like dog", "the cat sat"] and refs == hyps
+    assert split_compounds("a dog-like dog") == "a dog ##AT##-##AT## like dog"
+    path = tmp_path / "gen.txt"
+    path.write_text("\n".join(log) + "\n")
+    result = score(path, "bleu", bleu_orders=(1, 4), compounds=True)
+    assert result["bleu1_tokenized"] == result["bleu4_tokenized"] == 100.0
+    assert result["fairseq_generate_bleu4"] == 100.0
+    assert score(path, "rouge")["rouge2"] == 100.0
+    refs_file = tmp_path / "refs.txt"
+    refs_file.write_text("a dog-like dog\n")
+    with pytest.raises(ValueError, match="sentence id 1"):
+        score(path, "bleu", references=refs_file)
