@@ -128,26 +128,25 @@ class PyramidionEncoder(ReLUFormerEncoder):
 
     def __init__(self, cfg, dictionary, embed_tokens, return_fc: bool = False) -> None:
         super().__init__(cfg, dictionary, embed_tokens, return_fc=return_fc)
-        args = cfg
         self.pooling_schedule = parse_pooling_schedule(
-            getattr(args, "pooling_schedule", None), len(self.layers)
+            getattr(cfg, "pooling_schedule", None), len(self.layers)
         )
         if self.pooling_schedule and self.encoder_layerdrop > 0:
             raise ValueError(
                 "--encoder-layerdrop drops layers at random, so a --pooling-schedule could "
                 "not say after which layer to pool; set one of them to 0/none"
             )
-        self.block_size = int(getattr(args, "attention_block_size", 0) or 0)
+        self.block_size = int(getattr(cfg, "attention_block_size", 0) or 0)
         if self.block_size < 0:
             raise ValueError(f"--attention-block-size must be >= 0, got {self.block_size}")
         self.poolers = nn.ModuleDict({
             str(layer): TokenPooler(
                 embed_tokens.embedding_dim,
-                scorer=getattr(args, "pooling_scorer", "linear"),
-                base=getattr(args, "pooling_base", 20.0),
-                temperature=getattr(args, "pooling_temperature", None),
-                sort=not getattr(args, "no_pooling_sort", False),
-                keep_order=getattr(args, "pooling_order", "original") == "original",
+                scorer=getattr(cfg, "pooling_scorer", "linear"),
+                base=getattr(cfg, "pooling_base", 20.0),
+                temperature=getattr(cfg, "pooling_temperature", None),
+                sort=not getattr(cfg, "no_pooling_sort", False),
+                keep_order=getattr(cfg, "pooling_order", "original") == "original",
             )
             for layer in self.pooling_schedule
         })
@@ -175,7 +174,7 @@ class PyramidionEncoder(ReLUFormerEncoder):
         padding_mask = src_tokens.eq(self.padding_idx)
         if padding_mask[:, 0].any():
             if token_embeddings is not None:
-                raise ValueError("token_embeddings must be right-padded (--left-pad-source False)")
+                raise ValueError("token_embeddings are supported for right-padded sources only")
             # Blocks and the operator's ties are counted from position 0: right-padding
             # makes a left-padded batch give exactly the states of its right-padded twin.
             src_tokens = utils.convert_padding_direction(
