@@ -65,8 +65,13 @@ fairseq_cli() {  # fairseq_cli NAME: path of a fairseq console script of $PYTHON
     fi
 }
 
-prepare_text() { "$PYTHON" "$RECIPE_COMMON/prepare_text.py" "$@"; }
-corpus_formats() { "$PYTHON" "$RECIPE_COMMON/corpus_formats.py" "$@"; }
+recipe_python() {  # recipe_python ARGS...: run $PYTHON, or say how to get one
+    [[ -x $PYTHON ]] || recipe_die "PYTHON=$PYTHON is not an executable interpreter: run \
+'make install' or set PYTHON to the python of an environment with fairseq"
+    "$PYTHON" "$@"
+}
+prepare_text() { recipe_python "$RECIPE_COMMON/prepare_text.py" "$@"; }
+corpus_formats() { recipe_python "$RECIPE_COMMON/corpus_formats.py" "$@"; }
 
 recipe_is_done() { [[ -f $1/.done ]]; }
 
@@ -338,6 +343,6 @@ or set CHECKPOINT"
         recipe_die "fairseq-generate failed (log above)"
     }
     mv "$tmp" "$generated"
-    "$PYTHON" "$RECIPE_COMMON/score.py" "$generated" "${SCORE_ARGS[@]}" --out "$results"
+    recipe_python "$RECIPE_COMMON/score.py" "$generated" "${SCORE_ARGS[@]}" --out "$results"
     recipe_log "hypotheses: $generated; scores: $results"
 }
