@@ -162,7 +162,30 @@ def _pairing_order(length: int, pairing: str, device: torch.device) -> Tensor:
 def _rank(scores: Tensor, pad: Tensor) -> Tensor:
     """Indices sorting each row by score, descending, padding last; ties keep position order."""
     key = scores.detach().masked_fill(pad, float("-inf"))
+    if key.device.type == "cpu" and key.dtype in _FLOAT32_EXACT and key.shape[1] < 2**31:
+        return _rank_cpu_float32(key)
     return torch.sort(key, dim=1, descending=True, stable=True).indices
+
+
+# dtypes whose every value is exactly a float32, so ranking their float32 copy is exact
+_FLOAT32_EXACT = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _rank_cpu_float32(key: Tensor) -> Tensor:
+    """``torch.sort(key, descending=True, stable=True).indices`` computed by numpy.
+
+    torch's CPU sort dominated the operator (about 7x slower than numpy's vectorised sort of
+    int64 here). Each score becomes an int64 whose high 32 bits order the floats (descending)
+    and whose low 32 bits are the position, so every key is distinct and a plain sort of the
+    keys is the stable descending sort; the low bits are then the indices.
+    """
+    keys = (key.float() + 0.0).view(torch.int32).long()  # + 0.0 turns -0.0 into 0.0
+    # IEEE floats order like sign-magnitude integers; flip the negative ones' magnitude bits
+    keys = torch.where(keys >= 0, keys, keys ^ 0x7FFFFFFF).neg_()
+    keys <<= 32
+    keys |= torch.arange(key.shape[1])
+    keys.numpy().sort(axis=1)  # in place, through the shared memory
+    return keys.bitwise_and_(0xFFFFFFFF)
 
 
 def _real_first(pad: Tensor) -> Tensor:

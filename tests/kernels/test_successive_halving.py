@@ -366,3 +366,21 @@ def test_non_contiguous_values():
         torch.autograd.grad(o.values.pow(2).sum(), v)[0] for o, v in zip(outs, (values, strided))
     ]
     torch.testing.assert_close(grads[0], grads[1])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_numpy_rank_equals_torch_stable_descending_sort(dtype):
+    """The CPU fast path ranks exactly as torch's stable sort: ties, -0.0, -inf, padding."""
+    from relu_former.kernels.successive_halving import _rank
+
+    gen = torch.Generator().manual_seed(3)
+    scores = torch.randn(5, 301, generator=gen).to(dtype)
+    scores[:, ::7] = 0.25  # many ties
+    scores[0, :10] = -0.0
+    scores[0, 10:20] = 0.0
+    scores[1, 5:50] = float("-inf")
+    scores[2] = torch.randint(-3, 3, (301,), generator=gen).to(dtype) * 1e3
+    pad = torch.rand(5, 301, generator=gen) < 0.2
+    expected = torch.sort(scores.masked_fill(pad, float("-inf")), dim=1, descending=True,
+                          stable=True).indices
+    assert torch.equal(_rank(scores, pad), expected)
