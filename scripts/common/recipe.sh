@@ -343,6 +343,11 @@ or set CHECKPOINT"
         recipe_die "fairseq-generate failed (log above)"
     }
     mv "$tmp" "$generated"
-    recipe_python "$RECIPE_COMMON/score.py" "$generated" "${SCORE_ARGS[@]}" --out "$results"
+    # the size fairseq loaded, so that the score covers every sentence of the subset
+    local expected
+    expected=$(sed -n 's/.*loaded \([0-9,]*\) examples from: .*/\1/;T;s/,//g;p;q' \
+        "$SAVE_DIR/generate-$subset.log")
+    recipe_python "$RECIPE_COMMON/score.py" "$generated" "${SCORE_ARGS[@]}" --out "$results" \
+        ${expected:+--expected-sentences "$expected"}
     recipe_log "hypotheses: $generated; scores: $results"
 }

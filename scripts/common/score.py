@@ -98,10 +98,13 @@ def rouge_scores(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, float]:
 
 def score(generate_output: Path, metric: str, *, references: Path | None = None,
           detok_lang: str | None = None, lowercase: bool = False, compounds: bool = False,
-          bleu_orders: Sequence[int] = (4,)) -> dict:
+          bleu_orders: Sequence[int] = (4,), expected_sentences: int | None = None) -> dict:
     """All scores of one generate log, as a JSON-ready dict."""
     lines = read_lines(generate_output)
     ids, hyps, refs = parse_generate(lines)
+    if expected_sentences is not None and len(ids) != expected_sentences:
+        raise ValueError(f"{generate_output} has {len(ids)} hypotheses, the subset "
+                         f"{expected_sentences} sentences: sentences were skipped")
     raw_refs = None
     if references is not None:
         all_refs = read_lines(references)
@@ -150,11 +153,13 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="split hyphenated compounds before tokenized BLEU (WMT14 En-De)")
     parser.add_argument("--bleu-orders", type=int, nargs="+", default=[4],
                         help="report BLEU-n for each n (default 4)")
+    parser.add_argument("--expected-sentences", type=int, default=None,
+                        help="fail unless the log has this many hypotheses")
     parser.add_argument("--out", type=Path, required=True, help="JSON results file")
     a = parser.parse_args(argv)
     result = score(a.generate_output, a.metric, references=a.references,
                    detok_lang=a.detok_lang, lowercase=a.lowercase, compounds=a.split_compounds,
-                   bleu_orders=a.bleu_orders)
+                   bleu_orders=a.bleu_orders, expected_sentences=a.expected_sentences)
     text = json.dumps(result, indent=2)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = a.out.with_name(f".{a.out.name}.tmp{os.getpid()}")

@@ -421,3 +421,5 @@ def test_scores_of_a_generate_log(tmp_path: Path):
     refs_file.write_text("a dog-like dog\n")
     with pytest.raises(ValueError, match="sentence id 1"):
         score(path, "bleu", references=refs_file)
+    with pytest.raises(ValueError, match="2 hypotheses, the subset 3"):
+        score(path, "bleu", expected_sentences=3)
