@@ -6,7 +6,7 @@ RECIPE_USAGE="usage: GIGAWORD_ARCHIVE=/path/to/gigaword.tgz scripts/gigaword_10k
 Prepares Gigaword-10k (DESIGN.md 3, 5): Rush et al.'s lower-cased, tokenised article/headline
 pairs in UNILM's org_data layout ({train,dev,test}.{src,tgt}.txt). The first
 GIGAWORD_TRAIN_SIZE (10000) training pairs form the training set (UNILM's low-resource
-setting; the exact 10k subset it used is not published as a list), the first
+setting; whether UNILM used exactly these 10k could not be checked offline), the first
 GIGAWORD_VALID_SIZE (2000) dev pairs the validation set, the test set is kept whole. No
 further tokenisation (the text is already tokenised); joint BPE (GIGAWORD_BPE_MERGES, default
 10000: our choice, the paper fine-tunes UNILM with its own WordPiece vocabulary);

@@ -26,9 +26,9 @@ TEST_SETS=(IWSLT14.TED.dev2010 IWSLT14.TEDX.dev2012 IWSLT14.TED.tst2010 IWSLT14.
            IWSLT14.TED.tst2012)
 
 recipe_fetch "$WORK/orig" IWSLT14_ARCHIVE "IWSLT14 De-En archive" \
-    "Fetch de-en.tgz of the IWSLT 2014 evaluation campaign (WIT3, https://wit3.fbk.eu/2014-01, \
-file texts/de/en/de-en.tgz; the URL fairseq's prepare-iwslt14.sh uses) on a machine with \
-internet, copy it here, and run: IWSLT14_ARCHIVE=/path/to/de-en.tgz $0"
+    "Fetch de-en.tgz of the IWSLT 2014 evaluation campaign (WIT3 2014-01, texts/de/en/de-en.tgz; \
+fairseq's prepare-iwslt14.sh takes it from http://dl.fbaipublicfiles.com/fairseq/data/iwslt14/de-en.tgz) \
+on a machine with internet, copy it here, and run: IWSLT14_ARCHIVE=/path/to/de-en.tgz $0"
 
 extract_text() {
     local lang name files

@@ -7,7 +7,8 @@ Prepares question generation from SQuAD 1.1 (DESIGN.md 3, 5): the source is the 
 '<sep>' token and the paragraph, the target the question (UNILM's input form), all Moses-
 tokenised and lower-cased. SQuAD's test set is hidden, so train-v1.1.json is the training
 set and the articles of dev-v1.1.json are split in halves: the first half validation, the
-second test (the reversed dev-test split of Zhao et al. 2018, by article). Joint BPE
+second test (in the manner of Zhao et al. 2018's reversed dev-test split; their exact
+article lists are not reproduced). Joint BPE
 (SQUAD_BPE_MERGES, default 10000, '<sep>' never split), fairseq-preprocess with a joined
 dictionary.
 
