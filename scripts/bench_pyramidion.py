@@ -47,6 +47,7 @@ from benchmarking import interleaved_median_seconds, peak_memory_bytes
 from plotting import markdown_table, save_figure, write_text_atomic
 
 TARGETS = {"training step": 3.0, "decoding": 2.4}
+PHASES = {"training": "training step", "decoding": "decoding", "encoder": "encoder forward"}
 
 
 def log(message: str) -> None:
@@ -83,6 +84,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--vocab", type=int, default=1000, help="vocabulary size (default 1000)")
     parser.add_argument("--rounds", type=int, default=None,
                         help="timed interleaved rounds after one warm-up (default 3; --quick 2)")
+    parser.add_argument("--phases", default="training,decoding,encoder",
+                        help="comma list of what to measure: training, decoding, encoder "
+                             "(default all three)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
     parser.add_argument("--out", type=Path, default=None,
@@ -98,6 +102,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.decode_steps = args.decode_steps or (32 if quick else 256)
     args.beam = args.beam or (4 if quick else 16)
     args.rounds = args.rounds or (2 if quick else 3)
+    args.phases = [phase.strip() for phase in args.phases.split(",") if phase.strip()]
+    unknown = sorted(set(args.phases) - set(PHASES))
+    if unknown or not args.phases:
+        parser.error(f"--phases: unknown {unknown}; choose from {', '.join(PHASES)}")
     for name in ("length", "pooled", "block_size", "target_length", "decode_steps", "beam",
                  "rounds"):
         if getattr(args, name) < 1:
@@ -169,9 +177,9 @@ def make_cases(args: argparse.Namespace, models: dict) -> dict[str, dict]:
     def encode(name: str) -> None:
         models[name].eval().encoder(source, src_lengths=lengths)
 
-    phases = {"training step": train_step, "decoding": decode, "encoder forward": encode}
-    return {phase: {name: (lambda f=fn, n=name: f(n)) for name in models}
-            for phase, fn in phases.items()}
+    functions = {"training": train_step, "decoding": decode, "encoder": encode}
+    return {PHASES[phase]: {name: (lambda f=functions[phase], n=name: f(n)) for name in models}
+            for phase in args.phases}
 
 
 def measure(args: argparse.Namespace) -> dict:
