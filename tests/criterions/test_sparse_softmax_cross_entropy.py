@@ -117,7 +117,7 @@ def test_sparse_loss_full_nll_and_outside_share_are_logged():
     assert log["n_correct"] == int((logits.argmax(-1).eq(target) & real).sum())
     assert sample_size == 13
 
-    with metrics.aggregate() as agg:
+    with metrics.aggregate(new_root=True) as agg:
         criterion.reduce_metrics([log, log])
     values = agg.get_smoothed_values()
     ln2 = torch.log(torch.tensor(2.0)).item()
@@ -148,7 +148,7 @@ def test_attention_regularisers_are_added_with_their_weights():
     assert log1["attn_rows"] > 0 and log1["attn_norm_loss"] > 0
     extra = 0.3 * log1["attn_norm_loss"] + 0.2 * log1["attn_entropy_loss"]
     torch.testing.assert_close(loss1, loss0 + extra, rtol=1e-6, atol=1e-6)
-    with metrics.aggregate() as agg:
+    with metrics.aggregate(new_root=True) as agg:
         weighted.reduce_metrics([log1])
     assert "attn_norm_loss" in agg.get_smoothed_values()
 

@@ -74,7 +74,7 @@ def test_loss_accuracy_and_micro_f1(negative):
     torch.testing.assert_close(log["nll_loss"], F.cross_entropy(logits, target, reduction="sum"),
                                rtol=0, atol=1e-12)
     assert sample_size == 64
-    with metrics.aggregate() as agg:
+    with metrics.aggregate(new_root=True) as agg:
         criterion.reduce_metrics([log])
     values = agg.get_smoothed_values()
     preds = logits.argmax(-1)
