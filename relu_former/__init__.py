@@ -1,7 +1,8 @@
 """relu-former: a fairseq plugin (``--user-dir relu_former``).
 
 Importing this package registers every architecture, criterion and task of the plugin with
-fairseq and allowlists the globals that fairseq checkpoints need for ``weights_only`` loading.
+fairseq, allowlists the globals that fairseq checkpoints need for ``weights_only`` loading and
+stops fairseq-fixed from dropping the last batch of a data set (``fairseq_compat``).
 Importing it twice (``import relu_former`` and ``--user-dir relu_former``) is harmless.
 """
 
@@ -10,6 +11,7 @@ import os
 import sys
 
 from relu_former.checkpoint_safety import allow_fairseq_checkpoint_globals
+from relu_former.fairseq_compat import keep_last_batch
 
 __version__ = "0.1.0"
 
@@ -65,6 +67,7 @@ def _mark_as_user_dir() -> None:
 
 
 allow_fairseq_checkpoint_globals()
+keep_last_batch()
 _mark_as_user_dir()
 _import_criterions()
 

@@ -1,0 +1,59 @@
+"""Put back the sentences that fairseq-fixed's ``batch_by_size`` drops.
+
+fairseq-fixed 0.12.3.1 (the fairseq build that imports on Python 3.11) ends
+``fairseq.data.data_utils.batch_by_size`` with "drop the last batch if its size is not a
+multiple of ``--required-batch-size-multiple``" (default 8). fairseq 0.12.2 keeps that batch.
+Dropping it is harmless in training but silently loses sentences everywhere else:
+``fairseq-generate`` translated 16 of 20 test sentences and scored BLEU on those, and a small
+valid set became "The dataset is empty".
+
+The batches partition ``indices`` in order, so the dropped sentences are exactly the tail that
+no batch covers; we append it as one last batch, as fairseq 0.12.2 does. The patch is applied
+only where a probe shows the drop, so official fairseq is left untouched.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+
+def _drops_last_batch(batch_by_size) -> bool:
+    three = np.arange(3, dtype=np.int64)
+    batches = batch_by_size(three, None, num_tokens_vec=np.ones_like(three), max_sentences=2,
+                            required_batch_size_multiple=2)
+    return sum(len(b) for b in batches) < 3
+
+
+def keep_last_batch() -> bool:
+    """Patch ``fairseq.data.data_utils.batch_by_size`` if it drops sentences; True if patched.
+
+    Idempotent. ``FairseqDataset.batch_by_size`` looks the function up on the module at every
+    call, so replacing the module attribute reaches every dataset.
+    """
+    from fairseq.data import data_utils
+
+    original = data_utils.batch_by_size
+    if getattr(original, "keeps_last_batch", False) or not _drops_last_batch(original):
+        return False
+
+    @functools.wraps(original)
+    def batch_by_size(indices, num_tokens_fn, num_tokens_vec=None, max_tokens=None,
+                      max_sentences=None, required_batch_size_multiple=1, fixed_shapes=None):
+        if not isinstance(indices, np.ndarray):
+            indices = np.fromiter(indices, dtype=np.int64, count=-1)
+        batches = original(indices, num_tokens_fn, num_tokens_vec=num_tokens_vec,
+                           max_tokens=max_tokens, max_sentences=max_sentences,
+                           required_batch_size_multiple=required_batch_size_multiple,
+                           fixed_shapes=fixed_shapes)
+        if fixed_shapes is not None:
+            return batches  # fixed shapes drop remainders by design
+        covered = sum(len(b) for b in batches)
+        if covered < len(indices):
+            batches = list(batches) + [indices[covered:]]
+        return batches
+
+    batch_by_size.keeps_last_batch = True
+    data_utils.batch_by_size = batch_by_size
+    return True
