@@ -35,7 +35,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Dict, List, Sequence
 
@@ -387,7 +387,7 @@ def parse_log_line(line: str, run: Run) -> str | None:
         run.updates = int(stats["num_updates"])
         # nll_loss is the full-softmax cross-entropy in every criterion used here (loss also
         # holds regularisers or the sparse loss), so it is the one comparable curve.
-        run.losses.append((run.updates, float(stats.get("nll_loss", stats["loss"]))))
+        run.losses.append((run.updates, float(stats["nll_loss"] if "nll_loss" in stats else stats["loss"])))
         run.wps.append(float(stats["wps"]))
     elif tag == "valid":
         run.valid_nll = float(stats.get("valid_nll_loss", stats.get("valid_loss", math.nan)))
@@ -438,8 +438,20 @@ def train(run: Run, data_bin: Path, work: Path, scale: Scale, args: argparse.Nam
     if code != 0 or not (work / run.key / "checkpoint_last.pt").is_file():
         tail = (work / run.key / "train.log").read_text()[-3000:]
         raise RuntimeError(f"fairseq-train failed for {run.key} (exit {code}):\n{tail}")
-    if run.updates < max_update:
-        run.note = f"stopped by the {budget:.0f} s time budget"
+
+
+def trained_before(run: Run, work: Path) -> bool:
+    """Fold a finished earlier training log into ``run``; False if there is none."""
+    log = work / run.key / "train.log"
+    if not (work / run.key / "checkpoint_last.pt").is_file() or not log.is_file():
+        return False
+    fresh = replace(run, losses=[], wps=[])
+    for line in log.read_text().splitlines():
+        parse_log_line(line, fresh)
+    if math.isnan(fresh.train_seconds):  # interrupted: train again
+        return False
+    run.__dict__.update(fresh.__dict__)
+    return True
 
 
 def generate(run: Run, data_bin: Path, work: Path, raw: Path, scale: Scale,
@@ -624,6 +636,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "if smaller; 0 decodes with the full softmax (default 5)")
     parser.add_argument("--no-documents", action="store_true",
                         help="skip the long-document part (Transpooler/Pyramidion vs vanilla)")
+    parser.add_argument("--resume", action="store_true",
+                        help="reuse the corpus, data and finished trainings already in OUT/work "
+                             "(same size and corpus flags); decode and report again")
     parser.add_argument("--seed", type=int, default=1, help="training seed (default 1)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
@@ -646,7 +661,14 @@ def main(argv=None) -> int:
     scale = SCALES[args.scale]
     out: Path = args.out
     work, raw, prep = out / "work", out / "work" / "raw", out / "work" / "prep"
-    if work.exists():
+    stamp = work / "settings.json"
+    settings = {"scale": scale.name, "locale_dir": str(args.locale_dir), "lang": args.lang,
+                "documents": not args.no_documents}
+    resume = args.resume and stamp.is_file() and (work / "corpus.txt").is_file()
+    if resume and json.loads(stamp.read_text()) != settings:
+        raise SystemExit(f"--resume: {work} was made with {stamp.read_text()}, not "
+                         f"{json.dumps(settings)}; drop --resume to start afresh")
+    if not resume and work.exists():
         shutil.rmtree(work)
     started = time.time()
 
@@ -654,28 +676,44 @@ def main(argv=None) -> int:
         print(f"[demo {time.time() - started:6.0f}s] {message}", flush=True)
 
     say(f"size {scale.name}; report in {out}")
-    say("1/5 building the corpus")
-    corpus = make_corpus(args, scale, raw, say)
-    say(f"  {corpus}")
-    for data in ("sentences", "documents"):  # raw references of each test set, for scoring
-        (raw / data).mkdir(parents=True, exist_ok=True)
-    shutil.copy(raw / f"test.{TGT}", raw / "sentences" / f"test.{TGT}")
-    say("2/5 Moses tokenisation, BPE, document packing, fairseq-preprocess")
-    prepare(raw, prep, scale.bpe_merges, scale.doc_max_tokens, say)
-    write_lines(raw / "documents" / f"test.{TGT}", moses_detokenize(
-        [line.replace("@@ ", "") for line in read_lines(prep / "documents" / f"test.{TGT}")],
-        TGT))
-    env = child_env(args.threads)
     bins = {"sentences": work / "bin" / "sentences", "documents": work / "bin" / "documents"}
-    preprocess(prep / "sentences", bins["sentences"], env)
-    if not args.no_documents:
-        preprocess(prep / "documents", bins["documents"], env,
-                   srcdict=bins["sentences"] / f"dict.{SRC}.txt")
+    if resume:
+        corpus = (work / "corpus.txt").read_text().strip()
+        say(f"1-2/5 reusing the corpus and data in {work}: {corpus}")
+    else:
+        say("1/5 building the corpus")
+        corpus = make_corpus(args, scale, raw, say)
+        say(f"  {corpus}")
+        for data in ("sentences", "documents"):  # raw references of each test set, for scoring
+            (raw / data).mkdir(parents=True, exist_ok=True)
+        shutil.copy(raw / f"test.{TGT}", raw / "sentences" / f"test.{TGT}")
+        say("2/5 Moses tokenisation, BPE, document packing, fairseq-preprocess")
+        prepare(raw, prep, scale.bpe_merges, scale.doc_max_tokens, say)
+        write_lines(raw / "documents" / f"test.{TGT}", moses_detokenize(
+            [line.replace("@@ ", "") for line in read_lines(prep / "documents" / f"test.{TGT}")],
+            TGT))
+        env = child_env(args.threads)
+        preprocess(prep / "sentences", bins["sentences"], env)
+        if not args.no_documents:
+            preprocess(prep / "documents", bins["documents"], env,
+                       srcdict=bins["sentences"] / f"dict.{SRC}.txt")
+        write_text_atomic(work / "corpus.txt", corpus + "\n")
+        write_text_atomic(stamp, json.dumps(settings))
     names = registered_names()
     runs = plan_runs(scale, names, args, say)
-    say(f"3/5 training {len(runs)} models: " + ", ".join(r.label for r in runs))
-    in_parallel(lambda run, pos: train(run, bins[run.data], work, scale, args, pos), runs,
+    done = [run for run in runs if resume and trained_before(run, work)]
+    if done:
+        say("  reusing the trained " + ", ".join(r.key for r in done) + " (--resume)")
+    todo = [run for run in runs if run not in done]
+    say(f"3/5 training {len(todo)} models: " + ", ".join(r.label for r in todo))
+    in_parallel(lambda run, pos: train(run, bins[run.data], work, scale, args, pos), todo,
                 args.jobs)
+    for run in runs:
+        documents = run.data == "documents"
+        if run.updates < (scale.doc_max_update if documents else scale.max_update):
+            budget = scale.doc_time_budget_s if documents else scale.time_budget_s
+            run.note = (f"stopped by the {budget * args.budget_scale:.0f} s time cap after "
+                        f"{run.updates} updates")
     say("4/5 decoding the test split")
     in_parallel(lambda run, pos: generate(run, bins[run.data], work, raw, scale, args, pos),
                 runs, args.jobs)

@@ -116,6 +116,22 @@ def test_fairseq_log_lines_fold_into_a_run():
     assert run.valid_nll == 10.1 and run.train_seconds == 65.2
 
 
+def test_resume_reuses_only_finished_trainings(tmp_path):
+    run = demo.Run("softmax", "Transformer", "relu_former_iwslt_de_en", [])
+    folder = tmp_path / "softmax"
+    folder.mkdir()
+    (folder / "checkpoint_last.pt").write_bytes(b"")
+    log = ('2026-11-29 08:01:09 | INFO | train_inner | {"nll_loss": "9.5", "wps": "900", '
+           '"num_updates": "10"}\n')
+    (folder / "train.log").write_text(log)
+    assert not demo.trained_before(run, tmp_path)  # no "done training": interrupted
+    assert run.losses == []
+    (folder / "train.log").write_text(log + "x | fairseq_cli.train | done training in 3.5 "
+                                      "seconds\n")
+    assert demo.trained_before(run, tmp_path)
+    assert run.losses == [(10, 9.5)] and run.train_seconds == 3.5 and run.updates == 10
+
+
 def test_bad_flags_are_argparse_errors(capsys):
     for flags in (["--jobs", "0"], ["--budget-scale", "0"], ["--tiny", "--full"]):
         with pytest.raises(SystemExit):
