@@ -387,7 +387,8 @@ def parse_log_line(line: str, run: Run) -> str | None:
         run.updates = int(stats["num_updates"])
         # nll_loss is the full-softmax cross-entropy in every criterion used here (loss also
         # holds regularisers or the sparse loss), so it is the one comparable curve.
-        run.losses.append((run.updates, float(stats["nll_loss"] if "nll_loss" in stats else stats["loss"])))
+        nll = stats["nll_loss"] if "nll_loss" in stats else stats["loss"]
+        run.losses.append((run.updates, float(nll)))
         run.wps.append(float(stats["wps"]))
     elif tag == "valid":
         run.valid_nll = float(stats.get("valid_nll_loss", stats.get("valid_loss", math.nan)))
