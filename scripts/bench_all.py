@@ -107,7 +107,7 @@ def render_report(outcomes: Sequence[Outcome], out: Path, report: Path, quick: b
     parts = [
         "# relu-former benchmarks\n",
         f"`python scripts/bench_all.py{' --quick' if quick else ''}`; every script ran with "
-        f"`--out {prefix}`{' --quick' if quick else ''}. Machine: {os.cpu_count()} CPU "
+        f"`--out {prefix}{' --quick' if quick else ''}`. Machine: {os.cpu_count()} CPU "
         f"cores, load average {', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end.\n",
         markdown_table(["script", "status", "seconds", "plots"], rows),
     ]
