@@ -34,10 +34,10 @@ lint: install
 	$(VENV)/bin/ruff check .
 
 demo: install
-	$(PY) scripts/demo.py $(DEMO_ARGS)
+	$(PY) -m scripts.demo.demo $(DEMO_ARGS)
 
 bench: install
-	$(PY) scripts/bench_all.py $(BENCH_ARGS)
+	$(PY) -m scripts.benchmarks.run_all $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) demo_out bench/out .pytest_cache .ruff_cache

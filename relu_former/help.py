@@ -19,7 +19,7 @@ from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 from fairseq.tasks import TASK_DATACLASS_REGISTRY, TASK_REGISTRY
 
-import relu_former  # noqa: F401  (registers the names)
+import relu_former.plugin  # noqa: F401  (registers the names)
 
 PLUGIN = "relu_former"
 

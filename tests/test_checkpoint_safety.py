@@ -10,15 +10,16 @@ import sys
 
 import pytest
 import torch
-from conftest import REPO_ROOT, fairseq_command, run_command
 from fairseq import checkpoint_utils
 from omegaconf import OmegaConf
 
-import relu_former  # noqa: F401  (installs the allowlist)
+import relu_former.plugin  # noqa: F401  (installs the allowlist)
 from relu_former.checkpoint_safety import (
     allow_fairseq_checkpoint_globals,
     fairseq_checkpoint_globals,
 )
+
+from helpers import REPO_ROOT, fairseq_command, run_command
 
 
 class _RunsCodeOnLoad:
@@ -86,7 +87,7 @@ def test_fresh_interpreter_needs_the_plugin(tmp_path):
     load = f"import torch; torch.load({path!r}); print('loaded')"
     without = run_command([sys.executable, "-c", load], cwd=tmp_path, check=False)
     assert without.returncode != 0 and "Weights only load failed" in without.stderr
-    with_plugin = run_command([sys.executable, "-c", "import relu_former; " + load],
+    with_plugin = run_command([sys.executable, "-c", "import relu_former.plugin; " + load],
                               cwd=REPO_ROOT)
     assert "loaded" in with_plugin.stdout
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from fairseq.data import data_utils
 
-import relu_former  # noqa: F401  (applies the patch)
+import relu_former.plugin  # noqa: F401  (applies the patch)
 from relu_former.fairseq_compat import keep_last_batch
 
 

@@ -6,7 +6,6 @@ import re
 
 import pytest
 import torch
-from conftest import FairseqRun
 from fairseq import search
 from fairseq.data import Dictionary
 from fairseq.sequence_generator import SequenceGenerator
@@ -16,6 +15,8 @@ from relu_former.generation import (
     check_sparse_softmax_k,
     use_sparse_decoding,
 )
+
+from helpers import FairseqRun
 
 
 def toy_dictionary():

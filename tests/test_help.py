@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from conftest import REPO_ROOT
 
 from relu_former.help import describe, flags_parser, main, plugin_names
+
+from helpers import REPO_ROOT
 
 REGISTERED = [(kind, name) for kind, names in plugin_names().items() for name in names]
 

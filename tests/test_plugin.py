@@ -6,10 +6,11 @@ import argparse
 import sys
 
 import pytest
-from conftest import REPO_ROOT, USER_DIR, fairseq_command, run_command
 from fairseq import utils
 
 import relu_former
+
+from helpers import REPO_ROOT, USER_DIR, fairseq_command, run_command
 
 
 def test_import_from_outside_the_checkout(tmp_path):

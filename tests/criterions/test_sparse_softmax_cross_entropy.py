@@ -6,7 +6,6 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import FairseqRun
 from fairseq.criterions.label_smoothed_cross_entropy import LabelSmoothedCrossEntropyCriterion
 from fairseq.data import Dictionary
 from fairseq.logging import metrics
@@ -17,6 +16,8 @@ from relu_former.criterions.sparse_softmax_cross_entropy import (
 )
 from relu_former.kernels.sparse_softmax import sparse_softmax_cross_entropy
 from relu_former.modules.attention import ActivationMultiheadAttention
+
+from helpers import FairseqRun
 
 
 class Task:

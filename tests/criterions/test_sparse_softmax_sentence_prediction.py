@@ -8,7 +8,6 @@ from types import SimpleNamespace
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import FairseqRun, fairseq_command, run_command
 from fairseq.data import Dictionary
 from fairseq.logging import metrics
 from sklearn.metrics import f1_score
@@ -18,6 +17,8 @@ from relu_former.criterions.sparse_softmax_sentence_prediction import (
     SparseSoftmaxSentencePredictionCriterion,
 )
 from relu_former.kernels.sparse_softmax import sparse_softmax_cross_entropy
+
+from helpers import FairseqRun, fairseq_command, run_command
 
 NUM_CLASSES = 30
 HEAD = "sentence_classification_head"

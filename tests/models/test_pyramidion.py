@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import FairseqRun, preprocess
 from fairseq.data import Dictionary
 from fairseq.models.transformer import TransformerConfig, TransformerEncoder
 from fairseq.sequence_generator import SequenceGenerator
@@ -21,6 +20,8 @@ from relu_former.models.pyramidion import (
     pyramidion_base,
 )
 from relu_former.models.relu_former import ReLUFormerEncoder
+
+from helpers import FairseqRun, preprocess
 
 # ---------------------------------------------------------------- --pooling-schedule
 

@@ -6,14 +6,15 @@ import subprocess
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import TINY_MODEL_ARGS, USER_DIR, fairseq_command
 from fairseq import checkpoint_utils, options, tasks
 from fairseq.criterions.label_smoothed_cross_entropy import LabelSmoothedCrossEntropyCriterion
 
-import relu_former  # noqa: F401  (registers the plugin)
+import relu_former.plugin  # noqa: F401  (registers the plugin)
 from relu_former.kernels import attention_activations
 from relu_former.kernels.attention_activations import ACTIVATIONS
 from relu_former.modules.attention import ActivationMultiheadAttention
+
+from helpers import TINY_MODEL_ARGS, USER_DIR, fairseq_command
 
 FFN_FOR = {"relu": "relu", "softmax": "softmax", "sparsemax": "softmax_ln",
            "entmax15": "relu", "rela": "softmax_ln"}

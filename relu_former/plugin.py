@@ -1,0 +1,83 @@
+"""The plugin's side effects, run once when fairseq loads ``--user-dir relu_former``.
+
+Registers every architecture, criterion and task with fairseq, allowlists the globals that
+fairseq checkpoints need for ``weights_only`` loading and stops fairseq-fixed from dropping the
+last batch of a data set (``fairseq_compat``). ``relu_former/__init__.py`` imports this module
+only when fairseq is already imported, so ``import relu_former.kernels.relu_attention`` stays a
+torch-only import. Python code that builds fairseq objects itself can ``import
+relu_former.plugin`` explicitly; importing it twice is harmless.
+"""
+
+import importlib.util
+import os
+import sys
+
+from relu_former.checkpoint_safety import allow_fairseq_checkpoint_globals
+from relu_former.fairseq_compat import keep_last_batch
+
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+PACKAGE = __name__.rsplit(".", 1)[0]
+
+
+def _criterions_folder() -> str:
+    """The criterions of *this* copy of the package.
+
+    An install puts them inside the package (``relu_former/criterions``); a checkout keeps them
+    at the top level beside it (the design card). The sibling folder is looked up by path, not
+    by module name: with an editable install of one checkout, the name ``relu_former.criterions``
+    resolves to that checkout's folder even while fairseq loads another checkout's
+    ``--user-dir``, and one process would mix two versions of the code.
+    """
+    inside = os.path.join(PACKAGE_DIR, "criterions")
+    if os.path.isfile(os.path.join(inside, "__init__.py")):
+        return inside
+    return os.path.join(os.path.dirname(PACKAGE_DIR), "criterions")
+
+
+def _import_criterions() -> None:
+    name = f"{PACKAGE}.criterions"
+    folder = _criterions_folder()
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        if os.path.abspath(list(loaded.__path__)[0]) != os.path.abspath(folder):
+            raise ImportError(
+                f"relu_former: criterions already loaded from {list(loaded.__path__)[0]}, "
+                f"but this copy of the plugin is {PACKAGE_DIR}; use one checkout per process")
+        return
+    init = os.path.join(folder, "__init__.py")
+    if not os.path.isfile(init):
+        raise ImportError(f"relu_former: cannot find the criterions package at {folder}")
+    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[folder])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+
+
+def _mark_as_user_dir() -> None:
+    """Tell fairseq's ``import_user_module`` this folder is already imported.
+
+    fairseq refuses to import a ``--user-dir`` whose module name is already in ``sys.modules``
+    ("not globally unique"), which would make ``import relu_former`` followed by
+    ``--user-dir relu_former`` fail in one process. fairseq keeps the imported user dirs in
+    ``import_user_module.memo``; adding our path there makes the second import a no-op.
+    """
+    from fairseq import utils
+
+    memo = getattr(utils.import_user_module, "memo", None)
+    if memo is None:
+        memo = set()
+        utils.import_user_module.memo = memo
+    memo.add(PACKAGE_DIR)
+
+
+allow_fairseq_checkpoint_globals()
+keep_last_batch()
+_mark_as_user_dir()
+_import_criterions()
+
+import relu_former.generation  # noqa: E402,F401  (registers translation_sparse_decoding)
+from relu_former import models  # noqa: E402,F401  (registers architectures)

@@ -1,0 +1,241 @@
+"""Forward+backward time and peak memory of one attention layer, for every activation.
+
+One self-attention layer (batch 1, no mask, training mode unless said, dropout 0) is run forward and
+backward at each sequence length n. Cases, all measured in the same run:
+
+    fairseq_sdpa   fairseq's stock MultiheadAttention (its fast path calls PyTorch's fused
+                   scaled_dot_product_attention)
+    softmax        our ActivationMultiheadAttention, softmax
+    relu           ours, ReLU attention, dense; in training mode it also computes the per-row
+                   statistics of the regularisers (row sums, entropies), as in training
+    relu_nostats   the same in evaluation mode (no statistics; dropout is 0 anyway), which
+                   isolates the cost of the activation from the regularisers' bookkeeping
+    relu_chunked   ours, ReLU attention computed in key chunks (--chunk-size)
+    sparsemax, entmax15, rela   ours, the paper's baselines
+
+Time is the median of interleaved rounds after a warm-up round (scripts/common/benchmarking.py);
+peak memory is the most tensor memory alive at once during one forward+backward, counted
+by a dispatch mode (what a GPU allocator's max_memory_allocated would say; see
+scripts/common/benchmarking.py for what it does not see). The ratio table compares against the
+targets of issue 3.
+
+    python -m scripts.benchmarks.bench_attention --quick --out bench/out      # about a minute
+    python -m scripts.benchmarks.bench_attention --out bench/out              # n = 128 ... 4096
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from scripts.common.benchmarking import interleaved_median_seconds, peak_memory_bytes
+from scripts.common.plotting import line_plot, markdown_table, write_text_atomic
+
+CASES = ("fairseq_sdpa", "softmax", "relu", "relu_nostats", "relu_chunked", "sparsemax",
+         "entmax15", "rela")
+FULL_LENGTHS = (128, 256, 512, 1024, 2048, 4096)
+QUICK_LENGTHS = (128, 256, 512)
+MIB = 2.0**20
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true",
+                        help=f"small lengths {QUICK_LENGTHS} and few rounds (about a minute)")
+    parser.add_argument("--lengths", type=int, nargs="+", default=None,
+                        help=f"sequence lengths to measure (default {FULL_LENGTHS})")
+    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES,
+                        help="which attention variants to measure (default: all)")
+    parser.add_argument("--embed-dim", type=int, default=512,
+                        help="model width (default 512, as transformer_iwslt_de_en)")
+    parser.add_argument("--heads", type=int, default=4,
+                        help="attention heads (default 4, as transformer_iwslt_de_en)")
+    parser.add_argument("--batch", type=int, default=1, help="sequences per step (default 1)")
+    parser.add_argument("--chunk-size", type=int, default=None,
+                        help="key chunk of relu_chunked (default 512; --quick: largest n / 4)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="timed rounds at n = 1024; shorter n get proportionally more "
+                             "(up to 8x), longer n fewer (at least 3) (default 5, --quick 3)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch intra-op threads, fixed for every case (default 1)")
+    parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="folder for bench_attention.md and the PNG plots")
+    args = parser.parse_args(argv)
+    if args.lengths is None:
+        args.lengths = list(QUICK_LENGTHS if args.quick else FULL_LENGTHS)
+    if any(n < 1 for n in args.lengths):
+        parser.error(f"--lengths must be positive, got {args.lengths}")
+    if args.embed_dim % args.heads:
+        parser.error(f"--embed-dim {args.embed_dim} is not divisible by --heads {args.heads}")
+    if args.chunk_size is None:
+        args.chunk_size = max(1, max(args.lengths) // 4) if args.quick else 512
+    if args.chunk_size < 1:
+        parser.error(f"--chunk-size must be positive, got {args.chunk_size}")
+    if args.rounds is None:
+        args.rounds = 3 if args.quick else 5
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
+    return args
+
+
+def build_layer(case: str, embed_dim: int, heads: int, chunk_size: int) -> torch.nn.Module:
+    """The attention layer of one case, with dropout 0 (see the module docstring)."""
+    if case == "fairseq_sdpa":
+        from fairseq.modules import MultiheadAttention
+
+        layer = MultiheadAttention(embed_dim, heads, dropout=0.0, self_attention=True)
+    else:
+        from relu_former.modules.attention import ActivationMultiheadAttention
+
+        activation = "relu" if case.startswith("relu") else case
+        layer = ActivationMultiheadAttention(
+            embed_dim, heads, dropout=0.0, self_attention=True, activation=activation,
+            key_chunk_size=chunk_size if case == "relu_chunked" else 0,
+        )
+    return layer.train(case != "relu_nostats")
+
+
+def make_step(layer: torch.nn.Module, x: torch.Tensor, grad: torch.Tensor) -> Callable[[], None]:
+    """One forward+backward of ``layer`` as encoder self-attention on ``x`` (T x B x C)."""
+
+    def step() -> None:
+        layer.zero_grad(set_to_none=True)
+        x.grad = None
+        out, _ = layer(query=x, key=x, value=x, key_padding_mask=None, need_weights=False)
+        out.backward(grad)
+
+    return step
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def measure(args: argparse.Namespace) -> dict[int, dict[str, tuple[float, float]]]:
+    """``{n: {case: (seconds, peak bytes)}}`` for every length and case."""
+    results: dict[int, dict[str, tuple[float, float]]] = {}
+    for n in args.lengths:
+        torch.manual_seed(args.seed)
+        x = torch.randn(n, args.batch, args.embed_dim, requires_grad=True)
+        grad = torch.randn(n, args.batch, args.embed_dim)
+        steps = {
+            case: make_step(build_layer(case, args.embed_dim, args.heads, args.chunk_size),
+                            x, grad)
+            for case in args.cases
+        }
+        # short lengths are cheap and noisy: more rounds; beyond 1024, no fewer than 3
+        if n <= 1024:
+            rounds = args.rounds * min(8, 1024 // n)
+        else:
+            rounds = max(min(3, args.rounds), args.rounds * 1024 // n)
+        log(f"n={n}: timing {len(steps)} cases, {rounds} interleaved rounds")
+        seconds = interleaved_median_seconds(
+            steps, rounds=rounds, warmup=1, progress=lambda s, n=n: log(f"  n={n} {s}")
+        )
+        results[n] = {}
+        for case, step in steps.items():
+            results[n][case] = (seconds[case], float(peak_memory_bytes(step)))
+        log("  " + ", ".join(f"{c} {1e3 * t:.1f} ms / {m / MIB:.0f} MiB"
+                             for c, (t, m) in results[n].items()))
+        del steps
+    return results
+
+
+def ratio_rows(results: dict[int, dict[str, tuple[float, float]]],
+               target_n: int = 4096) -> list[list]:
+    """Rows ``[ratio, n, value, target, met]``; a ratio whose cases were not run is skipped."""
+    # (label, numerator, denominator, 0 = time / 1 = memory, target test, target text, only n)
+    specs = [
+        ("relu / softmax (ours), time", "relu", "softmax", 0, lambda r: r <= 1.0, "<= 1", None),
+        ("relu_nostats / softmax (ours), time", "relu_nostats", "softmax", 0,
+         lambda r: r <= 1.0, "<= 1", None),
+        ("sparsemax / relu, time", "sparsemax", "relu", 0, lambda r: r >= 3.0, ">= 3", None),
+        ("entmax15 / relu, time", "entmax15", "relu", 0, lambda r: r >= 3.0, ">= 3", None),
+        ("rela / relu, time", "rela", "relu", 0, None, "-", None),
+        ("relu_chunked / relu, peak memory", "relu_chunked", "relu", 1,
+         lambda r: r <= 0.25, f"<= 0.25 at n={target_n}", target_n),
+        ("relu_chunked / relu, time", "relu_chunked", "relu", 0,
+         lambda r: r <= 1.2, f"<= 1.2 at n={target_n}", target_n),
+        ("relu / fairseq_sdpa, time", "relu", "fairseq_sdpa", 0, lambda r: r <= 1.0,
+         "<= 1 (stretch)", None),
+        ("softmax (ours) / fairseq_sdpa, time", "softmax", "fairseq_sdpa", 0, None, "-", None),
+    ]
+    rows = []
+    for label, top, bottom, which, test, target, only_n in specs:
+        for n, cases in results.items():
+            if top not in cases or bottom not in cases:
+                continue
+            denominator = cases[bottom][which]
+            value = cases[top][which] / denominator if denominator > 0 else math.nan
+            applies = test is not None and (only_n is None or n == only_n)
+            met = ("yes" if test(value) else "NO") if applies else "-"
+            rows.append([label, n, value, target if applies else "-", met])
+    return rows
+
+
+def report(args: argparse.Namespace, results: dict[int, dict[str, tuple[float, float]]]) -> str:
+    cases = [c for c in CASES if c in args.cases]
+    lengths = list(results)
+    settings = (
+        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), width "
+        f"{args.embed_dim}, {args.heads} heads, batch {args.batch}, key chunk "
+        f"{args.chunk_size}; median of interleaved rounds after 1 warm-up ({args.rounds} at "
+        "n = 1024, up to 8x more below, at least 3 above)"
+    )
+    time_rows = [[n] + [1e3 * results[n][c][0] for c in cases] for n in lengths]
+    memory_rows = [[n] + [results[n][c][1] / MIB for c in cases] for n in lengths]
+    text = [
+        "# bench_attention: one attention layer, forward+backward\n",
+        settings + "\n",
+        "## Ratios (measured side by side in this run)\n",
+        markdown_table(["ratio", "n", "value", "target", "met"], ratio_rows(results)),
+        "## Time (ms, median)\n",
+        markdown_table(["n"] + cases, time_rows),
+        "## Peak tensor memory (MiB, forward+backward)\n",
+        markdown_table(["n"] + cases, memory_rows),
+    ]
+    return "\n".join(text)
+
+
+def plots(out: Path, args: argparse.Namespace, results) -> list[Path]:
+    cases = [c for c in CASES if c in args.cases]
+    lengths = list(results)
+    title = f"one attention layer, width {args.embed_dim}, {args.heads} heads"
+    return [
+        line_plot(out / "bench_attention_time.png",
+                  {c: (lengths, [1e3 * results[n][c][0] for n in lengths]) for c in cases},
+                  f"forward+backward time, {title}", "sequence length n", "ms",
+                  logx=True, logy=True),
+        line_plot(out / "bench_attention_memory.png",
+                  {c: (lengths, [results[n][c][1] / MIB for n in lengths]) for c in cases},
+                  f"peak tensor memory, {title}", "sequence length n", "MiB",
+                  logx=True, logy=True),
+    ]
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    log(f"bench_attention: torch {torch.__version__}, {torch.get_num_threads()} thread(s), "
+        f"lengths {args.lengths}, cases {args.cases}")
+    results = measure(args)
+    text = report(args, results)
+    print(text)
+    if args.out is not None:
+        write_text_atomic(args.out / "bench_attention.md", text)
+        written = plots(args.out, args, results)
+        log("wrote " + ", ".join(map(str, [args.out / "bench_attention.md", *written])))
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    sys.exit(main())

@@ -1,0 +1,301 @@
+"""Pyramidion vs vanilla encoder on long inputs: training step, decoding and peak memory.
+
+Four models, all the plugin's ``pyramidion`` model with the same width and depth (softmax
+attention, dropout 0, batch 1):
+
+- ``vanilla``: ``--pooling-schedule none``, full attention (the baseline of the targets);
+- ``blockwise``: no pooling, encoder attention within blocks of ``BLOCK`` tokens;
+- ``pyramidion``: pools ``LENGTH -> LENGTH/2`` after encoder layer 1 and ``-> POOLED`` after
+  layer 2 (the ``pyramidion_base`` schedule: 8192 -> 4096 -> 2048 at full size), full
+  attention;
+- ``pyramidion_blocks``: the same pooling with blockwise attention (as ``deep_pyramidion``).
+
+Measured side by side in one process, interleaved (A, B, C, D, A, ...), median of the timed
+rounds:
+
+- training step: forward, backward and an Adam step on one (document, summary) pair;
+- decoding: the encoder once, its output copied to ``BEAM`` hypotheses with the encoder's
+  ``reorder_encoder_out`` (as fairseq's beam search does), then a fixed number of decoder
+  steps with fairseq's incremental state (cached self-attention keys, cached projected
+  encoder states), reordering the cache every step as beam search does; each hypothesis
+  takes its arg-max (the beam bookkeeping itself is negligible). Default: beam 16 and 256
+  steps, the paper's beam and about an arXiv abstract's length;
+- encoder forward alone;
+- peak memory: the most tensor bytes alive at once during one training step / one decoding
+  run beyond what existed before it (``benchmarking.PeakTensorMemory``, which sees every
+  tensor an operator returns, forward and backward; independent of other processes).
+
+Paper targets (3-layer Pyramidion 8k -> 2k vs vanilla, DESIGN.md 4.2): training >= 3x and
+inference >= 2.4x faster.
+
+    python -m scripts.benchmarks.bench_pyramidion --quick --out bench/out   # about a minute
+    python -m scripts.benchmarks.bench_pyramidion --out bench/out  # 8192 tokens, minutes
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from scripts.common.benchmarking import interleaved_median_seconds, peak_memory_bytes
+from scripts.common.plotting import markdown_table, save_figure, write_text_atomic
+
+TARGETS = {"training step": 3.0, "decoding": 2.4}
+PHASES = {"training": "training step", "decoding": "decoding", "encoder": "encoder forward"}
+
+
+def log(message: str) -> None:
+    print(f"[bench_pyramidion {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr,
+          flush=True)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes (2048 -> 512 tokens), about a minute on one core")
+    parser.add_argument("--length", type=int, default=None,
+                        help="input tokens (default 8192; --quick 2048)")
+    parser.add_argument("--pooled", type=int, default=None,
+                        help="states the Pyramidion keeps after layer 2 (default length / 4)")
+    parser.add_argument("--schedule", default=None,
+                        help="override the Pyramidion's --pooling-schedule "
+                             "(default '1:LENGTH/2,2:POOLED')")
+    parser.add_argument("--embed-dim", type=int, default=64, help="model width (default 64)")
+    parser.add_argument("--heads", type=int, default=2, help="attention heads (default 2)")
+    parser.add_argument("--layers", type=int, default=3,
+                        help="encoder and decoder layers (default 3, as pyramidion_base)")
+    parser.add_argument("--block-size", type=int, default=None,
+                        help="--attention-block-size of the blockwise models "
+                             "(default length / 16: 512 at 8192, 128 with --quick)")
+    parser.add_argument("--target-length", type=int, default=None,
+                        help="summary tokens in the training step (default 256; --quick 64)")
+    parser.add_argument("--decode-steps", type=int, default=None,
+                        help="decoder steps (default 256; --quick 32)")
+    parser.add_argument("--beam", type=int, default=None,
+                        help="hypotheses decoded in parallel (default 16 as in the paper; "
+                             "--quick 4; 1 = greedy)")
+    parser.add_argument("--vocab", type=int, default=1000, help="vocabulary size (default 1000)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="timed interleaved rounds after one warm-up (default 3; --quick 2)")
+    parser.add_argument("--phases", default="training,decoding,encoder",
+                        help="comma list of what to measure: training, decoding, encoder "
+                             "(default all three)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="write OUT/bench_pyramidion.md and OUT/bench_pyramidion.png")
+    args = parser.parse_args(argv)
+    quick = args.quick
+    own_schedule = args.schedule is not None
+    args.length = args.length or (2048 if quick else 8192)
+    args.pooled = args.pooled or args.length // 4
+    args.block_size = args.block_size or max(1, args.length // 16)
+    args.schedule = args.schedule or f"1:{args.length // 2},2:{args.pooled}"
+    args.target_length = args.target_length or (64 if quick else 256)
+    args.decode_steps = args.decode_steps or (32 if quick else 256)
+    args.beam = args.beam or (4 if quick else 16)
+    args.rounds = args.rounds or (2 if quick else 3)
+    args.phases = [phase.strip() for phase in args.phases.split(",") if phase.strip()]
+    unknown = sorted(set(args.phases) - set(PHASES))
+    if unknown or not args.phases:
+        parser.error(f"--phases: unknown {unknown}; choose from {', '.join(PHASES)}")
+    for name in ("length", "pooled", "block_size", "target_length", "decode_steps", "beam",
+                 "rounds"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be positive")
+    if not own_schedule and args.pooled >= args.length // 2:
+        parser.error(f"--pooled {args.pooled} must be below --length / 2 = {args.length // 2}")
+    return args
+
+
+def build_model(args: argparse.Namespace, dictionary, schedule: str, block_size: int):
+    from relu_former.models.pyramidion import PyramidionModel, pyramidion_base
+
+    model_args = argparse.Namespace(
+        encoder_layers=args.layers, decoder_layers=args.layers,
+        encoder_embed_dim=args.embed_dim, decoder_embed_dim=args.embed_dim,
+        encoder_ffn_embed_dim=2 * args.embed_dim, decoder_ffn_embed_dim=2 * args.embed_dim,
+        encoder_attention_heads=args.heads, decoder_attention_heads=args.heads,
+        dropout=0.0, max_source_positions=args.length, max_target_positions=1024,
+        pooling_schedule=schedule, attention_block_size=block_size,
+        attention_activation="softmax", share_all_embeddings=True,
+    )
+    pyramidion_base(model_args)
+    task = argparse.Namespace(source_dictionary=dictionary, target_dictionary=dictionary)
+    torch.manual_seed(0)
+    return PyramidionModel.build_model(model_args, task).to(args.device)
+
+
+def make_cases(args: argparse.Namespace, models: dict) -> dict[str, dict]:
+    """``{phase: {model: step function}}`` on one fixed random (document, summary) pair."""
+    from fairseq.data import Dictionary
+
+    dictionary = next(iter(models.values())).encoder.dictionary
+    assert isinstance(dictionary, Dictionary)
+    generator = torch.Generator().manual_seed(1)
+    low = dictionary.nspecial
+
+    def sentence(length: int) -> torch.Tensor:
+        words = torch.randint(low, len(dictionary), (1, length - 1), generator=generator)
+        return torch.cat([words, torch.full((1, 1), dictionary.eos())], 1).to(args.device)
+
+    source, target = sentence(args.length), sentence(args.target_length)
+    lengths = torch.tensor([args.length], device=args.device)
+    previous = torch.cat([target[:, -1:], target[:, :-1]], 1)  # EOS-shifted, as fairseq
+    optimizers = {name: torch.optim.Adam(m.parameters(), lr=1e-4) for name, m in models.items()}
+
+    def train_step(name: str) -> None:
+        model, optimizer = models[name], optimizers[name]
+        model.train()
+        optimizer.zero_grad(set_to_none=True)
+        logits, _ = model(source, lengths, previous)
+        F.cross_entropy(logits.view(-1, logits.size(-1)), target.view(-1)).backward()
+        optimizer.step()
+
+    @torch.no_grad()
+    def decode(name: str) -> None:
+        model = models[name].eval()
+        encoder_out = model.encoder(source, src_lengths=lengths)
+        beams = torch.zeros(args.beam, dtype=torch.long, device=args.device)
+        encoder_out = model.encoder.reorder_encoder_out(encoder_out, beams)
+        keep = torch.arange(args.beam, device=args.device)
+        state: dict = {}
+        tokens = torch.full((args.beam, 1), dictionary.eos(), device=args.device)
+        for _ in range(args.decode_steps):
+            logits, _ = model.decoder(tokens, encoder_out=encoder_out, incremental_state=state)
+            model.decoder.reorder_incremental_state_scripting(state, keep)
+            tokens = torch.cat([tokens, logits[:, -1].argmax(-1, keepdim=True)], 1)
+
+    @torch.no_grad()
+    def encode(name: str) -> None:
+        models[name].eval().encoder(source, src_lengths=lengths)
+
+    functions = {"training": train_step, "decoding": decode, "encoder": encode}
+    return {PHASES[phase]: {name: (lambda f=functions[phase], n=name: f(n)) for name in models}
+            for phase in args.phases}
+
+
+def measure(args: argparse.Namespace) -> dict:
+    from fairseq.data import Dictionary
+
+    dictionary = Dictionary()
+    for i in range(args.vocab - dictionary.nspecial):
+        dictionary.add_symbol(f"w{i}")
+    models = {
+        "vanilla": build_model(args, dictionary, "none", 0),
+        "blockwise": build_model(args, dictionary, "none", args.block_size),
+        "pyramidion": build_model(args, dictionary, args.schedule, 0),
+        "pyramidion_blocks": build_model(args, dictionary, args.schedule, args.block_size),
+    }
+    pooled = models["pyramidion"].encoder.pooling_schedule
+    log(f"pyramidion pools after layers {pooled}; blocks of {args.block_size}; "
+        f"{args.length} input tokens, width {args.embed_dim}, {args.layers}+{args.layers} layers")
+    cases = make_cases(args, models)
+    seconds, peaks = {}, {}
+    for phase, steps in cases.items():
+        log(f"{phase}: {args.rounds} interleaved rounds after 1 warm-up")
+        seconds[phase] = interleaved_median_seconds(
+            steps, rounds=args.rounds, warmup=1, progress=lambda s, p=phase: log(f"  {p} {s}"))
+        if phase != "encoder forward":
+            peaks[phase] = {name: peak_memory_bytes(step) for name, step in steps.items()}
+            log(f"  {phase} peak memory measured")
+    return {"seconds": seconds, "peaks": peaks}
+
+
+def report(args: argparse.Namespace, results: dict) -> str:
+    seconds, peaks = results["seconds"], results["peaks"]
+    measures = {f"{phase} time (s)": v for phase, v in seconds.items()}
+    measures.update({f"{phase} peak MiB": {n: b / 2**20 for n, b in v.items()}
+                     for phase, v in peaks.items()})
+    names = list(next(iter(seconds.values())))
+    raw_rows = [[measure] + [values[n] for n in names] for measure, values in measures.items()]
+    ratio_rows = []
+    for measure, values in measures.items():
+        phase = measure.rsplit(" ", 2)[0] if measure.endswith("(s)") else None
+        target = TARGETS.get(phase) if phase else None
+        ratios = [values["vanilla"] / values[n] for n in names[1:]]
+        met = "-"
+        if target:
+            met = ", ".join(f"{n}: {'yes' if values['vanilla'] / values[n] >= target else 'NO'}"
+                            for n in names if n.startswith("pyramidion"))
+        ratio_rows.append([measure] + ratios + [f">= {target}" if target else "-", met])
+    settings = (
+        f"torch {torch.__version__}, device {args.device}, {torch.get_num_threads()} "
+        f"thread(s); input {args.length} tokens, batch 1, width {args.embed_dim}, "
+        f"{args.heads} heads, FFN {2 * args.embed_dim}, {args.layers} encoder + {args.layers} "
+        f"decoder layers, vocabulary {args.vocab}, softmax attention; pyramidion models "
+        f"`--pooling-schedule {args.schedule}`; blockwise models `--attention-block-size "
+        f"{args.block_size}`; training target {args.target_length} tokens; decoding "
+        f"{args.decode_steps} steps x beam {args.beam}; median of {args.rounds} interleaved "
+        "rounds after "
+        "1 warm-up"
+    )
+    return "\n".join([
+        "# bench_pyramidion: Pyramidion vs vanilla encoder\n",
+        settings + "\n",
+        "## Ratios vanilla / model (measured side by side in this run; > 1 = model faster "
+        "or smaller)\n",
+        markdown_table(["measure"] + names[1:] + ["paper target", "met"], ratio_rows),
+        "## Measured values\n",
+        markdown_table(["measure"] + names, raw_rows),
+        "Peak memory: the most tensor memory alive at once during the step beyond what "
+        "existed before it (parameters, Adam state, inputs).\n",
+    ])
+
+
+def plot(path: Path, results: dict) -> Path:
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    measures = [(f"{p}\ntime", v) for p, v in results["seconds"].items()]
+    measures += [(f"{p}\npeak memory", v) for p, v in results["peaks"].items()]
+    names = [n for n in next(iter(results["seconds"].values())) if n != "vanilla"]
+    fig, ax = plt.subplots(figsize=(8.0, 4.0))
+    width = 0.8 / len(names)
+    for i, name in enumerate(names):
+        xs = [x + (i - (len(names) - 1) / 2) * width for x in range(len(measures))]
+        ax.bar(xs, [v["vanilla"] / v[name] for _, v in measures], width, label=name)
+    for x, (label, _) in enumerate(measures):
+        target = TARGETS.get(label.split("\n")[0]) if label.endswith("time") else None
+        if target:
+            ax.plot([x - 0.45, x + 0.45], [target, target], color="black", linestyle="--")
+    ax.axhline(1.0, color="grey", linewidth=1)
+    ax.set_xticks(range(len(measures)))
+    ax.set_xticklabels([label for label, _ in measures], fontsize="small")
+    ax.set_ylabel("vanilla / model")
+    ax.set_title("Speed-up and memory saving over the vanilla encoder (dashed: paper targets)",
+                 fontsize="medium")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize="small")
+    return save_figure(fig, path)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    logging.getLogger("fairseq").setLevel(logging.WARNING)
+    results = measure(args)
+    text = report(args, results)
+    print(text)
+    if args.out is not None:
+        write_text_atomic(args.out / "bench_pyramidion.md",
+                          text + "\n![ratios](bench_pyramidion.png)\n")
+        png = plot(args.out / "bench_pyramidion.png", results)
+        log(f"wrote {args.out / 'bench_pyramidion.md'}, {png}")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    sys.exit(main())

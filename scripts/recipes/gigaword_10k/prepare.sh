@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Gigaword headline generation with 10k training pairs (the sparse-softmax paper's setting).
+set -euo pipefail
+RECIPE_USAGE="usage: GIGAWORD_ARCHIVE=/path/to/gigaword.tgz scripts/recipes/gigaword_10k/prepare.sh [-h]
+
+Prepares Gigaword-10k (DESIGN.md 3, 5): Rush et al.'s lower-cased, tokenised article/headline
+pairs in UNILM's org_data layout ({train,dev,test}.{src,tgt}.txt). The first
+GIGAWORD_TRAIN_SIZE (10000) training pairs form the training set (UNILM's low-resource
+setting; whether UNILM used exactly these 10k could not be checked offline), the first
+GIGAWORD_VALID_SIZE (2000) dev pairs the validation set, the test set is kept whole. No
+further tokenisation (the text is already tokenised); joint BPE (GIGAWORD_BPE_MERGES, default
+10000: our choice, the paper fine-tunes UNILM with its own WordPiece vocabulary);
+fairseq-preprocess with a joined dictionary.
+
+Variables:
+  GIGAWORD_ARCHIVE         archive or folder holding org_data/{train,dev,test}.{src,tgt}.txt
+  GIGAWORD_ARCHIVE_SHA256  optional expected sha256 of the archive (none is published)
+  GIGAWORD_TRAIN_SIZE, GIGAWORD_VALID_SIZE, GIGAWORD_BPE_MERGES
+  DATA_ROOT, WORKERS, PYTHON   see scripts/recipes/lib/recipe.sh
+
+Outputs in \$DATA_ROOT/gigaword_10k/: data-bin/ (for train.sh), bpe/code, text/test.tgt
+(reference headlines for ROUGE)."
+source "$(dirname "$0")/../lib/recipe.sh"
+recipe_handle_help "$@"
+(($# == 0)) || recipe_die "prepare.sh takes no arguments, only variables (see -h)"
+
+WORK=$DATA_ROOT/gigaword_10k
+
+recipe_fetch "$WORK/orig" GIGAWORD_ARCHIVE "Gigaword summarization data" \
+    "Fetch the Gigaword headline data in UNILM's layout (org_data/{train,dev,test}.{src,tgt}.txt, \
+linked from https://github.com/microsoft/unilm/tree/master/unilm-v1 'Gigaword'; Rush et al.'s \
+release https://github.com/harvardnlp/sent-summary holds the same text), copy it here, and \
+run: GIGAWORD_ARCHIVE=/path/to/archive-or-folder $0"
+
+extract_text() {
+    local side
+    for side in src tgt; do
+        head -n "${GIGAWORD_TRAIN_SIZE:-10000}" "$(recipe_find "$WORK/orig" "train.$side.txt")" \
+            >"$STEP_OUT/train.$side"
+        head -n "${GIGAWORD_VALID_SIZE:-2000}" "$(recipe_find "$WORK/orig" "dev.$side.txt")" \
+            >"$STEP_OUT/valid.$side"
+        cp "$(recipe_find "$WORK/orig" "test.$side.txt")" "$STEP_OUT/test.$side"
+    done
+}
+
+recipe_step extract "$WORK/text" extract_text
+recipe_step bpe "$WORK/bpe" recipe_bpe "${GIGAWORD_BPE_MERGES:-10000}" "$WORK/text" src tgt
+recipe_step binarize "$WORK/data-bin" recipe_binarize src tgt "$WORK/bpe" --joined-dictionary
+recipe_log "outputs: binarized data $WORK/data-bin; BPE codes $WORK/bpe/code; reference \
+headlines $WORK/text/test.tgt"

@@ -1,0 +1,314 @@
+#!/usr/bin/env python3
+"""Readers for the published formats of the recipes' corpora, writing plain one-line-a-sentence
+files that ``prepare_text.py`` then tokenises.
+
+- IWSLT14 (WIT3 ``de-en.tgz``): ``train.tags.de-en.{de,en}`` hold one sentence a line between
+  tag lines (``<url>``, ``<talkid>``, ``<keywords>``, ``<speaker>``, ...) that are dropped;
+  ``<title>``/``<description>`` lines keep their text. Dev/test sets are
+  ``IWSLT14.TED*.{dev,tst}20xx.de-en.{de,en}.xml`` with one ``<seg id="N">`` a line.
+- WMT14: ``.sgm`` test sets use the same ``<seg id=...>`` lines; training corpora are plain.
+- Europarl v7 source release (``europarl.tgz``): ``txt/<lang>/ep-YY-MM-DD[-NN].txt``, one
+  session a file, sentences one a line between ``<CHAPTER ID=..>``, ``<SPEAKER ..>`` and
+  ``<P>`` tag lines. A document is one chapter present in both languages with the same tag
+  structure; inside each block between tags the sentences are aligned by Gale and Church's
+  length-based dynamic programme (what Europarl's own ``sentence-align-corpus.perl`` does).
+- arXiv / PubMed (Cohan et al. 2018): ``{train,val,test}.txt``, one JSON object a line with
+  ``article_text`` (list of sentences) and ``abstract_text`` (list of ``<S> ... </S>``).
+- Gigaword (Rush et al. 2015, UNILM's ``org_data`` layout): ``{train,dev,test}.{src,tgt}.txt``.
+- SQuAD 1.1: ``train-v1.1.json`` / ``dev-v1.1.json`` (``data[].paragraphs[].qas[]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+from scripts.recipes.lib.prepare_text import moses_tokenize, read_lines, write_lines
+
+_SEG = re.compile(r"<seg[^>]*>(.*)</seg>", re.IGNORECASE)
+_KEEP_TEXT_TAGS = re.compile(r"</?(title|description)>", re.IGNORECASE)
+
+
+# ---------------------------------------------------------------------------- IWSLT / WMT
+def iwslt_train_lines(lines: Iterable[str]) -> list[str]:
+    """Sentences of a ``train.tags`` file: tag lines dropped, title/description text kept."""
+    out = []
+    for line in lines:
+        text = line.strip()
+        if _KEEP_TEXT_TAGS.match(text):
+            out.append(_KEEP_TEXT_TAGS.sub("", text).strip())
+        elif not text.startswith("<"):
+            out.append(text)
+    return out
+
+
+def xml_segments(lines: Iterable[str]) -> list[str]:
+    """Text of every ``<seg id=...>...</seg>`` line (IWSLT .xml, WMT .sgm)."""
+    return [m.group(1).strip() for m in map(_SEG.search, lines) if m]
+
+
+# ---------------------------------------------------------------------------- Gale-Church
+# Priors of the alignment types and the length model of Gale & Church (1993): characters of
+# the target ~ c * characters of the source, variance s2 per source character.
+_PRIORS = {(1, 1): 0.89, (1, 0): 0.0099 / 2, (0, 1): 0.0099 / 2, (2, 1): 0.089 / 2,
+           (1, 2): 0.089 / 2, (2, 2): 0.011}
+_C, _S2 = 1.0, 6.8
+
+
+def _match_cost(len_src: int, len_tgt: int) -> float:
+    if len_src == 0 and len_tgt == 0:
+        return 0.0
+    mean = (len_src + len_tgt / _C) / 2
+    delta = (len_tgt - len_src * _C) / math.sqrt(mean * _S2)
+    # two-sided tail probability of a standard normal, floored so log stays finite
+    tail = max(math.erfc(abs(delta) / math.sqrt(2)), 1e-300)
+    return -math.log(tail)
+
+
+def gale_church(src: Sequence[str], tgt: Sequence[str]) -> list[tuple[str, str]]:
+    """Align two blocks of sentences; returns the aligned (source, target) beads.
+
+    Beads of types 1-1, 1-0, 0-1, 2-1, 1-2 and 2-2; sentences in 2-x beads are joined by a
+    space and beads with an empty side are dropped.
+    """
+    n, m = len(src), len(tgt)
+    ls, lt = [len(s) for s in src], [len(t) for t in tgt]
+    cost = [[math.inf] * (m + 1) for _ in range(n + 1)]
+    back: list[list[tuple[int, int] | None]] = [[None] * (m + 1) for _ in range(n + 1)]
+    cost[0][0] = 0.0
+    for i in range(n + 1):
+        for j in range(m + 1):
+            if i == 0 and j == 0:
+                continue
+            for (di, dj), prior in _PRIORS.items():
+                if i < di or j < dj or cost[i - di][j - dj] == math.inf:
+                    continue
+                c = cost[i - di][j - dj] - math.log(prior) + _match_cost(
+                    sum(ls[i - di:i]), sum(lt[j - dj:j]))
+                if c < cost[i][j]:
+                    cost[i][j], back[i][j] = c, (di, dj)
+    beads = []
+    i, j = n, m
+    while i or j:
+        step = back[i][j]
+        assert step is not None
+        di, dj = step
+        beads.append((" ".join(src[i - di:i]), " ".join(tgt[j - dj:j])))
+        i, j = i - di, j - dj
+    return [(s, t) for s, t in reversed(beads) if s and t]
+
+
+# ---------------------------------------------------------------------------- Europarl
+_TAG = re.compile(r"^<(CHAPTER|SPEAKER|P)\b([^>]*)>", re.IGNORECASE)
+_ID = re.compile(r'ID\s*=\s*"?([^"\s>]+)', re.IGNORECASE)
+
+
+def europarl_chapters(lines: Iterable[str]) -> dict[str, list[tuple[str, list[str]]]]:
+    """Chapters of one session file: chapter id -> blocks (opening tag name, sentences)."""
+    chapters: dict[str, list[tuple[str, list[str]]]] = {}
+    blocks: list[tuple[str, list[str]]] | None = None
+    for line in lines:
+        text = line.strip()
+        tag = _TAG.match(text)
+        if tag:
+            name = tag.group(1).upper()
+            if name == "CHAPTER":
+                ident = _ID.search(tag.group(2))
+                blocks = chapters.setdefault(ident.group(1) if ident else str(len(chapters)), [])
+            if blocks is not None:
+                blocks.append((name, []))
+        elif text and blocks is not None and not text.startswith("<"):
+            blocks[-1][1].append(text)
+    return chapters
+
+
+def europarl_documents(src_dir: Path, tgt_dir: Path
+                       ) -> tuple[list[tuple[str, list[tuple[str, str]]]], int]:
+    """Aligned documents (id, sentence pairs) of two language folders, and chapters skipped."""
+    documents, skipped = [], 0
+    for src_file in sorted(src_dir.glob("ep-*.txt")):
+        tgt_file = tgt_dir / src_file.name
+        if not tgt_file.is_file():
+            continue
+        src_chapters = europarl_chapters(read_lines(src_file))
+        tgt_chapters = europarl_chapters(read_lines(tgt_file))
+        for chapter, src_blocks in src_chapters.items():
+            tgt_blocks = tgt_chapters.get(chapter)
+            if tgt_blocks is None or [b[0] for b in src_blocks] != [b[0] for b in tgt_blocks]:
+                skipped += 1
+                continue
+            pairs = []
+            for (_, s), (_, t) in zip(src_blocks, tgt_blocks):
+                pairs.extend(gale_church(s, t))
+            if pairs:
+                documents.append((f"{src_file.stem}#{chapter}", pairs))
+    return documents, skipped
+
+
+# ---------------------------------------------------------------------------- summarization
+def cohan_pairs(lines: Iterable[str]) -> list[tuple[str, str]]:
+    """(article, abstract) of each jsonl line of the arXiv/PubMed release."""
+    pairs = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"line {number} is not JSON ({err}); expected Cohan et al.'s "
+                             "jsonl with article_text and abstract_text") from err
+        article = " ".join(s.strip() for s in record["article_text"])
+        abstract = " ".join(re.sub(r"</?S>", "", s).strip() for s in record["abstract_text"])
+        article, abstract = " ".join(article.split()), " ".join(abstract.split())
+        if article and abstract:
+            pairs.append((article, abstract))
+    return pairs
+
+
+# ---------------------------------------------------------------------------- SQuAD
+ANSWER_SEPARATOR = "<sep>"
+
+
+def squad_qg_pairs(path: Path) -> list[tuple[str, str, str]]:
+    """(article title, "answer <sep> paragraph", question) for every question of SQuAD 1.1.
+
+    Answer and paragraph are Moses-tokenised and lower-cased here, because the separator must
+    not be tokenised; the question gets the same treatment.
+    """
+    data = json.loads(Path(path).read_text(encoding="utf-8"))["data"]
+    raw = []
+    for article in data:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                raw.append((article["title"], qa["answers"][0]["text"], paragraph["context"],
+                            qa["question"]))
+    answers = moses_tokenize([r[1] for r in raw], "en", lowercase=True)
+    contexts = moses_tokenize([r[2] for r in raw], "en", lowercase=True)
+    questions = moses_tokenize([r[3] for r in raw], "en", lowercase=True)
+    return [(r[0], f"{a} {ANSWER_SEPARATOR} {c}", q)
+            for r, a, c, q in zip(raw, answers, contexts, questions)]
+
+
+# ---------------------------------------------------------------------------- CLI
+def _write_pairs(prefix: Path, src_lang: str, tgt_lang: str, pairs: Sequence[tuple[str, str]]
+                 ) -> None:
+    write_lines(f"{prefix}.{src_lang}", (p[0] for p in pairs))
+    write_lines(f"{prefix}.{tgt_lang}", (p[1] for p in pairs))
+    print(f"{prefix}.{{{src_lang},{tgt_lang}}}: {len(pairs)} pairs", file=sys.stderr)
+
+
+def _cmd_iwslt_train(a: argparse.Namespace) -> None:
+    write_lines(a.output, iwslt_train_lines(read_lines(a.input)))
+
+
+def _cmd_segments(a: argparse.Namespace) -> None:
+    lines: list[str] = []
+    for name in a.inputs:
+        lines.extend(xml_segments(read_lines(name)))
+    write_lines(a.output, lines)
+
+
+def _cmd_europarl(a: argparse.Namespace) -> None:
+    root = Path(a.txt_dir)
+    documents, skipped = europarl_documents(root / a.src_lang, root / a.tgt_lang)
+    if not documents:
+        raise SystemExit(f"error: no aligned documents in {root}/{a.src_lang} and "
+                         f"{root}/{a.tgt_lang} (expected ep-*.txt session files)")
+    splits: dict[str, list[tuple[str, str, str]]] = {"train": [], "valid": [], "test": []}
+    for index, (doc_id, pairs) in enumerate(documents):
+        residue = index % a.holdout_every
+        split = ("valid" if residue == a.holdout_every - 2 else
+                 "test" if residue == a.holdout_every - 1 else "train")
+        splits[split].extend((doc_id, s, t) for s, t in pairs)
+    out = Path(a.out_dir)
+    for split, rows in splits.items():
+        write_lines(out / f"{split}.docid", (r[0] for r in rows))
+        _write_pairs(out / split, a.src_lang, a.tgt_lang, [(r[1], r[2]) for r in rows])
+    print(f"europarl: {len(documents)} documents, {skipped} chapters skipped (tag structure "
+          "differs between languages)", file=sys.stderr)
+
+
+def cohan_sentences(lines: Iterable[str]) -> Iterator[str]:
+    """Every article and abstract sentence, one a line: SentencePiece's training text
+    (whole articles exceed its sentence-length limit and would be skipped)."""
+    for line in lines:
+        if line.strip():
+            record = json.loads(line)
+            for s in record["article_text"] + record["abstract_text"]:
+                text = " ".join(re.sub(r"</?S>", "", s).split())
+                if text:
+                    yield text
+
+
+def _cmd_cohan(a: argparse.Namespace) -> None:
+    lines = read_lines(a.input)
+    _write_pairs(Path(a.out_prefix), "src", "tgt", cohan_pairs(lines))
+    if a.sentences:
+        write_lines(f"{a.out_prefix}.sentences", cohan_sentences(lines))
+
+
+def _cmd_squad(a: argparse.Namespace) -> None:
+    rows = squad_qg_pairs(Path(a.input))
+    if a.split_articles:
+        # SQuAD has no public test set: its dev articles are split in halves (valid, test).
+        titles = list(dict.fromkeys(r[0] for r in rows))
+        first = set(titles[: len(titles) // 2])
+        halves = {"valid": [r for r in rows if r[0] in first],
+                  "test": [r for r in rows if r[0] not in first]}
+        for split, part in halves.items():
+            _write_pairs(Path(a.out_dir) / split, "src", "tgt", [(r[1], r[2]) for r in part])
+    else:
+        _write_pairs(Path(a.out_dir) / "train", "src", "tgt", [(r[1], r[2]) for r in rows])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("iwslt-train", help="sentences of an IWSLT train.tags file")
+    p.add_argument("-i", "--input", required=True, help="train.tags.de-en.<lang>")
+    p.add_argument("-o", "--output", required=True, help="output text file")
+    p.set_defaults(func=_cmd_iwslt_train)
+
+    p = sub.add_parser("segments", help="<seg> lines of .xml/.sgm files, concatenated")
+    p.add_argument("inputs", nargs="+", help="IWSLT .xml or WMT .sgm files, in order")
+    p.add_argument("-o", "--output", required=True, help="output text file")
+    p.set_defaults(func=_cmd_segments)
+
+    p = sub.add_parser("europarl", help="aligned documents of the Europarl v7 source release")
+    p.add_argument("--txt-dir", required=True, help="folder holding txt/<lang>/ep-*.txt's <lang>")
+    p.add_argument("--src-lang", default="en", help="source language folder")
+    p.add_argument("--tgt-lang", default="de", help="target language folder")
+    p.add_argument("--holdout-every", type=int, default=50,
+                   help="of every N documents, one goes to valid and one to test")
+    p.add_argument("--out-dir", required=True, help="writes {train,valid,test}.{src,tgt,docid}")
+    p.set_defaults(func=_cmd_europarl)
+
+    p = sub.add_parser("cohan", help="article/abstract pairs of arXiv or PubMed jsonl")
+    p.add_argument("-i", "--input", required=True, help="train.txt, val.txt or test.txt")
+    p.add_argument("--out-prefix", required=True, help="writes PREFIX.src and PREFIX.tgt")
+    p.add_argument("--sentences", action="store_true",
+                   help="also write PREFIX.sentences, one sentence a line (SentencePiece input)")
+    p.set_defaults(func=_cmd_cohan)
+
+    p = sub.add_parser("squad-qg", help="question generation pairs of SQuAD 1.1")
+    p.add_argument("-i", "--input", required=True, help="train-v1.1.json or dev-v1.1.json")
+    p.add_argument("--out-dir", required=True, help="writes train.{src,tgt} or valid/test")
+    p.add_argument("--split-articles", action="store_true",
+                   help="split by article into valid (first half) and test (second half)")
+    p.set_defaults(func=_cmd_squad)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""Test helpers: a tiny parallel corpus in fairseq's formats and a driver for its CLI.
+
+The end-to-end tests run the real ``fairseq-preprocess``, ``fairseq-train`` and
+``fairseq-generate`` commands in subprocesses, as a user would, with the plugin loaded by
+``--user-dir``. Everything is generated here; nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+USER_DIR = str(REPO_ROOT / "relu_former")
+BIN_DIR = Path(sys.executable).parent
+
+# A 1-layer model of width 16 trains a few updates in seconds on one CPU core.
+TINY_MODEL_ARGS = [
+    "--encoder-layers", "1", "--decoder-layers", "1",
+    "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",
+    "--encoder-ffn-embed-dim", "32", "--decoder-ffn-embed-dim", "32",
+    "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
+]  # fmt: skip
+
+TINY_TRAIN_ARGS = [
+    "--cpu", "--optimizer", "adam", "--lr", "0.003", "--max-tokens", "400",
+    "--max-update", "6", "--log-format", "simple", "--log-interval", "1",
+    "--no-progress-bar", "--no-epoch-checkpoints", "--num-workers", "0", "--seed", "1",
+    "--validate-interval-updates", "6", "--save-interval-updates", "6",
+]  # fmt: skip
+
+
+def fairseq_command(name: str) -> str:
+    """Path of a fairseq console script installed beside the running interpreter."""
+    path = BIN_DIR / name
+    if not path.exists():
+        found = shutil.which(name)
+        if found is None:
+            raise RuntimeError(f"{name} is not installed; run `make install` first")
+        return found
+    return str(path)
+
+
+def write_toy_parallel_corpus(folder: Path, n_train: int = 200, seed: int = 0) -> Path:
+    """Write ``{train,valid,test}.{de,en}``: a learnable word-by-word 'translation'.
+
+    Each source word ``w<i>`` maps to target word ``v<i>``, and the target order is reversed,
+    so attention has something to learn and BLEU can rise above zero within a few updates.
+    """
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    sizes = {"train": n_train, "valid": 20, "test": 20}
+    for split, size in sizes.items():
+        src_lines, tgt_lines = [], []
+        for _ in range(size):
+            words = [rng.randrange(30) for _ in range(rng.randint(3, 10))]
+            src_lines.append(" ".join(f"w{i}" for i in words))
+            tgt_lines.append(" ".join(f"v{i}" for i in reversed(words)))
+        (folder / f"{split}.de").write_text("\n".join(src_lines) + "\n")
+        (folder / f"{split}.en").write_text("\n".join(tgt_lines) + "\n")
+    return folder
+
+
+def run_command(args: Sequence[str], cwd: Path | None = None, check: bool = True,
+                env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run a command, capture its output and, with ``check``, fail the test with its log."""
+    full_env = dict(os.environ)
+    full_env.setdefault("OMP_NUM_THREADS", "1")
+    full_env.pop("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", None)
+    # ``python -m scripts.<kind>.<name>`` works from any folder, as it does from the root.
+    full_env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO_ROOT), full_env.get("PYTHONPATH", "")) if p)
+    if env:
+        full_env.update(env)
+    proc = subprocess.run(
+        [str(a) for a in args], cwd=cwd, env=full_env, capture_output=True, text=True,
+        timeout=timeout,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"command failed ({proc.returncode}): {' '.join(map(str, args))}\n"
+            f"--- stdout ---\n{proc.stdout[-6000:]}\n--- stderr ---\n{proc.stderr[-6000:]}"
+        )
+    return proc
+
+
+@dataclass
+class FairseqRun:
+    """Drives the fairseq command line on one binarized data folder.
+
+    Every call returns the completed process; ``train`` and ``generate`` check that the
+    files they are meant to write (checkpoint, hypotheses, BLEU line) are really there.
+    """
+
+    data_bin: Path
+    work: Path
+    user_dir: str = USER_DIR
+    log: list = field(default_factory=list)
+
+    def train(self, *extra: str, save_dir: str = "checkpoints", arch: str = "transformer",
+              tiny_model: bool = True, check: bool = True) -> subprocess.CompletedProcess:
+        save = self.work / save_dir
+        args = [
+            fairseq_command("fairseq-train"), self.data_bin, "--user-dir", self.user_dir,
+            "--arch", arch, "--save-dir", save, *TINY_TRAIN_ARGS,
+            *(TINY_MODEL_ARGS if tiny_model else []), *extra,
+        ]
+        proc = run_command(args, cwd=self.work, check=check)
+        self.log.append(proc)
+        if check:
+            assert (save / "checkpoint_last.pt").is_file(), proc.stdout[-3000:]
+        return proc
+
+    def generate(self, *extra: str, save_dir: str = "checkpoints", split: str = "test",
+                 check: bool = True) -> subprocess.CompletedProcess:
+        args = [
+            fairseq_command("fairseq-generate"), self.data_bin, "--user-dir", self.user_dir,
+            "--path", self.work / save_dir / "checkpoint_last.pt", "--gen-subset", split,
+            "--beam", "2", "--max-tokens", "1000", "--cpu", "--num-workers", "0", *extra,
+        ]
+        proc = run_command(args, cwd=self.work, check=check)
+        self.log.append(proc)
+        if check:
+            assert_generation_output(proc.stdout)
+        return proc
+
+
+def assert_generation_output(stdout: str) -> dict:
+    """Check fairseq-generate printed hypotheses for every sentence and a BLEU line."""
+    hypotheses = re.findall(r"^H-(\d+)\t(\S+)\t(.*)$", stdout, flags=re.M)
+    assert hypotheses, f"no H- lines in fairseq-generate output:\n{stdout[-3000:]}"
+    scores = [float(score) for _, score, _ in hypotheses]
+    assert all(s == s for s in scores), "a hypothesis score is NaN"
+    match = re.search(r"BLEU4? = ([\d.]+)|BLEU = ([\d.]+)", stdout)
+    assert match, f"no BLEU line in fairseq-generate output:\n{stdout[-2000:]}"
+    bleu = float(match.group(1) or match.group(2))
+    return {"hypotheses": hypotheses, "bleu": bleu}
+
+
+def preprocess(raw: Path, dest: Path, src: str = "de", tgt: str = "en",
+               extra: Sequence[str] = ()) -> Path:
+    """Binarize ``raw/{train,valid,test}.{src,tgt}`` with a joined dictionary."""
+    run_command([
+        fairseq_command("fairseq-preprocess"), "--source-lang", src, "--target-lang", tgt,
+        "--trainpref", raw / "train", "--validpref", raw / "valid", "--testpref", raw / "test",
+        "--destdir", dest, "--joined-dictionary", "--workers", "1", *extra,
+    ])
+    assert (dest / f"dict.{src}.txt").is_file()
+    return dest

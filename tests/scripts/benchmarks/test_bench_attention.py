@@ -1,0 +1,140 @@
+"""The benchmark scripts: measurement helpers, the ratio logic, and --quick runs end to end."""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+import time
+
+import pytest
+import torch
+
+from scripts.benchmarks import bench_attention
+from scripts.common.benchmarking import (
+    PeakTensorMemory,
+    interleaved_median_seconds,
+    peak_memory_bytes,
+)
+from scripts.common.plotting import markdown_table
+
+from helpers import run_command
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def test_peak_memory_tracks_live_storages_exactly():
+    with PeakTensorMemory() as mem:
+        a = torch.ones(1000)  # 4000 bytes
+        b = torch.ones(2000)  # 8000 bytes, 12000 alive
+        del a
+        c = torch.ones(500)  # 2000 bytes, 10000 alive
+    assert mem.peak_bytes == 12000
+    assert mem.current_bytes == 10000
+    del b, c
+
+
+def test_peak_memory_sees_the_backward_pass():
+    n = 4096
+    x = torch.randn(n, requires_grad=True)
+    y = x.exp()  # forward outside: only backward's allocations are measured
+    peak = peak_memory_bytes(lambda: y.sum().backward())
+    # exp's backward allocates grad * result (n floats), which becomes x.grad
+    assert 4 * n <= peak <= 4 * n + 64
+    assert torch.equal(x.grad, y.detach())
+
+
+def test_interleaved_median_runs_every_case_warmup_plus_rounds_times():
+    calls = {"short": 0, "long": 0}
+
+    def case(name, seconds):
+        def step():
+            calls[name] += 1
+            time.sleep(seconds)
+        return step
+
+    medians = interleaved_median_seconds(
+        {"short": case("short", 0.001), "long": case("long", 0.03)}, rounds=3, warmup=2)
+    assert calls == {"short": 5, "long": 5}
+    assert 0.001 <= medians["short"] < medians["long"]
+    assert medians["long"] >= 0.03
+    with pytest.raises(ValueError, match="rounds"):
+        interleaved_median_seconds({"a": lambda: None}, rounds=0)
+
+
+def test_markdown_table_formats_numbers_and_rejects_ragged_rows():
+    table = markdown_table(["a", "b", "c"], [["x", 0.123456, 12345.6], ["y", 3, math.nan]])
+    assert table.splitlines() == [
+        "| a | b | c |", "|---|---|---|", "| x | 0.123 | 12346 |", "| y | 3 | nan |"]
+    with pytest.raises(ValueError, match="2 cells"):
+        markdown_table(["a", "b", "c"], [["x", 1]])
+
+
+def test_ratio_rows_divide_the_right_cases_and_judge_the_targets():
+    # {n: {case: (seconds, peak bytes)}}
+    results = {
+        1024: {"softmax": (2.0, 100.0), "relu": (1.0, 100.0), "sparsemax": (4.0, 300.0),
+               "relu_chunked": (3.0, 10.0)},
+        4096: {"softmax": (8.0, 400.0), "relu": (10.0, 400.0), "sparsemax": (20.0, 900.0),
+               "relu_chunked": (11.0, 80.0)},
+    }
+    rows = {(r[0], r[1]): r[2:] for r in bench_attention.ratio_rows(results)}
+    assert rows[("relu / softmax (ours), time", 1024)] == [0.5, "<= 1", "yes"]
+    assert rows[("relu / softmax (ours), time", 4096)] == [1.25, "<= 1", "NO"]
+    assert rows[("sparsemax / relu, time", 1024)] == [4.0, ">= 3", "yes"]
+    assert rows[("sparsemax / relu, time", 4096)] == [2.0, ">= 3", "NO"]
+    # the chunked-path targets hold at n = 4096 only
+    assert rows[("relu_chunked / relu, peak memory", 1024)] == [0.1, "-", "-"]
+    assert rows[("relu_chunked / relu, peak memory", 4096)][0] == pytest.approx(0.2)
+    assert rows[("relu_chunked / relu, peak memory", 4096)][2] == "yes"
+    assert rows[("relu_chunked / relu, time", 4096)][0] == pytest.approx(1.1)
+    assert rows[("relu_chunked / relu, time", 4096)][2] == "yes"
+    # cases that were not run give no row
+    assert not any(label.startswith("entmax15") for label, _ in rows)
+
+
+def ratio_table(markdown: str) -> dict[tuple[str, int], float]:
+    """``{(ratio label, n): value}`` from the 'ratio | n | value | target | met' table."""
+    found = {}
+    for label, n, value in re.findall(r"^\| ([^|]+/[^|]+) \| (\d+) \| ([^|]+) \|", markdown,
+                                      flags=re.M):
+        found[(label.strip(), int(n))] = float(value)
+    return found
+
+
+@pytest.mark.slow
+def test_bench_attention_quick_writes_ratio_table_and_plots(tmp_path):
+    proc = run_command([sys.executable, "-m", "scripts.benchmarks.bench_attention", "--quick",
+                        "--out", tmp_path], cwd=tmp_path)
+    text = (tmp_path / "bench_attention.md").read_text()
+    assert text.strip() in proc.stdout
+    ratios = ratio_table(text)
+    lengths = [int(n) for n in bench_attention.QUICK_LENGTHS]
+    for label in ("relu / softmax (ours), time", "relu_nostats / softmax (ours), time",
+                  "sparsemax / relu, time", "entmax15 / relu, time",
+                  "relu_chunked / relu, peak memory", "relu_chunked / relu, time",
+                  "relu / fairseq_sdpa, time"):
+        for n in lengths:
+            value = ratios[(label, n)]
+            assert math.isfinite(value) and value > 0, (label, n, value)
+    # the key-chunked path holds less memory than the dense one once n exceeds the chunk
+    assert ratios[("relu_chunked / relu, peak memory", max(lengths))] < 1
+    for name in ("bench_attention_time.png", "bench_attention_memory.png"):
+        assert (tmp_path / name).read_bytes()[:8] == PNG_MAGIC
+
+
+@pytest.mark.slow
+def test_bench_relu_former_training_quick_compares_words_per_second(tmp_path):
+    run_command([sys.executable, "-m", "scripts.benchmarks.bench_relu_former_training", "--quick",
+                 "--out", tmp_path], cwd=tmp_path)
+    text = (tmp_path / "bench_relu_former_training.md").read_text()
+    rows = re.findall(r"^\| relu_former / transformer, words/s \((\w+)\) \| (\d+) \| ([^|]+) \|",
+                      text, flags=re.M)
+    assert {setting for setting, _, _ in rows} == {"sentence", "document"}
+    assert {int(tokens) for _, tokens, _ in rows} == {32, 1024}
+    for _, _, value in rows:
+        assert math.isfinite(float(value)) and float(value) > 0
+    wps = re.findall(r"^\| (sentence|document) \| \d+ \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|",
+                     text, flags=re.M)
+    assert len(wps) == 2 and all(float(v) > 0 for row in wps for v in row[1:])
+    assert (tmp_path / "bench_relu_former_training.png").read_bytes()[:8] == PNG_MAGIC

@@ -1,0 +1,426 @@
+"""The reproduction recipes, run end to end on tiny corpora in the real published formats.
+
+For every data set: ``prepare.sh`` on a fixture archive/folder (tags, XML, sgm, Europarl
+sessions, jsonl, json), ``train.sh MODEL -- <shrink flags>`` for three updates and
+``evaluate.sh MODEL``, then checks of the binarized data (sentence counts), the checkpoint
+(architecture, updates) and the score file. Plus: a second ``prepare.sh`` is a no-op, a run
+without the input variable names it, a corrupt archive fails its checksum leaving nothing,
+an interrupted step leaves no half output, every script has ``-h``, and every model preset's
+``fairseq-train``/``fairseq-generate`` command is accepted by fairseq's own parsers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from helpers import REPO_ROOT, run_command
+from recipe_fixtures import (
+    build_cohan,
+    build_europarl,
+    build_gigaword,
+    build_iwslt14,
+    build_squad,
+    build_wmt14,
+)
+
+SCRIPTS = REPO_ROOT / "scripts" / "recipes"
+
+# a 1+1-layer model of width 16, three updates, no epoch checkpoints; batches of any size
+# (fairseq-fixed 0.12.3.1 drops the sentences that do not fill a multiple of
+# --required-batch-size-multiple, which empties the fixtures' 3-6 sentence valid sets)
+SHRINK = [
+    "--cpu", "--max-update", "3", "--update-freq", "1", "--max-tokens", "2000",
+    "--required-batch-size-multiple", "1",
+    "--warmup-updates", "1", "--lr", "0.003", "--dropout", "0.1",
+    "--encoder-layers", "1", "--decoder-layers", "1",
+    "--encoder-embed-dim", "16", "--decoder-embed-dim", "16",
+    "--encoder-ffn-embed-dim", "32", "--decoder-ffn-embed-dim", "32",
+    "--encoder-attention-heads", "2", "--decoder-attention-heads", "2",
+    "--no-epoch-checkpoints", "--num-workers", "0", "--log-format", "simple",
+    "--log-interval", "1", "--no-progress-bar", "--seed", "1",
+]  # fmt: skip
+
+
+@dataclass
+class Recipe:
+    name: str  # data folder under DATA_ROOT and checkpoint folder under CHECKPOINT_ROOT
+    folder: str  # scripts/<folder>
+    build: Callable[[Path], Path]
+    variable: str
+    env: dict
+    model: str
+    arch: str
+    data_bin: str  # relative to DATA_ROOT
+    langs: tuple
+    metrics: tuple
+    models: tuple
+    text: str  # the text folder (relative to DATA_ROOT) that was binarized
+    train_flags: list = field(default_factory=list)
+    eval_flags: list = field(default_factory=lambda: ["--cpu", "--beam", "2"])
+
+
+BLEU = ("bleu4_tokenized", "sacrebleu")
+ROUGE = ("rouge1", "rouge2", "rougeL")
+TRANSLATION_MODELS = ("transformer", "relu_former", "sparsemax", "entmax15", "rela",
+                      "sparse_softmax")
+SUMMARIZATION_MODELS = ("transformer", "blockwise", "transpooler", "pyramidion",
+                        "deep_pyramidion")
+# the recipe's minimum summary length (72) is longer than the fixtures' abstracts
+SUMMARY_EVAL = ["--cpu", "--beam", "2", "--min-len", "2", "--max-len-b", "40"]
+
+RECIPES = [
+    Recipe("iwslt14_de_en", "iwslt14_de_en", build_iwslt14, "IWSLT14_ARCHIVE",
+           {"IWSLT14_BPE_MERGES": "50"}, "relu_former", "relu_former_iwslt_de_en",
+           "iwslt14_de_en/data-bin", ("de", "en"), BLEU, TRANSLATION_MODELS, "iwslt14_de_en/bpe"),
+    Recipe("wmt14_en_de", "wmt14_en_de", build_wmt14, "WMT14_DIR",
+           {"WMT14_BPE_MERGES": "50"}, "sparsemax", "relu_former_wmt_en_de",
+           "wmt14_en_de/data-bin", ("en", "de"), BLEU, TRANSLATION_MODELS, "wmt14_en_de/bpe"),
+    Recipe("europarl7_doc/seg64", "europarl7_doc", build_europarl, "EUROPARL_ARCHIVE",
+           {"EUROPARL_BPE_MERGES": "50", "EUROPARL_HOLDOUT_EVERY": "6",
+            "EUROPARL_SEGMENT_LENGTHS": "64 128", "SEGMENT_LENGTH": "64"},
+           "entmax15", "relu_former_doc", "europarl7_doc/data-bin/seg64", ("en", "de"), BLEU,
+           TRANSLATION_MODELS[:5], "europarl7_doc/segments/seg64"),
+    Recipe("arxiv", "long_doc_summarization", lambda f: build_cohan(f, "arxiv"),
+           "ARXIV_ARCHIVE", {"DATASET": "arxiv", "SPM_VOCAB_SIZE": "100",
+                             "MAX_SOURCE_TOKENS": "256", "MAX_TARGET_TOKENS": "64"},
+           "pyramidion", "pyramidion_base", "arxiv/data-bin", ("src", "tgt"), ROUGE,
+           SUMMARIZATION_MODELS, "arxiv/spm",
+           ["--encoder-layers", "2", "--pooling-schedule", "1:64,2:32"], SUMMARY_EVAL),
+    Recipe("pubmed", "long_doc_summarization", lambda f: build_cohan(f, "pubmed"),
+           "PUBMED_ARCHIVE", {"DATASET": "pubmed", "SPM_VOCAB_SIZE": "100",
+                              "MAX_SOURCE_TOKENS": "256", "MAX_TARGET_TOKENS": "64"},
+           "transpooler", "transpooler_base", "pubmed/data-bin", ("src", "tgt"), ROUGE,
+           SUMMARIZATION_MODELS, "pubmed/spm", ["--pooling-schedule", "last:16"], SUMMARY_EVAL),
+    Recipe("gigaword_10k", "gigaword_10k", build_gigaword, "GIGAWORD_ARCHIVE",
+           {"GIGAWORD_BPE_MERGES": "50", "GIGAWORD_TRAIN_SIZE": "120"}, "sparse_softmax",
+           "transformer_iwslt_de_en", "gigaword_10k/data-bin", ("src", "tgt"), ROUGE,
+           ("transformer", "sparse_softmax"), "gigaword_10k/bpe", ["--sparse-k", "5"]),
+    Recipe("squad_qg", "squad_qg", build_squad, "SQUAD_DIR", {"SQUAD_BPE_MERGES": "50"},
+           "transformer", "transformer_iwslt_de_en", "squad_qg/data-bin", ("src", "tgt"),
+           ("bleu1_tokenized", "bleu2_tokenized", "bleu3_tokenized", "bleu4_tokenized"),
+           ("transformer", "sparse_softmax"), "squad_qg/bpe"),
+]
+IDS = [r.name.split("/")[0] for r in RECIPES]
+
+
+def script(recipe: Recipe, name: str) -> Path:
+    return SCRIPTS / recipe.folder / f"{name}.sh"
+
+
+def recipe_env(recipe: Recipe, root: Path, **extra: str) -> dict:
+    env = {"DATA_ROOT": str(root / "data"), "CHECKPOINT_ROOT": str(root / "ckpt"),
+           "WORKERS": "1", "PYTHON": sys.executable, **recipe.env, **extra}
+    return env
+
+
+@pytest.fixture(autouse=True)
+def _no_inherited_inputs(monkeypatch):
+    for r in RECIPES:
+        monkeypatch.delenv(r.variable, raising=False)
+        monkeypatch.delenv(f"{r.variable}_SHA256", raising=False)
+    monkeypatch.delenv("DATASET", raising=False)
+
+
+def snapshot(folder: Path) -> dict:
+    """Every file under folder with its size and modification time."""
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file() and not p.is_symlink()}
+
+
+def count_lines(path: Path) -> int:
+    with open(path, encoding="utf-8") as f:
+        return sum(1 for _ in f)
+
+
+def binarized_sizes(data_bin: Path, langs: tuple) -> dict:
+    """Sentences in each binarized split, read with fairseq's own dataset reader."""
+    from fairseq.data import data_utils
+
+    src, tgt = langs
+    sizes = {}
+    for split in ("train", "valid", "test"):
+        for lang in langs:
+            ds = data_utils.load_indexed_dataset(str(data_bin / f"{split}.{src}-{tgt}.{lang}"),
+                                                 None)
+            assert ds is not None, f"{split}.{lang} missing in {data_bin}"
+            sizes[split, lang] = len(ds)
+    return sizes
+
+
+# ---------------------------------------------------------------------------- end to end
+@pytest.mark.slow
+@pytest.mark.parametrize("recipe", RECIPES, ids=IDS)
+def test_prepare_train_evaluate(recipe: Recipe, tmp_path: Path):
+    archive = recipe.build(tmp_path / "download")
+    env = recipe_env(recipe, tmp_path, **{recipe.variable: str(archive)})
+    data_root = tmp_path / "data"
+
+    if recipe.name == "iwslt14_de_en":
+        # an interrupted step: BPE fails half-way; nothing of it may remain, earlier steps stay
+        bad = run_command([script(recipe, "prepare")], env={**env, "IWSLT14_BPE_MERGES": "x"},
+                          check=False)
+        assert bad.returncode != 0
+        work = data_root / "iwslt14_de_en"
+        assert (work / "tok" / ".done").is_file()
+        assert not list(work.glob("bpe*")), list(work.glob("bpe*"))
+
+    prep = run_command([script(recipe, "prepare")], env=env)
+    assert "outputs:" in prep.stderr
+    if recipe.name == "iwslt14_de_en":
+        assert "step tokenize: done already" in prep.stderr
+
+    # binarized data: every split of both sides, as many sentences as the text it came from
+    data_bin = data_root / recipe.data_bin
+    assert (data_bin / ".done").is_file()
+    sizes = binarized_sizes(data_bin, recipe.langs)
+    text_dir = data_root / recipe.text
+    for (split, lang), n in sizes.items():
+        assert n == count_lines(text_dir / f"{split}.{lang}") > 0, (split, lang, n)
+
+    # a second run is a no-op, even without the input variable
+    before = snapshot(data_root)
+    env_again = {k: v for k, v in env.items() if k != recipe.variable}
+    again = run_command([script(recipe, "prepare")], env=env_again)
+    assert snapshot(data_root) == before
+    assert "running" not in again.stderr and "done already" in again.stderr
+
+    # train a few updates of the shrunk model
+    train = run_command([script(recipe, "train"), recipe.model, "--", *SHRINK,
+                         *recipe.train_flags], env=env)
+    save_dir = tmp_path / "ckpt" / recipe.name / recipe.model
+    assert f"checkpoints: {save_dir}" in train.stderr
+    import torch
+
+    import relu_former.plugin  # noqa: F401  (allowlists fairseq's checkpoint globals)
+
+    state = torch.load(save_dir / "checkpoint_last.pt", map_location="cpu", weights_only=True)
+    assert state["cfg"]["model"]._name == recipe.arch
+    assert state["optimizer_history"][-1]["num_updates"] == 3
+
+    # evaluate: hypotheses for every test sentence and a score file
+    evaluate = run_command([script(recipe, "evaluate"), recipe.model, "--", *recipe.eval_flags],
+                           env=env)
+    results = json.loads((save_dir / "score-test.json").read_text())
+    assert json.loads(evaluate.stdout) == results
+    assert results["sentences"] == sizes["test", recipe.langs[1]]
+    for key in recipe.metrics:
+        assert 0.0 <= results[key] <= 100.0 and math.isfinite(results[key]), (key, results)
+    if "sacrebleu" in recipe.metrics:
+        assert results["sacrebleu_signature"].startswith("nrefs:1|case:")
+
+
+# ---------------------------------------------------------------------------- failures
+@pytest.mark.parametrize("recipe", RECIPES, ids=IDS)
+def test_missing_input_names_the_variable(recipe: Recipe, tmp_path: Path):
+    proc = run_command([script(recipe, "prepare")], env=recipe_env(recipe, tmp_path),
+                       check=False)
+    assert proc.returncode == 2
+    assert f"set {recipe.variable} " in proc.stderr
+    assert "Fetch " in proc.stderr  # says what to fetch
+    assert not (tmp_path / "data").exists() or not any((tmp_path / "data").rglob("*"))
+
+
+def _corrupt(path: Path) -> None:
+    if path.is_dir():
+        path = sorted(p for p in path.iterdir() if p.is_file())[0]
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=IDS)
+def test_corrupt_input_fails_checksum_and_leaves_nothing(recipe: Recipe, tmp_path: Path):
+    source = recipe.build(tmp_path / "download")
+    extra = {recipe.variable: str(source)}
+    if source.is_dir():
+        sums = tmp_path / "SHA256SUMS"
+        sums.write_text("".join(
+            f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.name}\n"
+            for p in sorted(source.iterdir()) if p.is_file()))
+        extra[f"{recipe.variable}_SHA256SUMS"] = str(sums)
+    else:
+        extra[f"{recipe.variable}_SHA256"] = hashlib.sha256(source.read_bytes()).hexdigest()
+    _corrupt(source)
+    proc = run_command([script(recipe, "prepare")], env=recipe_env(recipe, tmp_path, **extra),
+                       check=False)
+    assert proc.returncode == 3, proc.stderr
+    assert "checksum mismatch" in proc.stderr
+    data = tmp_path / "data"
+    assert not data.exists() or not any(data.rglob("*")), list(data.rglob("*"))
+
+
+def test_good_checksum_is_accepted(tmp_path: Path):
+    recipe = RECIPES[0]
+    archive = recipe.build(tmp_path / "download")
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    # stop right after the fetch step: the tokenizer interpreter does not exist
+    env = recipe_env(recipe, tmp_path, IWSLT14_ARCHIVE=str(archive),
+                     IWSLT14_ARCHIVE_SHA256=digest, PYTHON=str(tmp_path / "no-python"))
+    proc = run_command([script(recipe, "prepare")], env=env, check=False)
+    assert "sha256 of de-en.tgz verified" in proc.stderr
+    assert (tmp_path / "data" / "iwslt14_de_en" / "orig" / ".done").is_file()
+    assert not list((tmp_path / "data" / "iwslt14_de_en").glob("*.tmp.*"))
+
+
+# ---------------------------------------------------------------------------- interface
+ALL_SCRIPTS = sorted(p for p in SCRIPTS.glob("*/*.sh") if p.parent.name != "lib")
+
+
+@pytest.mark.parametrize("path", ALL_SCRIPTS, ids=[f"{p.parent.name}/{p.name}"
+                                                   for p in ALL_SCRIPTS])
+def test_every_script_has_help_and_strict_mode(path: Path):
+    assert "set -euo pipefail" in path.read_text()
+    assert os.access(path, os.X_OK)
+    proc = run_command([path, "-h"], env={"DATASET": "arxiv"})
+    assert proc.stdout.startswith("usage:")
+    assert "Output" in proc.stdout or "output" in proc.stdout
+
+
+def test_unknown_model_is_refused(tmp_path: Path):
+    proc = run_command([SCRIPTS / "squad_qg" / "train.sh", "pyramidion"], check=False,
+                       env=recipe_env(RECIPES[-1], tmp_path))
+    assert proc.returncode != 0
+    assert "unknown model 'pyramidion'" in proc.stderr and "sparse_softmax" in proc.stderr
+
+
+_PARSE_ALL = r"""
+import json, sys
+from fairseq import options
+failures = []
+for kind, argv in json.load(open(sys.argv[1])):
+    parser = (options.get_training_parser() if kind == "train"
+              else options.get_generation_parser())
+    try:
+        args = options.parse_args_and_arch(parser, argv)
+    except SystemExit:
+        failures.append(argv)
+        continue
+    if kind == "train":
+        print(args.arch, args.criterion, args.lr, args.max_update)
+print(json.dumps(failures))
+"""
+
+
+def test_every_model_preset_is_accepted_by_fairseq(tmp_path: Path):
+    """Dry runs of train.sh/evaluate.sh for every data set and model, parsed by fairseq."""
+    commands = []
+    for recipe in RECIPES:
+        env = recipe_env(recipe, tmp_path)
+        for model in recipe.models:
+            for kind in ("train", "evaluate"):
+                proc = run_command([script(recipe, kind), "--dry-run", model], env=env)
+                words = shlex.split(proc.stdout)  # undoes the dry run's printf %q
+                assert Path(words[0]).name == ("fairseq-train" if kind == "train"
+                                               else "fairseq-generate")
+                commands.append(("train" if kind == "train" else "generate", words[1:]))
+    listing = tmp_path / "commands.json"
+    listing.write_text(json.dumps(commands))
+    proc = run_command([sys.executable, "-c", _PARSE_ALL, listing])
+    lines = proc.stdout.strip().splitlines()
+    assert json.loads(lines[-1]) == []
+    parsed = lines[:-1]
+    assert len(parsed) == sum(len(r.models) for r in RECIPES)
+    assert any(line.startswith("relu_former_iwslt_de_en regularized_label_smoothed")
+               for line in parsed)
+    assert any(line.startswith("deep_pyramidion label_smoothed") for line in parsed)
+    assert all(line.split()[3] in ("100000", "20000") for line in parsed)
+
+
+def test_shared_helpers_are_not_copied():
+    """Data-set scripts source the one library; none defines its own step machinery."""
+    assert len(ALL_SCRIPTS) == 18  # prepare, train, evaluate for 6 folders
+    for path in ALL_SCRIPTS:
+        text = path.read_text()
+        assert 'source "$(dirname "$0")/../lib/recipe.sh"' in text, path
+        assert "recipe_step()" not in text and "fairseq_cli fairseq-preprocess" not in text, path
+    assert shutil.which("bash")
+
+
+# ---------------------------------------------------------------------------- helpers
+def test_clean_parallel_keeps_what_clean_corpus_n_keeps():
+    from scripts.recipes.lib.prepare_text import clean_parallel
+
+    src = ["a b c", "a b c", "", "a " * 176, "a b"]
+    tgt = ["x y", "x", "x", "x", "x y z"]
+    # 3/2 = 1.5 is kept (not > ratio), 3/1 is not; empty and over-long sides go
+    assert clean_parallel(src, tgt, ratio=1.5, max_len=175) == (["a b c", "a b"],
+                                                                ["x y", "x y z"])
+    with pytest.raises(ValueError, match="differ in length"):
+        clean_parallel(["a"], [])
+
+
+def test_split_every_matches_fairseqs_awk_rule():
+    from scripts.recipes.lib.prepare_text import split_every
+
+    lines = [str(i) for i in range(1, 47)]  # awk's NR
+    kept, taken = split_every(lines, 23, offset=22)
+    assert taken == ["23", "46"] and len(kept) == 44
+
+
+def test_pack_documents_never_crosses_documents_or_the_limit():
+    from scripts.recipes.lib.prepare_text import pack_documents
+
+    docs = [[("a b", "c d"), ("e f g", "h"), ("i", "j k")], [("x", "y")],
+            [("1 2 3 4 5 6", "7")]]
+    assert pack_documents(docs, 4) == [("a b", "c d"), ("e f g i", "h j k"), ("x", "y"),
+                                       ("1 2 3 4", "7")]
+
+
+def test_gale_church_aligns_one_to_one_and_merges():
+    from scripts.recipes.lib.corpus_formats import gale_church
+
+    src = ["The cat sat on the mat today.", "It was warm.", "Then it left the room quietly."]
+    tgt = ["Die Katze sass heute auf der Matte.", "Es war warm.",
+           "Dann verliess sie leise das Zimmer."]
+    assert gale_church(src, tgt) == list(zip(src, tgt))
+    # the German joins the last two English sentences into one
+    merged = gale_church(src, [tgt[0], "Es war warm, dann verliess sie leise das Zimmer."])
+    assert merged == [(src[0], tgt[0]),
+                      (f"{src[1]} {src[2]}", "Es war warm, dann verliess sie leise das Zimmer.")]
+
+
+def test_format_readers():
+    from scripts.recipes.lib.corpus_formats import cohan_pairs, iwslt_train_lines, xml_segments
+
+    assert iwslt_train_lines(["<url>http://x</url>", "<talkid>3</talkid>", "<title>T i</title>",
+                              "  Hello world.  ", "<description>D</description>"]) == \
+        ["T i", "Hello world.", "D"]
+    assert xml_segments(['<doc docid="1">', '<seg id="1"> Hi . </seg>', "</doc>",
+                         '<seg id="2">Bye</seg>']) == ["Hi .", "Bye"]
+    line = json.dumps({"article_text": ["a b .", " c "], "abstract_text": ["<S> x y . </S>",
+                                                                         "<S> z </S>"]})
+    assert cohan_pairs([line, ""]) == [("a b . c", "x y . z")]
+
+
+def test_scores_of_a_generate_log(tmp_path: Path):
+    from scripts.recipes.lib.score import parse_generate, score, split_compounds
+
+    log = ["S-1\tsrc", "T-1\tthe cat sat", "H-1\t-0.5\tthe cat sat", "H-1\t-0.9\tnot best",
+           "T-0\ta dog-like dog", "H-0\t-0.1\ta dog-like dog", "P-0\t-0.1 -0.2",
+           "Generate test with beam=5: BLEU4 = 100.00, 100.0/100.0/100.0/100.0"]
+    ids, hyps, refs = parse_generate(log)
+    assert ids == [0, 1] and hyps == ["a dog-like dog", "the cat sat"] and refs == hyps
+    assert split_compounds("a dog-like dog") == "a dog ##AT##-##AT## like dog"
+    path = tmp_path / "gen.txt"
+    path.write_text("\n".join(log) + "\n")
+    result = score(path, "bleu", bleu_orders=(1, 4), compounds=True)
+    assert result["bleu1_tokenized"] == result["bleu4_tokenized"] == 100.0
+    assert result["fairseq_generate_bleu4"] == 100.0
+    assert score(path, "rouge")["rouge2"] == 100.0
+    refs_file = tmp_path / "refs.txt"
+    refs_file.write_text("a dog-like dog\n")
+    with pytest.raises(ValueError, match="sentence id 1"):
+        score(path, "bleu", references=refs_file)
+    with pytest.raises(ValueError, match="2 hypotheses, the subset 3"):
+        score(path, "bleu", expected_sentences=3)

@@ -1,0 +1,162 @@
+"""The YAML configs in configs/: each starts fairseq-hydra-train for one update, and each
+agrees with the defaults of the recipe it names in its ``# recipe:`` line."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO_ROOT, run_command
+
+CONFIGS = sorted((REPO_ROOT / "configs").glob("*.yaml"))
+POOLING_ARCHS = ("pyramidion_base", "transpooler_base", "deep_pyramidion")
+
+# shrink the model and stop after one update; languages of the shared toy corpus
+SHRINK = [
+    "++common.cpu=true", "++common.log_format=simple", "++common.log_interval=1",
+    "++optimization.max_update=1", "++dataset.max_tokens=400", "++dataset.num_workers=0",
+    "++dataset.disable_validation=true", "++checkpoint.no_save=true",
+    "task.source_lang=de", "task.target_lang=en",
+    "++model.encoder_layers=2", "++model.decoder_layers=1",
+    "++model.encoder_embed_dim=16", "++model.decoder_embed_dim=16",
+    "++model.encoder_ffn_embed_dim=32", "++model.decoder_ffn_embed_dim=32",
+    "++model.encoder_attention_heads=2", "++model.decoder_attention_heads=2",
+]  # fmt: skip
+
+
+def recipe_line(config: Path) -> tuple[dict, Path, str]:
+    """The ``# recipe: [VAR=value ...] scripts/x/train.sh MODEL`` line of a config."""
+    match = re.search(r"^# recipe: (.+)$", config.read_text(), flags=re.M)
+    assert match, f"{config.name} has no '# recipe:' line"
+    words = shlex.split(match.group(1))
+    env = dict(w.split("=", 1) for w in words[:-2])
+    return env, REPO_ROOT / words[-2], words[-1]
+
+
+def model_name(config: Path) -> str:
+    return re.search(r"^model:\n  _name: (\S+)$", config.read_text(), flags=re.M).group(1)
+
+
+def test_there_is_a_config_per_paper_setting():
+    names = {c.stem for c in CONFIGS}
+    assert {"iwslt14_de_en_transformer", "iwslt14_de_en_relu_former", "wmt14_en_de_relu_former",
+            "europarl7_doc_relu_former", "arxiv_deep_pyramidion", "pubmed_deep_pyramidion",
+            "gigaword_10k_sparse_softmax", "squad_qg_sparse_softmax"} <= names
+
+
+# fairseq-hydra-train's entry point (the console script only calls ``cli_main``) run once per
+# config inside one Python process, so fairseq is imported once, not once per config.
+_HYDRA_TRAIN_ALL = r"""
+import json, sys
+from fairseq_cli import hydra_train
+for name, argv in json.load(open(sys.argv[1])):
+    print(f"=== CONFIG {name} ===", flush=True)
+    sys.argv = ["fairseq-hydra-train", *argv]
+    try:
+        hydra_train.cli_main()
+        status = 0
+    except SystemExit as err:  # hydra reports a bad config and exits
+        status = err.code
+    except Exception as err:
+        status = repr(err)
+    print(f"=== STATUS {name} {status} ===", flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def hydra_runs(toy_data_bin: Path, tmp_path_factory) -> dict:
+    """Log section and exit status of a one-update fairseq-hydra-train run of every config."""
+    work = tmp_path_factory.mktemp("hydra")
+    jobs = []
+    for config in CONFIGS:
+        extra = []
+        if model_name(config) in POOLING_ARCHS:
+            extra = ["++model.pooling_schedule=last:4"]  # the toy sentences are 3-10 tokens
+        jobs.append((config.stem, [
+            "--config-dir", str(REPO_ROOT / "configs"), "--config-name", config.stem,
+            f"task.data={toy_data_bin}", f"common.user_dir={REPO_ROOT / 'relu_former'}",
+            f"++checkpoint.save_dir={work / config.stem}", *SHRINK, *extra,
+        ]))
+    listing = work / "jobs.json"
+    listing.write_text(json.dumps(jobs))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-c", _HYDRA_TRAIN_ALL, str(listing)], cwd=work,
+                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=900)
+    runs = {}
+    for part in proc.stdout.split("=== CONFIG ")[1:]:
+        name, _, log = part.partition(" ===\n")
+        status = re.search(rf"=== STATUS {re.escape(name)} (.+) ===", log)
+        runs[name] = (status.group(1) if status else "no status (crashed)", log)
+    return runs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config", CONFIGS, ids=[c.stem for c in CONFIGS])
+def test_config_starts_hydra_training(config: Path, hydra_runs: dict):
+    assert config.stem in hydra_runs
+    status, log = hydra_runs[config.stem]
+    assert status == "0", log[-3000:]
+    assert "num_updates=1" in log.replace(" ", ""), log[-3000:]
+    assert "Stopping training due to num_updates: 1 >= max_update: 1" in log
+    # the model of this config was built (fairseq logs the model and its arch)
+    assert f"'_name': '{model_name(config)}'" in log, log[-3000:]
+
+
+_COMPARE = r"""
+import json, sys
+from argparse import Namespace
+from omegaconf import OmegaConf
+from fairseq import options
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+SKIP = {"task.data", "common.user_dir"}
+report = {}
+for name, argv, path in json.load(open(sys.argv[1])):
+    args = options.parse_args_and_arch(options.get_training_parser(), argv)
+    recipe = convert_namespace_to_omegaconf(args)
+    wanted = OmegaConf.to_container(OmegaConf.load(path))
+    wanted.pop("hydra", None)
+    diffs, checked = [], 0
+    for group, values in wanted.items():
+        for key, value in values.items():
+            if f"{group}.{key}" in SKIP:
+                continue
+            if key == "_name":
+                got = args.arch if group == "model" else getattr(args, group)
+            else:
+                section = recipe[group]
+                got = getattr(section, key) if isinstance(section, Namespace) else section[key]
+                if OmegaConf.is_config(got):
+                    got = OmegaConf.to_container(got)
+            checked += 1
+            if got != value:
+                diffs.append(f"{group}.{key}: yaml {value!r}, recipe {got!r}")
+    report[name] = {"diffs": diffs, "checked": checked}
+print(json.dumps(report))
+"""
+
+
+def test_configs_match_recipe_defaults(tmp_path: Path):
+    """Every value a config sets equals what its recipe's fairseq-train command sets."""
+    jobs = []
+    for config in CONFIGS:
+        env, script, model = recipe_line(config)
+        proc = run_command([script, "--dry-run", model], env=env)
+        argv = shlex.split(proc.stdout)[1:]
+        jobs.append((config.stem, argv, str(config)))
+    listing = tmp_path / "jobs.json"
+    listing.write_text(json.dumps(jobs))
+    proc = run_command([sys.executable, "-c", _COMPARE, listing])
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert sorted(report) == sorted(c.stem for c in CONFIGS)
+    for name, result in report.items():
+        assert result["diffs"] == [], name
+        assert result["checked"] >= 15, (name, result)
