@@ -13,6 +13,7 @@ import os
 import sys
 
 from relu_former.checkpoint_safety import allow_fairseq_checkpoint_globals
+from relu_former.errors import install_cli_error_hook
 from relu_former.fairseq_compat import keep_last_batch
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -75,6 +76,7 @@ def _mark_as_user_dir() -> None:
 
 
 allow_fairseq_checkpoint_globals()
+install_cli_error_hook()
 keep_last_batch()
 _mark_as_user_dir()
 _import_criterions()

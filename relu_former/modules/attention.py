@@ -37,6 +37,7 @@ from fairseq.modules import MultiheadAttention
 from fairseq.modules.quant_noise import quant_noise
 from torch import Tensor, nn
 
+from relu_former.errors import OptionError
 from relu_former.kernels.attention_activations import attention, check_activation
 from relu_former.kernels.relu_attention import AttentionStatistics
 
@@ -49,13 +50,13 @@ CHUNKABLE = ("relu", "rela")
 def check_relu_gamma(gamma: float, flag: str = "--relu-gamma") -> None:
     """Raise a ValueError naming the flag unless gamma is a finite number > 0."""
     if gamma is None or not math.isfinite(gamma) or gamma <= 0:
-        raise ValueError(f"{flag} must be a finite number > 0, got {gamma}")
+        raise OptionError(flag, f"{flag} must be a finite number > 0, got {gamma}")
 
 
 def check_key_chunk_size(size: int, flag: str = "--attention-key-chunk-size") -> None:
     """Raise a ValueError naming the flag unless size is an integer >= 0 (0 = dense)."""
     if size is None or int(size) != size or size < 0:
-        raise ValueError(f"{flag} must be an integer >= 0 (0 = dense attention), got {size}")
+        raise OptionError(flag, f"{flag} must be an integer >= 0 (0 = dense attention), got {size}")
 
 
 def blocked_keys(attn_mask: Tensor | None, bsz: int, num_heads: int) -> Tensor | None:
