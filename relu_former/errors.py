@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from types import TracebackType
-from typing import Optional, Type
+from typing import Type
 
 
 class OptionError(ValueError):
@@ -22,7 +22,7 @@ class OptionError(ValueError):
         super().__init__(message if message.startswith(flag) else f"{flag}: {message}")
 
 
-def _find_option_error(error: Optional[BaseException]) -> Optional[OptionError]:
+def _find_option_error(error: BaseException | None) -> OptionError | None:
     seen = set()
     while error is not None and id(error) not in seen:
         if isinstance(error, OptionError):
@@ -39,7 +39,7 @@ def install_cli_error_hook() -> None:
         return
 
     def hook(kind: Type[BaseException], error: BaseException,
-             traceback: Optional[TracebackType]) -> None:
+             traceback: TracebackType | None) -> None:
         found = _find_option_error(error)
         if found is None:
             previous(kind, error, traceback)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 import pytest
+
 from helpers import run_command
 
 
