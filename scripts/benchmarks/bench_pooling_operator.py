@@ -34,12 +34,8 @@ from typing import Callable, Dict, List, Sequence
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from relu_former.kernels.successive_halving import (
-    PooledSequence,
-    iterative_soft_topk,
-    successive_halving_topk,
-    successive_halving_topk_loop,
-)
+from relu_former.kernels.successive_halving import PooledSequence, successive_halving_topk
+from relu_former.kernels.topk_baselines import iterative_soft_topk, successive_halving_topk_loop
 from relu_former.kernels.topk_similarity import ncc_similarity
 from scripts.common.benchmarking import PeakTensorMemory, interleaved_median_seconds
 from scripts.common.plotting import line_plot, markdown_table, write_text_atomic
