@@ -361,3 +361,21 @@ def test_training_sources_longer_than_max_positions_fail_clearly(long_data_bin):
     assert model.max_positions()[0] == 100
     model, task = model_and_task("--max-source-positions", "256")
     assert model.max_positions()[0] == 256
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flags,message", [
+    (["--max-source-positions", "1024"],
+     "--pooling-schedule: '2:4096,3:2048' pools to 2048 states at the least, but "
+     "--max-source-positions is 1024: no input is long enough to be pooled"),
+    (["--pooling-schedule", ""], "--pooling-schedule: is empty; write"),
+])
+def test_schedules_that_would_not_pool_stop_fairseq_train_in_one_line(fairseq_run, flags,
+                                                                      message):
+    """pyramidion_base below its schedule used to train without pooling, and '' meant none."""
+    proc = fairseq_run.train("--encoder-layers", "3", *flags, arch="pyramidion_base",
+                             check=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"fairseq-train: error: {message}"), last
