@@ -159,48 +159,27 @@ class ActivationMultiheadAttention(MultiheadAttention):
         need_head_weights: bool = False,
     ) -> Tuple[Tensor, Tensor | None]:
         """Input (T, B, E); returns (output (T, B, E), weights or None) as fairseq's module."""
-        if need_head_weights:
-            need_weights = True
+        need_weights = need_weights or need_head_weights
         tgt_len, bsz, embed_dim = query.size()
         assert embed_dim == self.embed_dim, f"query dim {embed_dim} != {self.embed_dim}"
         if key_padding_mask is not None and key_padding_mask.dim() == 0:
             key_padding_mask = None
+        saved_state = (self._get_input_buffer(incremental_state)
+                       if incremental_state is not None else None)
+        if saved_state is not None and static_kv and "prev_key" in saved_state:
+            # the encoder's keys and values are cached after the first step
+            assert self.encoder_decoder_attention and not self.self_attention
+            key = value = None
+        query_padding_mask = self._query_padding(key_padding_mask, tgt_len, incremental_state)
+        key, key_padding_mask = self._share_beam_keys(key, key_padding_mask, bsz)
 
-        saved_state = None
-        if incremental_state is not None:
-            saved_state = self._get_input_buffer(incremental_state)
-            if "prev_key" in saved_state and static_kv:
-                # the encoder's keys and values are cached after the first step
-                assert self.encoder_decoder_attention and not self.self_attention
-                key = value = None
-        # Padded queries are excluded from the statistics (known for self-attention only).
-        query_padding_mask = None
-        if (self.self_attention and incremental_state is None and key_padding_mask is not None
-                and key_padding_mask.size(1) == tgt_len):
-            query_padding_mask = key_padding_mask.bool()
-
-        if (self.encoder_decoder_attention and key is not None and self.beam_size > 1
-                and bsz == key.size(1)):
-            # beam search: every hypothesis of a sentence shares its encoder output
-            key = key.view(key.size(0), -1, self.beam_size, key.size(2))[:, :, 0, :]
-            if key_padding_mask is not None:
-                key_padding_mask = key_padding_mask.view(
-                    -1, self.beam_size, key_padding_mask.size(1))[:, 0, :]
-
-        q, k, v = self._project(query, key, value)
-        if self.bias_k is not None:
-            k, v, key_padding_mask, attn_mask = self._add_bias(k, v, key_padding_mask,
-                                                               attn_mask, bsz)
-        q = self._split_heads(q)
-        k = self._split_heads(k) if k is not None else None
-        v = self._split_heads(v) if v is not None else None
-
+        q, k, v, key_padding_mask, attn_mask = self._heads(
+            query, key, value, key_padding_mask, attn_mask, bsz)
         if saved_state is not None:
             k, v, key_padding_mask = self._update_cache(saved_state, k, v, key_padding_mask,
                                                         static_kv, bsz)
-            incremental_state = self._set_input_buffer(incremental_state, saved_state)
+            self._set_input_buffer(incremental_state, saved_state)
         assert k is not None and v is not None
-        kv_bsz = k.size(0)
         if self.add_zero_attn:
             k, v, key_padding_mask, attn_mask = self._append_zero_attn(
                 k=k, v=v, key_padding_mask=key_padding_mask, attn_mask=attn_mask)
@@ -209,14 +188,57 @@ class ActivationMultiheadAttention(MultiheadAttention):
         blocked = blocked_keys(attn_mask, bsz, self.num_heads)
         if before_softmax:
             return self._raw_scores(q, k, v, padding, blocked)
+        out, weights = self._attend(q, k, v, padding, blocked, query_padding_mask,
+                                    need_weights)
+        out = self._output(out, query)
+        return out, self._returned_weights(weights, need_weights, need_head_weights)
 
-        beam = bsz // kv_bsz
+    def _query_padding(self, key_padding_mask: Tensor | None, tgt_len: int,
+                       incremental_state: Dict | None) -> Tensor | None:
+        """Padded queries, excluded from the statistics (known for self-attention only)."""
+        if (self.self_attention and incremental_state is None and key_padding_mask is not None
+                and key_padding_mask.size(1) == tgt_len):
+            return key_padding_mask.bool()
+        return None
+
+    def _share_beam_keys(self, key: Tensor | None, key_padding_mask: Tensor | None,
+                         bsz: int) -> Tuple[Tensor | None, Tensor | None]:
+        """In beam search every hypothesis of a sentence shares its encoder output: keep one."""
+        if not (self.encoder_decoder_attention and key is not None and self.beam_size > 1
+                and bsz == key.size(1)):
+            return key, key_padding_mask
+        key = key.view(key.size(0), -1, self.beam_size, key.size(2))[:, :, 0, :]
+        if key_padding_mask is not None:
+            key_padding_mask = key_padding_mask.view(
+                -1, self.beam_size, key_padding_mask.size(1))[:, 0, :]
+        return key, key_padding_mask
+
+    def _heads(self, query: Tensor, key: Tensor | None, value: Tensor | None,
+               key_padding_mask: Tensor | None, attn_mask: Tensor | None, bsz: int):
+        """Projections (with fairseq's optional bias_k/bias_v) split into (B, H, T, D) heads."""
+        q, k, v = self._project(query, key, value)
+        if self.bias_k is not None:
+            k, v, key_padding_mask, attn_mask = self._add_bias(k, v, key_padding_mask,
+                                                               attn_mask, bsz)
+        q = self._split_heads(q)
+        k = self._split_heads(k) if k is not None else None
+        v = self._split_heads(v) if v is not None else None
+        return q, k, v, key_padding_mask, attn_mask
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, padding: Tensor | None,
+                blocked: Tensor | None, query_padding_mask: Tensor | None,
+                need_weights: bool) -> Tuple[Tensor, Tensor | None]:
+        """The activation's output (B, H, Tq, D) and weights; records the row statistics.
+
+        With beam-shared encoder keys (fewer key rows than query rows) the hypotheses of a
+        sentence are folded into its queries for the kernel and unfolded after it.
+        """
+        kv_bsz, tgt_len = k.size(0), q.size(2)
+        beam = q.size(0) // kv_bsz
         if beam > 1:
-            # fold the hypotheses of a sentence into its queries: (Bk, H, beam*Tq, D)
             assert blocked is None, "an attention mask with shared encoder keys"
             q = q.reshape(kv_bsz, beam, self.num_heads, tgt_len, self.head_dim)
             q = q.transpose(1, 2).reshape(kv_bsz, self.num_heads, beam * tgt_len, -1)
-
         record = self.training or self.record_statistics
         dropout_p = (self.dropout_module.p
                      if self.training or self.dropout_module.apply_during_inference else 0.0)
@@ -228,22 +250,28 @@ class ActivationMultiheadAttention(MultiheadAttention):
             rela_gain=self.rela_gain,
         )
         self._statistics = result.statistics if record else None
-
         out, weights = result.out, result.weights
         if beam > 1:
             out = self._unfold_beam(out, kv_bsz, beam, tgt_len)
             weights = self._unfold_beam(weights, kv_bsz, beam, tgt_len) if need_weights else None
-        out = out.permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim)
+        return out, weights
+
+    def _output(self, out: Tensor, query: Tensor) -> Tensor:
+        """Heads (B, H, Tq, D) merged to (Tq, B, E), ReLA's gate, the output projection."""
+        batch, _, tgt_len, _ = out.shape
+        out = out.permute(2, 0, 1, 3).reshape(tgt_len, batch, self.embed_dim)
         if self.rela_gate is not None:
             out = out * torch.sigmoid(self.rela_gate(query))
-        out = self.out_proj(out)
+        return self.out_proj(out)
 
+    @staticmethod
+    def _returned_weights(weights: Tensor | None, need_weights: bool,
+                          need_head_weights: bool) -> Tensor | None:
+        """(H, B, Tq, Tk) per head, or their mean over heads, as fairseq returns them."""
         if not need_weights:
-            return out, None
-        weights = weights.transpose(1, 0)  # (H, B, Tq, Tk), as fairseq returns them
-        if not need_head_weights:
-            weights = weights.mean(dim=0)
-        return out, weights
+            return None
+        weights = weights.transpose(1, 0)
+        return weights if need_head_weights else weights.mean(dim=0)
 
     def _unfold_beam(self, x: Tensor, kv_bsz: int, beam: int, tgt_len: int) -> Tensor:
         x = x.reshape(kv_bsz, self.num_heads, beam, tgt_len, x.size(-1)).transpose(1, 2)

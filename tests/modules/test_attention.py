@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from fairseq.modules import MultiheadAttention
 
-from relu_former.kernels.attention_activations import ACTIVATIONS
+from relu_former.kernels.attention_activations import ACTIVATIONS, ATTENTION_FUNCTIONS, attention
 from relu_former.modules.attention import ActivationMultiheadAttention
 
 E, HEADS = 16, 2
@@ -218,3 +218,9 @@ def test_key_chunking_matches_dense_in_training(activation):
 def test_bad_settings_name_the_flag(kwargs, message):
     with pytest.raises(ValueError, match=message):
         ActivationMultiheadAttention(E, HEADS, self_attention=True, **kwargs)
+
+
+def test_every_activation_has_one_attention_function():
+    assert set(ATTENTION_FUNCTIONS) == set(ACTIVATIONS)
+    with pytest.raises(ValueError, match="--attention-activation 'gelu' is unknown"):
+        attention(*torch.randn(3, 1, 1, 2, 4), "gelu")
