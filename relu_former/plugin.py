@@ -1,8 +1,10 @@
 """The plugin's side effects, run once when fairseq loads ``--user-dir relu_former``.
 
 Registers every architecture, criterion and task with fairseq, allowlists the globals that
-fairseq checkpoints need for ``weights_only`` loading and stops fairseq-fixed from dropping the
-last batch of a data set (``fairseq_compat``). ``relu_former/__init__.py`` imports this module
+fairseq checkpoints need for ``weights_only`` loading, keeps checkpoint files whole
+(``checkpoint_files``: atomic copies, resume past a damaged ``checkpoint_last.pt``, corrupt
+files named) and stops fairseq-fixed from dropping the last batch of a data set
+(``fairseq_compat``). ``relu_former/__init__.py`` imports this module
 only when fairseq is already imported, so ``import relu_former.kernels.relu_attention`` stays a
 torch-only import. Python code that builds fairseq objects itself can ``import
 relu_former.plugin`` explicitly; importing it twice is harmless.
@@ -12,6 +14,7 @@ import importlib.util
 import os
 import sys
 
+from relu_former.checkpoint_files import guard_checkpoint_files
 from relu_former.checkpoint_safety import allow_fairseq_checkpoint_globals
 from relu_former.errors import install_cli_error_hook
 from relu_former.fairseq_compat import keep_last_batch
@@ -76,6 +79,7 @@ def _mark_as_user_dir() -> None:
 
 
 allow_fairseq_checkpoint_globals()
+guard_checkpoint_files()
 install_cli_error_hook()
 keep_last_batch()
 _mark_as_user_dir()
