@@ -38,8 +38,10 @@ TINY_TRAIN_ARGS = [
 
 
 def run_command(args: Sequence[str], cwd: Path | None = None, check: bool = True,
-                env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
-    """Run a command, capture its output and, with ``check``, fail the test with its log."""
+                env: dict | None = None, timeout: int = 600,
+                input: str | None = None) -> subprocess.CompletedProcess:
+    """Run a command (``input`` on its stdin), capture its output and, with ``check``, fail
+    the test with its log."""
     full_env = dict(os.environ)
     full_env.setdefault("OMP_NUM_THREADS", "1")
     full_env.pop("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", None)
@@ -50,7 +52,7 @@ def run_command(args: Sequence[str], cwd: Path | None = None, check: bool = True
         full_env.update(env)
     proc = subprocess.run(
         [str(a) for a in args], cwd=cwd, env=full_env, capture_output=True, text=True,
-        timeout=timeout,
+        timeout=timeout, input=input,
     )
     if check and proc.returncode != 0:
         raise AssertionError(
