@@ -8,7 +8,9 @@ WMT14 En-De convention (``get_ende_bleu.sh``). SacreBLEU is computed on detokeni
 hypotheses against the untouched reference text, and its signature is reported.
 ``--bleu-orders 1 2 3 4`` adds BLEU-1..4 (question generation).
 ROUGE: ROUGE-1/2/L F1 (``rouge-score``, Porter stemmer) of ``H-`` lines against the raw
-references (``--references``) or the ``T-`` lines.
+references (``--references``) or the ``T-`` lines; ``--rouge-lsum`` adds ROUGE-Lsum on
+sentence-split summaries. ``rouge_scores(hypotheses, references, lsum=...)`` is the importable
+form (the demo scores with it too).
 
 The scores go to ``--out`` as JSON and are printed.
 """
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Sequence
 
 from scripts.recipes.lib.prepare_text import moses_detokenize, read_lines
+from scripts.recipes.lib.sentence_split import split_sentences
 
 _LINE = re.compile(r"^([HT])-(\d+)\t(.*)$")
 _FAIRSEQ_BLEU = re.compile(r"BLEU4? = ([\d.]+)")
@@ -79,23 +82,44 @@ def sacrebleu_score(hyps: Sequence[str], refs: Sequence[str], *, lowercase: bool
     return round(score.score, 2), str(metric.get_signature())
 
 
-def rouge_scores(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, float]:
-    """Mean ROUGE-1/2/L F1 (x100) with the Porter stemmer."""
+ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
+
+
+def rouge_scores(hypotheses: Sequence[str], references: Sequence[str], *, lsum: bool = False,
+                 lang: str = "en") -> dict[str, float]:
+    """Mean ROUGE F1 (x100) of ``hypotheses`` against ``references``, one pair a position.
+
+    Google's ``rouge-score`` package (the Python port of ROUGE-1.5.5 that Pegasus, BigBird and
+    the Pyramidion paper's baselines report) with the Porter stemmer and its default
+    tokeniser (lower-cased, non-alphanumerics dropped): ROUGE-1, ROUGE-2 and ROUGE-L, the
+    latter over each text as one sequence. With ``lsum`` also ROUGE-Lsum: the union-LCS of
+    the texts split into sentences with the Moses splitter (``split_sentences`` in ``lang``,
+    uncased: the summaries are lower-cased text), the summary-level ROUGE-L of ROUGE-1.5.5
+    that long-document papers report.
+    Returns ``{"rouge1": .., "rouge2": .., "rougeL": ..[, "rougeLsum": ..]}``, 2 decimals.
+    """
     from rouge_score import rouge_scorer
 
-    kinds = ["rouge1", "rouge2", "rougeL"]
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
+    kinds = list(ROUGE_TYPES) + (["rougeLsum"] if lsum else [])
     scorer = rouge_scorer.RougeScorer(kinds, use_stemmer=True)
     totals = dict.fromkeys(kinds, 0.0)
-    for h, r in zip(hyps, refs):
-        result = scorer.score(r, h)
-        for k in kinds:
-            totals[k] += result[k].fmeasure
-    return {k: round(100 * v / max(len(hyps), 1), 2) for k, v in totals.items()}
+    for hypothesis, reference in zip(hypotheses, references):
+        if lsum:
+            # rougeLsum reads sentence boundaries from newlines; the others ignore them
+            hypothesis = "\n".join(split_sentences(hypothesis, lang, cased=False))
+            reference = "\n".join(split_sentences(reference, lang, cased=False))
+        result = scorer.score(reference, hypothesis)
+        for kind in kinds:
+            totals[kind] += result[kind].fmeasure
+    return {k: round(100 * v / max(len(hypotheses), 1), 2) for k, v in totals.items()}
 
 
 def score(generate_output: Path, metric: str, *, references: Path | None = None,
           detok_lang: str | None = None, lowercase: bool = False, compounds: bool = False,
-          bleu_orders: Sequence[int] = (4,), expected_sentences: int | None = None) -> dict:
+          bleu_orders: Sequence[int] = (4,), expected_sentences: int | None = None,
+          rouge_lsum: bool = False) -> dict:
     """All scores of one generate log, as a JSON-ready dict."""
     lines = read_lines(generate_output)
     ids, hyps, refs = parse_generate(lines)
@@ -128,7 +152,8 @@ def score(generate_output: Path, metric: str, *, references: Path | None = None,
             result["sacrebleu"], result["sacrebleu_signature"] = sacrebleu_score(
                 detok, raw_refs, lowercase=lowercase)
     elif metric == "rouge":
-        result.update(rouge_scores(hyps, raw_refs if raw_refs is not None else refs))
+        result.update(rouge_scores(hyps, raw_refs if raw_refs is not None else refs,
+                                   lsum=rouge_lsum))
     else:
         raise ValueError(f"--metric must be bleu or rouge, got {metric!r}")
     return result
@@ -150,13 +175,16 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="split hyphenated compounds before tokenized BLEU (WMT14 En-De)")
     parser.add_argument("--bleu-orders", type=int, nargs="+", default=[4],
                         help="report BLEU-n for each n (default 4)")
+    parser.add_argument("--rouge-lsum", action="store_true",
+                        help="also ROUGE-Lsum on sentence-split summaries (long documents)")
     parser.add_argument("--expected-sentences", type=int, default=None,
                         help="fail unless the log has this many hypotheses")
     parser.add_argument("--out", type=Path, required=True, help="JSON results file")
     a = parser.parse_args(argv)
     result = score(a.generate_output, a.metric, references=a.references,
                    detok_lang=a.detok_lang, lowercase=a.lowercase, compounds=a.split_compounds,
-                   bleu_orders=a.bleu_orders, expected_sentences=a.expected_sentences)
+                   bleu_orders=a.bleu_orders, expected_sentences=a.expected_sentences,
+                   rouge_lsum=a.rouge_lsum)
     text = json.dumps(result, indent=2)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = a.out.with_name(f".{a.out.name}.tmp{os.getpid()}")
