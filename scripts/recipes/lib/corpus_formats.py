@@ -234,13 +234,16 @@ def squad_qg_pairs(path: Path) -> list[tuple[str, str, str]]:
     Answer and paragraph are Moses-tokenised and lower-cased here, because the separator must
     not be tokenised; the question gets the same treatment.
     """
-    data = json.loads(Path(path).read_text(encoding="utf-8"))["data"]
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))["data"]
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not JSON ({err}): expected SQuAD 1.1's format") from err
     raw = []
-    for article in data:
+    for number, article in enumerate(data):
         for paragraph in article["paragraphs"]:
             for qa in paragraph["qas"]:
-                raw.append((article["title"], qa["answers"][0]["text"], paragraph["context"],
-                            qa["question"]))
+                raw.append((article.get("title", str(number)), qa["answers"][0]["text"],
+                            paragraph["context"], qa["question"]))
     answers = moses_tokenize([r[1] for r in raw], "en", lowercase=True)
     contexts = moses_tokenize([r[2] for r in raw], "en", lowercase=True)
     questions = moses_tokenize([r[3] for r in raw], "en", lowercase=True)
@@ -326,6 +329,8 @@ def _cmd_cohan(a: argparse.Namespace) -> None:
 
 def _cmd_squad(a: argparse.Namespace) -> None:
     rows = squad_qg_pairs(Path(a.input))
+    if not rows:
+        raise ValueError(f"{a.input} holds no questions")
     if a.split_articles:
         # SQuAD has no public test set: its dev articles are split in halves (valid, test).
         titles = list(dict.fromkeys(r[0] for r in rows))
@@ -335,7 +340,7 @@ def _cmd_squad(a: argparse.Namespace) -> None:
         for split, part in halves.items():
             _write_pairs(Path(a.out_dir) / split, "src", "tgt", [(r[1], r[2]) for r in part])
     else:
-        _write_pairs(Path(a.out_dir) / "train", "src", "tgt", [(r[1], r[2]) for r in rows])
+        _write_pairs(Path(a.out_dir) / a.split_name, "src", "tgt", [(r[1], r[2]) for r in rows])
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -382,6 +387,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", required=True, help="writes train.{src,tgt} or valid/test")
     p.add_argument("--split-articles", action="store_true",
                    help="split by article into valid (first half) and test (second half)")
+    p.add_argument("--split-name", default="train",
+                   help="without --split-articles: the output's name (train, valid, test)")
     p.set_defaults(func=_cmd_squad)
     return parser
 

@@ -6,7 +6,8 @@ references (``T-``), the ``multi-bleu.perl`` number the papers print (SacreBLEU'
 with ``tokenize="none"``); with ``--split-compounds`` hyphenated compounds are split first, the
 WMT14 En-De convention (``get_ende_bleu.sh``). SacreBLEU is computed on detokenised
 hypotheses against the untouched reference text, and its signature is reported.
-``--bleu-orders 1 2 3 4`` adds BLEU-1..4 (question generation).
+``--bleu-orders 1 2 3 4`` adds BLEU-1..4 and ``--multi-reference`` scores one hypothesis per
+distinct source against all of its references (question generation).
 ROUGE: ROUGE-1/2/L F1 (``rouge-score``, Porter stemmer) of ``H-`` lines against the raw
 references (``--references``) or the ``T-`` lines; ``--rouge-lsum`` adds ROUGE-Lsum on
 sentence-split summaries. ``rouge_scores(hypotheses, references, lsum=...)`` is the importable
@@ -27,12 +28,16 @@ from typing import Sequence
 from scripts.recipes.lib.prepare_text import moses_detokenize, read_lines
 from scripts.recipes.lib.sentence_split import split_sentences
 
-_LINE = re.compile(r"^([HT])-(\d+)\t(.*)$")
+_LINE = re.compile(r"^([HTS])-(\d+)\t(.*)$")
 _FAIRSEQ_BLEU = re.compile(r"BLEU4? = ([\d.]+)")
 
 
-def parse_generate(lines: Sequence[str]) -> tuple[list[int], list[str], list[str]]:
-    """Sentence ids, hypotheses and references of a fairseq-generate log, in id order."""
+def parse_generate(lines: Sequence[str], sources: dict[int, str] | None = None
+                   ) -> tuple[list[int], list[str], list[str]]:
+    """Sentence ids, hypotheses and references of a fairseq-generate log, in id order.
+
+    ``sources``, when given, receives the source line (``S-``) of each id.
+    """
     hyps: dict[int, str] = {}
     refs: dict[int, str] = {}
     for line in lines:
@@ -43,8 +48,10 @@ def parse_generate(lines: Sequence[str]) -> tuple[list[int], list[str], list[str
         if kind == "H":
             _, _, text = rest.partition("\t")  # H-id <tab> score <tab> text
             hyps.setdefault(ident, text)  # with --nbest > 1 the best comes first
-        else:
+        elif kind == "T":
             refs[ident] = rest
+        elif sources is not None:
+            sources[ident] = rest
     if not hyps:
         raise ValueError("no H- lines: is this a fairseq-generate output?")
     ids = sorted(hyps)
@@ -56,19 +63,42 @@ def split_compounds(line: str) -> str:
     return re.sub(r"(\S)-(\S)", r"\1 ##AT##-##AT## \2", line)
 
 
-def bleu_scores(hyps: Sequence[str], refs: Sequence[str], *, orders: Sequence[int] = (4,),
-                lowercase: bool = False, compounds: bool = False) -> dict[str, float]:
-    """Tokenised corpus BLEU-n for each n in ``orders`` (``tokenize="none"``)."""
+def group_by_source(ids: Sequence[int], hyps: Sequence[str], refs: Sequence[str],
+                    sources: dict[int, str]) -> tuple[list[str], list[list[str]]]:
+    """One hypothesis per distinct source and all references of that source.
+
+    Question generation's standard evaluation (Du et al. 2017's, which UniLM and the
+    sparse-softmax paper follow) scores each distinct input once against every question asked
+    about it. Identical inputs decode to identical hypotheses; the first is kept.
+    """
+    groups: dict[str, tuple[str, list[str]]] = {}
+    for ident, hyp, ref in zip(ids, hyps, refs):
+        groups.setdefault(sources.get(ident, f"<no source {ident}>"), (hyp, []))[1].append(ref)
+    return [g[0] for g in groups.values()], [g[1] for g in groups.values()]
+
+
+def bleu_scores(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequence[str]], *,
+                orders: Sequence[int] = (4,), lowercase: bool = False, compounds: bool = False
+                ) -> dict[str, float]:
+    """Tokenised corpus BLEU-n for each n in ``orders`` (``tokenize="none"``).
+
+    ``refs`` holds one reference a hypothesis, or a list of references a hypothesis (any
+    number each: multi-reference BLEU, clipped counts over all references and the closest
+    reference length, as ``multi-bleu.perl``).
+    """
     from sacrebleu.metrics import BLEU
 
+    ref_lists = [[r] if isinstance(r, str) else list(r) for r in refs]
     if compounds:
         hyps = [split_compounds(h) for h in hyps]
-        refs = [split_compounds(r) for r in refs]
+        ref_lists = [[split_compounds(r) for r in rs] for rs in ref_lists]
+    width = max((len(rs) for rs in ref_lists), default=1)
+    # sacrebleu takes reference streams; a missing reference is None
+    streams = [[rs[k] if k < len(rs) else None for rs in ref_lists] for k in range(width)]
     scores = {}
     for n in orders:
         metric = BLEU(tokenize="none", lowercase=lowercase, max_ngram_order=n, force=True)
-        scores[f"bleu{n}_tokenized"] = round(metric.corpus_score(list(hyps), [list(refs)]).score,
-                                             2)
+        scores[f"bleu{n}_tokenized"] = round(metric.corpus_score(list(hyps), streams).score, 2)
     return scores
 
 
@@ -119,10 +149,11 @@ def rouge_scores(hypotheses: Sequence[str], references: Sequence[str], *, lsum: 
 def score(generate_output: Path, metric: str, *, references: Path | None = None,
           detok_lang: str | None = None, lowercase: bool = False, compounds: bool = False,
           bleu_orders: Sequence[int] = (4,), expected_sentences: int | None = None,
-          rouge_lsum: bool = False) -> dict:
+          rouge_lsum: bool = False, multi_reference: bool = False) -> dict:
     """All scores of one generate log, as a JSON-ready dict."""
     lines = read_lines(generate_output)
-    ids, hyps, refs = parse_generate(lines)
+    sources: dict[int, str] = {}
+    ids, hyps, refs = parse_generate(lines, sources)
     if expected_sentences is not None and len(ids) != expected_sentences:
         raise ValueError(f"{generate_output} has {len(ids)} hypotheses, the subset "
                          f"{expected_sentences} sentences: sentences were skipped")
@@ -138,7 +169,12 @@ def score(generate_output: Path, metric: str, *, references: Path | None = None,
         raw_refs = [all_refs[i] for i in ids]
     result: dict = {"sentences": len(ids), "generate_output": str(generate_output)}
     fairseq_bleu = [m.group(1) for m in map(_FAIRSEQ_BLEU.search, lines) if m]
-    if metric == "bleu":
+    if metric == "bleu" and multi_reference:
+        grouped_hyps, grouped_refs = group_by_source(ids, hyps, refs, sources)
+        result["distinct_sources"] = len(grouped_hyps)
+        result.update(bleu_scores(grouped_hyps, grouped_refs, orders=bleu_orders,
+                                  lowercase=lowercase, compounds=compounds))
+    elif metric == "bleu":
         result.update(bleu_scores(hyps, refs, orders=bleu_orders, lowercase=lowercase,
                                   compounds=compounds))
         if fairseq_bleu:
@@ -175,6 +211,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="split hyphenated compounds before tokenized BLEU (WMT14 En-De)")
     parser.add_argument("--bleu-orders", type=int, nargs="+", default=[4],
                         help="report BLEU-n for each n (default 4)")
+    parser.add_argument("--multi-reference", action="store_true",
+                        help="BLEU of one hypothesis per distinct source line against all "
+                             "references of that source (question generation)")
     parser.add_argument("--rouge-lsum", action="store_true",
                         help="also ROUGE-Lsum on sentence-split summaries (long documents)")
     parser.add_argument("--expected-sentences", type=int, default=None,
@@ -184,7 +223,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     result = score(a.generate_output, a.metric, references=a.references,
                    detok_lang=a.detok_lang, lowercase=a.lowercase, compounds=a.split_compounds,
                    bleu_orders=a.bleu_orders, expected_sentences=a.expected_sentences,
-                   rouge_lsum=a.rouge_lsum)
+                   rouge_lsum=a.rouge_lsum, multi_reference=a.multi_reference)
     text = json.dumps(result, indent=2)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = a.out.with_name(f".{a.out.name}.tmp{os.getpid()}")

@@ -77,7 +77,8 @@ def build_iwslt14(folder: Path, n_train: int = 300) -> Path:
 
 
 def build_wmt14(folder: Path, n_per_corpus: int = 120) -> Path:
-    """A folder holding WMT14's training-parallel-*.tgz and test-full.tgz (newstest2014)."""
+    """A folder holding WMT14's training-parallel-*.tgz, dev.tgz (newstest2013) and
+    test-full.tgz (newstest2014)."""
     root, out = folder / "wmt_src", folder / "wmt14"
     out.mkdir(parents=True)
     corpora = {
@@ -91,6 +92,11 @@ def build_wmt14(folder: Path, n_per_corpus: int = 120) -> Path:
         (root / f"{prefix}.de").write_text("\n".join(p[0] for p in pairs) + "\n")
         (root / f"{prefix}.en").write_text("\n".join(p[1] for p in pairs) + "\n")
         _tar(out / archive, root, [f"{prefix}.de", f"{prefix}.en"])
+    dev = parallel_sentences(8, seed=21)
+    (root / "dev").mkdir()
+    for side, lang in enumerate(("de", "en")):
+        (root / "dev" / f"newstest2013.{lang}").write_text("\n".join(p[side] for p in dev) + "\n")
+    _tar(out / "dev.tgz", root, ["dev"])
     test = parallel_sentences(12, seed=20)
     (root / "test-full").mkdir()
     for side, (lang, kind) in enumerate((("de", "ref"), ("en", "src"))):
