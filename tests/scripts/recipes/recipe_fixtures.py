@@ -229,7 +229,8 @@ def build_gigaword(folder: Path, sizes: tuple[int, int, int] = (150, 20, 10)) ->
 
 
 def build_squad(folder: Path, articles: tuple[int, int] = (6, 4)) -> Path:
-    """A folder with SQuAD 1.1's ``train-v1.1.json`` and ``dev-v1.1.json``."""
+    """A folder with SQuAD 1.1's ``train-v1.1.json`` and ``dev-v1.1.json``; some answers are
+    asked about twice (two questions of one input)."""
     out = folder / "squad"
     out.mkdir(parents=True)
     for k, (name, n_articles) in enumerate(zip(("train-v1.1.json", "dev-v1.1.json"), articles)):
@@ -245,6 +246,10 @@ def build_squad(folder: Path, articles: tuple[int, int] = (6, 4)) -> Path:
                     qas.append({"id": f"{k}{a}{p}{q}", "question": f"What {sentence.lower()}",
                                 "answers": [{"text": answer,
                                              "answer_start": context.index(answer)}]})
+                    if q == 0:  # a second question about the same answer: the same input
+                        qas.append({"id": f"{k}{a}{p}{q}b", "question": f"Who {sentence.lower()}",
+                                    "answers": [{"text": answer,
+                                                 "answer_start": context.index(answer)}]})
                 paragraphs.append({"context": context, "qas": qas})
             data.append({"title": f"Article_{k}_{a}", "paragraphs": paragraphs})
         (out / name).write_text(json.dumps({"version": "1.1", "data": data}))
