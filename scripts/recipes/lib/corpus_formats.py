@@ -19,7 +19,7 @@ files that ``prepare_text.py`` then tokenises.
   a ``<d>`` line before each document.
 - arXiv / PubMed (Cohan et al. 2018): ``{train,val,test}.txt``, one JSON object a line with
   ``article_text`` (list of sentences) and ``abstract_text`` (list of ``<S> ... </S>``).
-- Gigaword (Rush et al. 2015, UNILM's ``org_data`` layout): ``{train,dev,test}.{src,tgt}.txt``.
+- Gigaword (Rush et al. 2015, UniLM's ``org_data`` layout): ``{train,dev,test}.{src,tgt}.txt``.
 - SQuAD 1.1: ``train-v1.1.json`` / ``dev-v1.1.json`` (``data[].paragraphs[].qas[]``).
 """
 
