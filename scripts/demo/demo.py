@@ -45,6 +45,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Dict, List, Sequence
 
+from scripts.common.fairseq_cli import fairseq_command
+from scripts.common.fairseq_log import parse_json_log_line
 from scripts.common.plotting import line_plot, markdown_table, write_text_atomic
 from scripts.demo.gettext_corpus import Pair, build_corpus, write_corpus
 from scripts.demo.summary_data import SOURCE as DOC
@@ -324,16 +326,6 @@ def prepare(raw: Path, prep: Path, merges: int, say: Say = print) -> None:
 
 # ----------------------------------------------------------------------------- fairseq CLI
 
-def fairseq_bin(name: str) -> str:
-    path = Path(sys.executable).parent / name
-    if path.exists():
-        return str(path)
-    found = shutil.which(name)
-    if not found:
-        raise SystemExit(f"{name} not found: run `make install` first")
-    return found
-
-
 def child_env(threads: int) -> Dict[str, str]:
     env = dict(os.environ)
     env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
@@ -393,7 +385,7 @@ def stream(command: Sequence[str], log_path: Path, on_line: Callable[[str], None
 
 def preprocess(text: Path, dest: Path, env: Dict[str, str], src: str = SRC,
                tgt: str = TGT) -> None:
-    command = [fairseq_bin("fairseq-preprocess"), "--source-lang", src, "--target-lang", tgt,
+    command = [fairseq_command("fairseq-preprocess"), "--source-lang", src, "--target-lang", tgt,
                "--trainpref", text / "train", "--validpref", text / "valid",
                "--testpref", text / "test", "--destdir", dest, "--joined-dictionary",
                "--workers", "1"]
@@ -401,9 +393,6 @@ def preprocess(text: Path, dest: Path, env: Dict[str, str], src: str = SRC,
     if code:
         raise SystemExit(f"fairseq-preprocess failed; see {dest.parent}/preprocess.{dest.name}"
                          ".log")
-
-
-_JSON_LOG = re.compile(r"\| (train_inner|train|valid) \| (\{.*\})\s*$")
 
 
 def parse_log_line(line: str, run: Run) -> str | None:
@@ -414,10 +403,10 @@ def parse_log_line(line: str, run: Run) -> str | None:
     match = re.search(r"done training in ([\d.]+) seconds", line)
     if match:
         run.train_seconds = float(match.group(1))
-    match = _JSON_LOG.search(line)
-    if not match:
+    parsed = parse_json_log_line(line)
+    if parsed is None:
         return None
-    tag, stats = match.group(1), json.loads(match.group(2))
+    tag, stats = parsed
     if tag == "train_inner":
         run.updates = int(stats["num_updates"])
         # nll_loss is the full-softmax cross-entropy in every criterion used here (loss also
@@ -458,7 +447,7 @@ def train_command(run: Run, data_bin: Path, work: Path, scale: Scale,
         start = ["--finetune-from-model", work / run.parent.key / "checkpoint_last.pt"]
     budget *= args.budget_scale
     command = [
-        fairseq_bin("fairseq-train"), data_bin, "--user-dir", USER_DIR, "--arch", run.arch,
+        fairseq_command("fairseq-train"), data_bin, "--user-dir", USER_DIR, "--arch", run.arch,
         *model_flags(*size), "--dropout", "0.1", "--cpu", "--seed", str(args.seed),
         "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "0.0",
         *schedule, *start, "--max-tokens", str(max_tokens),
@@ -544,7 +533,7 @@ def generate(run: Run, data_bin: Path, work: Path, scale: Scale, args: argparse.
     else:
         decode = ["--remove-bpe", "--max-tokens", "6000"]
     command = [
-        fairseq_bin("fairseq-generate"), data_bin, "--user-dir", USER_DIR,
+        fairseq_command("fairseq-generate"), data_bin, "--user-dir", USER_DIR,
         "--path", work / run.key / "checkpoint_last.pt", "--gen-subset", "test",
         "--beam", str(scale.beam), *decode, "--cpu",
         "--num-workers", "0", "--required-batch-size-multiple", "1",
