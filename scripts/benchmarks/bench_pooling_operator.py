@@ -41,7 +41,7 @@ from relu_former.kernels.successive_halving import (
     successive_halving_topk_loop,
 )
 from relu_former.kernels.topk_similarity import ncc_similarity
-from scripts.common.benchmarking import PeakTensorMemory, interleaved_median_seconds
+from scripts.common.benchmarking import MIB, PeakTensorMemory, interleaved_median_seconds, log
 from scripts.common.plotting import line_plot, markdown_table, write_text_atomic
 
 Operator = Callable[[torch.Tensor, torch.Tensor, int], PooledSequence]
@@ -57,7 +57,6 @@ FULL_KS = (2, 8, 32, 128, 512, 2048)
 QUICK_LENGTHS = (512, 1024, 2048)
 QUICK_KS = (2, 32, 256)
 TARGET = (8192, 512)  # issue 5: n, k of the speed and quality targets (batch 16, d = 32)
-MIB = 2.0**20
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -148,10 +147,6 @@ def parse_args(argv=None) -> argparse.Namespace:
         if value < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, got {value}")
     return args
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def make_inputs(batch: int, length: int, dim: int, seed: int):

@@ -38,22 +38,17 @@ import argparse
 import logging
 import os
 import sys
-import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from scripts.common.benchmarking import interleaved_median_seconds, peak_memory_bytes
+from scripts.common.benchmarking import interleaved_median_seconds, peak_memory_bytes, tagged_log
 from scripts.common.plotting import markdown_table, save_figure, write_text_atomic
 
 TARGETS = {"training step": 3.0, "decoding": 2.4}
 PHASES = {"training": "training step", "decoding": "decoding", "encoder": "encoder forward"}
-
-
-def log(message: str) -> None:
-    print(f"[bench_pyramidion {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr,
-          flush=True)
+log = tagged_log("bench_pyramidion")
 
 
 def parse_args(argv=None) -> argparse.Namespace:

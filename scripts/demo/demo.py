@@ -39,6 +39,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Dict, List, Sequence
 
+from scripts.common.fairseq_cli import fairseq_command
+from scripts.common.fairseq_log import parse_json_log_line
 from scripts.common.plotting import line_plot, markdown_table, write_text_atomic
 from scripts.demo.gettext_corpus import Pair, build_corpus, write_corpus
 from scripts.recipes.lib.prepare_text import (
@@ -302,16 +304,6 @@ def prepare(raw: Path, prep: Path, merges: int, doc_max_tokens: int, say=print) 
 
 # ----------------------------------------------------------------------------- fairseq CLI
 
-def fairseq_bin(name: str) -> str:
-    path = Path(sys.executable).parent / name
-    if path.exists():
-        return str(path)
-    found = shutil.which(name)
-    if not found:
-        raise SystemExit(f"{name} not found: run `make install` first")
-    return found
-
-
 def child_env(threads: int) -> Dict[str, str]:
     env = dict(os.environ)
     env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
@@ -351,7 +343,7 @@ def stream(command: Sequence[str], log_path: Path, on_line, env: Dict[str, str])
 
 
 def preprocess(text: Path, dest: Path, env: Dict[str, str], srcdict: Path | None = None) -> None:
-    command = [fairseq_bin("fairseq-preprocess"), "--source-lang", SRC, "--target-lang", TGT,
+    command = [fairseq_command("fairseq-preprocess"), "--source-lang", SRC, "--target-lang", TGT,
                "--trainpref", text / "train", "--validpref", text / "valid",
                "--testpref", text / "test", "--destdir", dest, "--joined-dictionary",
                "--workers", "1"]
@@ -362,9 +354,6 @@ def preprocess(text: Path, dest: Path, env: Dict[str, str], srcdict: Path | None
                          ".log")
 
 
-_JSON_LOG = re.compile(r"\| (train_inner|train|valid) \| (\{.*\})\s*$")
-
-
 def parse_log_line(line: str, run: Run) -> str | None:
     """Fold one fairseq-train (json log format) line into ``run``; returns its tag if any."""
     match = re.search(r"model params: ([\d,]+)", line)
@@ -373,10 +362,10 @@ def parse_log_line(line: str, run: Run) -> str | None:
     match = re.search(r"done training in ([\d.]+) seconds", line)
     if match:
         run.train_seconds = float(match.group(1))
-    match = _JSON_LOG.search(line)
-    if not match:
+    parsed = parse_json_log_line(line)
+    if parsed is None:
         return None
-    tag, stats = match.group(1), json.loads(match.group(2))
+    tag, stats = parsed
     if tag == "train_inner":
         run.updates = int(stats["num_updates"])
         # nll_loss is the full-softmax cross-entropy in every criterion used here (loss also
@@ -402,7 +391,7 @@ def train(run: Run, data_bin: Path, work: Path, scale: Scale, args: argparse.Nam
     budget *= args.budget_scale
     log_interval = max(1, min(25, max_update // 20))
     command = [
-        fairseq_bin("fairseq-train"), data_bin, "--user-dir", USER_DIR, "--arch", run.arch,
+        fairseq_command("fairseq-train"), data_bin, "--user-dir", USER_DIR, "--arch", run.arch,
         *model_flags(scale), "--dropout", "0.1", "--cpu", "--seed", str(args.seed),
         "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "0.0",
         "--lr", str(scale.lr), "--lr-scheduler", "inverse_sqrt",
@@ -457,7 +446,7 @@ def generate(run: Run, data_bin: Path, work: Path, raw: Path, scale: Scale,
 
     n_test = len(read_lines(work / "prep" / run.data / f"test.{SRC}"))
     command = [
-        fairseq_bin("fairseq-generate"), data_bin, "--user-dir", USER_DIR,
+        fairseq_command("fairseq-generate"), data_bin, "--user-dir", USER_DIR,
         "--path", work / run.key / "checkpoint_last.pt", "--gen-subset", "test",
         "--beam", str(scale.beam), "--max-tokens", "6000", "--remove-bpe", "--cpu",
         "--num-workers", "0", "--required-batch-size-multiple", "1",
@@ -510,8 +499,9 @@ def analyse_attention(runs: List[Run], data_bin: Path, out: Path, sentence: int,
     row of every attention module; the per-layer plots and the heat map compare the softmax
     Transformer with the ReLUFormer.
     """
-    import analyze_attention as aa
     import torch
+
+    from scripts.analysis import analyze_attention as aa
 
     torch.set_num_threads(threads)
     paths = {run.key: str(out / "work" / run.key / "checkpoint_last.pt") for run in runs}
