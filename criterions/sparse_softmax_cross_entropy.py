@@ -5,7 +5,8 @@ A drop-in replacement for fairseq's ``label_smoothed_cross_entropy``: the same
 plus ``--sparse-k`` and ``--sparse-label-smoothing``. The loss is
 log sum_{j in Omega_k} exp(z_j) - z_t over the k largest logits, with the target not forced
 into the top k (see :mod:`relu_former.kernels.sparse_softmax` for the formula, the two label
-smoothing rules and the tie rule). With ``--sparse-k`` equal to the vocabulary size it is exactly fairseq's criterion.
+smoothing rules and the tie rule). With ``--sparse-k`` equal to the vocabulary size it is
+exactly fairseq's criterion.
 
 Besides ``loss`` it logs
 

@@ -222,8 +222,9 @@ def test_fairseq_train_refuses_bad_flags_in_one_line(fairseq_run: FairseqRun, fl
 
 
 def checkpoint_state(path) -> dict:
-    import relu_former.plugin  # noqa: F401  (the checkpoint allowlist for a safe load)
     from fairseq import checkpoint_utils
+
+    import relu_former.plugin  # noqa: F401  (the checkpoint allowlist for a safe load)
 
     return checkpoint_utils.load_checkpoint_to_cpu(str(path))
 
