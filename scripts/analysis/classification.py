@@ -33,12 +33,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import shlex
 import subprocess
 import sys
 import threading
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -128,13 +130,25 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def run_checked(command: Sequence[str], what: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([str(c) for c in command], capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        raise SystemExit(f"{what} failed ({proc.returncode}): "
-                         f"{shlex.join(map(str, command))}\n{proc.stderr[-3000:]}")
-    return proc
+def quiet_fairseq() -> None:
+    """fairseq's modules log every step at INFO (some to stdout); this script reports itself."""
+    for name in ("fairseq", "fairseq_cli"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def binarize(raw: Path, data: Path) -> None:
+    """``fairseq-preprocess --only-source`` of ``input0`` and of ``label``, as fairseq's GLUE
+    preprocessing does, in this process (one fairseq start instead of two)."""
+    from fairseq import options
+    from fairseq_cli import preprocess
+
+    quiet_fairseq()
+    for part in ("input0", "label"):
+        log(f"fairseq-preprocess --only-source {part} ...")
+        preprocess.main(options.get_preprocessing_parser().parse_args([
+            "--only-source", "--trainpref", str(raw / f"train.{part}"),
+            "--validpref", str(raw / f"valid.{part}"), "--testpref", str(raw / f"test.{part}"),
+            "--destdir", str(data / part), "--workers", "1"]))
 
 
 def prepare_data(args: argparse.Namespace) -> tuple[Path, dict]:
@@ -153,11 +167,7 @@ def prepare_data(args: argparse.Namespace) -> tuple[Path, dict]:
     splits, stats = corpus_from_args(args, raw, log)
     description = describe(splits, stats)
     log(description)
-    for part in ("input0", "label"):
-        run_checked([sys.executable, "-m", "fairseq_cli.preprocess", "--only-source",
-                     "--trainpref", raw / f"train.{part}", "--validpref", raw / f"valid.{part}",
-                     "--testpref", raw / f"test.{part}", "--destdir", data / part,
-                     "--workers", "1"], f"fairseq-preprocess ({part})")
+    binarize(raw, data)
     # fairseq pads a dictionary to a multiple of 8 entries with "madeupword" fillers
     classes = sum(not line.startswith("madeupword")
                   for line in (data / "label" / "dict.txt").read_text().splitlines())
@@ -275,6 +285,7 @@ def evaluate(checkpoint: Path, data: Path, split: str = "test") -> Dict[str, flo
     from fairseq import checkpoint_utils, utils
 
     utils.import_user_module(argparse.Namespace(user_dir=str(USER_DIR)))
+    quiet_fairseq()
     models, _, task = checkpoint_utils.load_model_ensemble_and_task(
         [str(checkpoint)], arg_overrides={"data": str(data)})
     model = models[0].eval()
@@ -284,7 +295,9 @@ def evaluate(checkpoint: Path, data: Path, split: str = "test") -> Dict[str, flo
     ).next_epoch_itr(shuffle=False)
     predictions: List[int] = []
     targets: List[int] = []
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings():
+        # fairseq's iterators ask for pinned memory, which a CPU-only torch warns about
+        warnings.filterwarnings("ignore", message=".*pin_memory.*")
         for sample in batches:
             logits, _ = model(**sample["net_input"], features_only=True,
                               classification_head_name=HEAD)
