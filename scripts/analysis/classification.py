@@ -35,6 +35,7 @@ import argparse
 import json
 import logging
 import os
+import resource
 import shlex
 import subprocess
 import sys
@@ -89,8 +90,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--work", type=Path, default=None,
                         help="folder for the corpus, binarized data and checkpoints "
                              "(default: OUT/work)")
-    add_corpus_arguments(parser)
-    parser.set_defaults(max_per_class=150)
+    add_corpus_arguments(parser, max_per_class=150)
     parser.add_argument("--ks", type=parse_ks, default=parse_ks("1,2,5,10,20,40"),
                         help="the sparse-softmax k of the sweep, comma separated; k above "
                              "the number of classes is left out (default: 1,2,5,10,20,40)")
@@ -319,8 +319,16 @@ def sweep_plot(path: Path, runs: Sequence[Run], classes: int) -> Path:
     )
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and of the finished trainings: a cost that, unlike the wall
+    time, does not depend on how loaded the machine is."""
+    own, children = (resource.getrusage(who) for who in (resource.RUSAGE_SELF,
+                                                           resource.RUSAGE_CHILDREN))
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def report(runs: Sequence[Run], info: dict, args: argparse.Namespace, argv: Sequence[str],
-           wall: float) -> str:
+           wall: float, cpu: float) -> str:
     headline = [run for run in runs if run.k in (None, args.sparse_k)]
 
     def row(run: Run) -> list:
@@ -342,8 +350,9 @@ def report(runs: Sequence[Run], info: dict, args: argparse.Namespace, argv: Sequ
         "## k sweep\n",
         markdown_table(headers, [row(run) for run in runs], digits=3),
         "![test accuracy against k](classification_k_sweep.png)\n",
-        f"Command: `{command}`; total wall time {wall:.0f} s ({args.jobs} runs at a time, one "
-        f"thread each; corpus and binarization {info['seconds']} s when built).\n",
+        f"Command: `{command}`; total wall time {wall:.0f} s, CPU time {cpu:.0f} s ({args.jobs} "
+        f"runs at a time, one thread each; corpus and binarization {info['seconds']} s when "
+        "built).\n",
         "Each run's training command:\n",
         *[f"- {run.name}: `{run.command}`" for run in runs],
         "",
@@ -367,13 +376,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         run.test = evaluate(run.save_dir(args.work) / "checkpoint_best.pt", data)
         log(f"[{run.name}] test accuracy {run.test['accuracy']:.2f}, micro-F1 "
             f"{run.test['micro_f1']:.2f}, macro-F1 {run.test['macro_f1']:.2f}")
-    wall = time.monotonic() - started
+    wall, cpu = time.monotonic() - started, cpu_seconds()
     args.out.mkdir(parents=True, exist_ok=True)
     sweep_plot(args.out / "classification_k_sweep.png", runs, classes)
     write_text_atomic(args.out / "classification.json", json.dumps({
         "corpus": info, "runs": [asdict(run) for run in runs], "wall_seconds": round(wall, 1),
+        "cpu_seconds": round(cpu, 1),
         "argv": argv}, indent=1))
-    text = report(runs, info, args, argv, wall)
+    text = report(runs, info, args, argv, wall, cpu)
     write_text_atomic(args.out / "classification.md", text)
     print(text)
     log(f"wrote {args.out / 'classification.md'} ({wall:.0f} s)")

@@ -194,7 +194,8 @@ def describe(splits: Dict[str, Sequence[Example]], stats: CorpusStats) -> str:
             f"per-class cap left out)")
 
 
-def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
+def add_corpus_arguments(parser: argparse.ArgumentParser,
+                         max_per_class: int | None = None) -> None:
     """The corpus flags, shared with ``scripts.analysis.classification``."""
     parser.add_argument("--locale-dir", type=Path, default=Path(DEFAULT_LOCALE_DIR),
                         help="folder holding <lang>/LC_MESSAGES/*.mo (default: %(default)s)")
@@ -204,9 +205,10 @@ def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
                         help="keep the first this many tokens of a message (default: 32)")
     parser.add_argument("--min-per-class", type=int, default=20,
                         help="drop domains with fewer distinct messages (default: 20)")
-    parser.add_argument("--max-per-class", type=int, default=None,
+    parser.add_argument("--max-per-class", type=int, default=max_per_class,
                         help="keep at most this many messages per domain, a hash-chosen "
-                             "subset (default: all); the corpus-size flag")
+                             f"subset (default: {max_per_class or 'all'}); the corpus-size "
+                             "flag")
     parser.add_argument("--valid-per-mille", type=int, default=100,
                         help="share of the texts in valid, per thousand (default: 100)")
     parser.add_argument("--test-per-mille", type=int, default=100,
