@@ -332,8 +332,9 @@ def report(runs: Sequence[Run], info: dict, args: argparse.Namespace, argv: Sequ
     headline = [run for run in runs if run.k in (None, args.sparse_k)]
 
     def row(run: Run) -> list:
-        return [run.name, run.test["accuracy"], run.test["micro_f1"], run.test["macro_f1"],
-                max(run.valid_accuracy, default=float("nan")), run.seconds]
+        figures = [run.test["accuracy"], run.test["micro_f1"], run.test["macro_f1"],
+                   max(run.valid_accuracy, default=float("nan"))]
+        return [run.name, *(f"{value:.1f}" for value in figures), run.seconds]
 
     headers = ["criterion", "test accuracy", "test micro-F1", "test macro-F1",
                "best valid accuracy", "train s"]
