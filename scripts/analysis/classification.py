@@ -4,7 +4,7 @@ The paper's classification experiments train the same classifier with the softma
 cross-entropy and with sparse-softmax over the k largest class logits, report accuracy and
 micro-F1, and plot accuracy against k. This script does that on a real corpus that needs no
 download: which program an English message of the machine's GNU gettext catalogs comes from
-(:mod:`scripts.analysis.gettext_classes`, about 80 classes).
+(:mod:`scripts.analysis.gettext_classes`, 75 classes on the development machine).
 
 Steps: build the corpus, binarize it as fairseq's GLUE preprocessing does
 (``fairseq-preprocess --only-source`` for ``input0`` and for ``label``), then train one

@@ -5,8 +5,8 @@ Every ``<locale-dir>/<lang>/LC_MESSAGES/<domain>.mo`` catalog holds the English 
 ``postgres-15`` ... Read together, the catalogs installed on a machine are a real labelled
 corpus: the input is an English message, the label the domain it comes from. Messages are
 short and written by different projects in different styles, so the task is learnable but
-not trivial, and it has as many classes as the machine has domains (90 catalogs on the
-development machine; about 80 classes survive the cleaning below).
+not trivial, and it has as many classes as the machine has domains (90 domains on the
+development machine; 75 classes survive the cleaning below).
 
 Building it:
 
