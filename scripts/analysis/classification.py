@@ -372,7 +372,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs = make_runs(args, classes)
     log(f"{len(runs)} trainings, {args.jobs} at a time: {', '.join(r.name for r in runs)}")
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        list(pool.map(lambda run: train(run, data, classes, args), runs))
+        try:
+            list(pool.map(lambda run: train(run, data, classes, args), runs))
+        except RuntimeError as error:  # a failed training: its command and log tail
+            raise SystemExit(f"error: {error}") from None
     for run in runs:
         run.test = evaluate(run.save_dir(args.work) / "checkpoint_best.pt", data)
         log(f"[{run.name}] test accuracy {run.test['accuracy']:.2f}, micro-F1 "
