@@ -51,7 +51,7 @@ from relu_former.kernels.relu_attention import (
     count_visible_keys,
     relu_attention,
     relu_scores,
-    relu_sums,
+    any_relu_sums,
     row_validity,
     statistics_from_sums,
     visible_keys,
@@ -140,7 +140,8 @@ def rela_attention(q: Tensor, k: Tensor, v: Tensor, gain: Tensor, *, eps: float 
                    key_padding_mask: Tensor | None = None, attn_mask: Tensor | None = None,
                    key_chunk_size: int = 0, dropout_p: float = 0.0,
                    need_weights: bool = False, need_statistics: bool = False,
-                   query_padding_mask: Tensor | None = None) -> AttentionResult:
+                   query_padding_mask: Tensor | None = None,
+                   fused: bool = True) -> AttentionResult:
     """ReLA: ReLU scores without the variance factor, RMS-normalised output times ``gain``.
 
     ``gain`` broadcasts against (B, H, Tq, D), e.g. shape (H, 1, D). Returned weights are the
@@ -149,9 +150,10 @@ def rela_attention(q: Tensor, k: Tensor, v: Tensor, gain: Tensor, *, eps: float 
     """
     batch, heads, tgt_len, _ = q.shape
     src_len = k.size(-2)
-    sums = relu_sums(q, k, v, key_chunk_size=key_chunk_size,
-                     key_padding_mask=key_padding_mask, attn_mask=attn_mask,
-                     dropout_p=dropout_p, need_sums=need_statistics)
+    fused = fused and not (need_weights and torch.is_grad_enabled())
+    sums = any_relu_sums(q, k, v, fused=fused, key_chunk_size=key_chunk_size,
+                         key_padding_mask=key_padding_mask, attn_mask=attn_mask,
+                         dropout_p=dropout_p, need_sums=need_statistics)
     u = sums.u
     rms = torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + eps)
     out = u * rms * gain
@@ -177,19 +179,23 @@ def attention(q: Tensor, k: Tensor, v: Tensor, activation: str, *,
               gamma: float | Tensor = 1.0, key_chunk_size: int = 0, dropout_p: float = 0.0,
               need_weights: bool = False, need_statistics: bool = False,
               query_padding_mask: Tensor | None = None, variance_reduction: bool = True,
-              rela_gain: Tensor | None = None, rela_eps: float = 1e-6) -> AttentionResult:
-    """One interface for every activation of ``ACTIVATIONS`` (see the module docstring)."""
+              rela_gain: Tensor | None = None, rela_eps: float = 1e-6,
+              fused: bool = True) -> AttentionResult:
+    """One interface for every activation of ``ACTIVATIONS`` (see the module docstring).
+
+    ``fused`` selects the fused kernel of relu/rela (False: the dense/chunked reference).
+    """
     masks = dict(key_padding_mask=key_padding_mask, attn_mask=attn_mask, dropout_p=dropout_p,
                  need_weights=need_weights, need_statistics=need_statistics,
                  query_padding_mask=query_padding_mask)
     if activation == "relu":
         return relu_attention(q, k, v, gamma=gamma, key_chunk_size=key_chunk_size,
-                              variance_reduction=variance_reduction, **masks)
+                              variance_reduction=variance_reduction, fused=fused, **masks)
     if activation == "rela":
         if rela_gain is None:
             rela_gain = torch.ones(q.size(-1), dtype=q.dtype, device=q.device)
         return rela_attention(q, k, v, rela_gain, eps=rela_eps, key_chunk_size=key_chunk_size,
-                              **masks)
+                              fused=fused, **masks)
     if activation in NORMALIZED:
         return normalized_attention(q, k, v, activation, **masks)
     check_activation(activation)
