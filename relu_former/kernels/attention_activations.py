@@ -47,11 +47,11 @@ from torch import Tensor
 from relu_former.kernels.relu_attention import (
     AttentionResult,
     AttentionStatistics,
+    any_relu_sums,
     count_positive,
     count_visible_keys,
     relu_attention,
     relu_scores,
-    any_relu_sums,
     row_validity,
     statistics_from_sums,
     visible_keys,

@@ -1,8 +1,8 @@
 """ReLU attention with the variance reduction factor: fused (default), dense or in key blocks.
 
 ReLUFormer (Zhang et al., "A Study on ReLU and Softmax in Transformer", §3; equations restated
-in docs/relu_former.md). For query i with the set V(i) of keys it may see (not padding, not blocked by
-the attention mask), n_i = |V(i)| and d the head size:
+in docs/relu_former.md). For query i with the set V(i) of keys it may see (not padding, not
+blocked by the attention mask), n_i = |V(i)| and d the head size:
 
     s_ij  = ReLU(q_i . k_j / sqrt(d))            for j in V(i), else 0
     out_i = sum_j s_ij v_j / (gamma * sqrt(n_i / 2))
@@ -11,7 +11,7 @@ With x, v standard normal and independent, E[(ReLU(x) v)^2] = 1/2, so the sum of
 variance n/2; the factor keeps the output variance independent of the length. gamma is a
 temperature, a number or one value per head.
 
-The per-row statistics the regularisers need (docs/relu_former.md, "Regularisers"). With S_i = sum_j s_ij,
+The per-row statistics the regularisers need (docs/relu_former.md). With S_i = sum_j s_ij,
 p_ij = s_ij / S_i and T_i = sum_j s_ij log s_ij (0 log 0 = 0):
 
     H_i = -sum_j p_ij log p_ij = log S_i - T_i / S_i          (H_i := 0 when S_i = 0)
