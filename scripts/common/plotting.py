@@ -6,7 +6,7 @@ imported lazily with the non-interactive Agg backend: the scripts run on headles
 
 Usage from another script in ``scripts/``::
 
-    from plotting import line_plot, markdown_table, write_text_atomic
+    from scripts.common.plotting import line_plot, markdown_table, write_text_atomic
 """
 
 from __future__ import annotations
