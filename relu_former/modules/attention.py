@@ -3,8 +3,8 @@
 ``ActivationMultiheadAttention`` is a drop-in subclass of ``fairseq.modules.MultiheadAttention``:
 same constructor arguments and forward signature, same projections, parameter names and
 incremental-decoding buffers (so ``reorder_incremental_state`` and beam search work as for the
-stock module), plus the keyword arguments ``activation``, ``relu_gamma``, ``learn_gamma`` and
-``key_chunk_size``. The weights themselves come from ``relu_former.kernels``.
+stock module), plus the keyword arguments ``activation``, ``relu_gamma``, ``learn_gamma``,
+``key_chunk_size`` and ``fused_kernel``. The weights themselves come from ``relu_former.kernels``.
 
 It never takes the stock module's fused ``F.multi_head_attention_forward`` path (that path is
 softmax only): ``forward`` is written here in full and does not call the parent's ``forward``.
@@ -20,6 +20,16 @@ In training mode (or with ``record_statistics = True``) each forward stores the 
 of ``AttentionStatistics`` (ReLU row sums S_i and entropies H_i with their gradients, zero
 counts, n_i), read with ``attention_statistics()`` by ``criterions/regularized.py``. In
 evaluation it stores nothing, so no stale figures leak from one batch to another.
+
+relu and rela attention use the fused kernel (``relu_former.kernels.fused_relu_attention``;
+FlexAttention on CUDA) unless ``fused_kernel=False``, which selects the dense reference path, or
+the key-chunked one with ``key_chunk_size``.
+
+In training, weights are returned only when asked for with ``need_head_weights`` or when
+``module.training_weights`` is True: fairseq's decoder asks its alignment layer for weights at
+every step (``need_weights``) and drops them in training, and materialising them would make
+that layer the one attention of the model whose memory grows with Tq x Tk. Set
+``training_weights`` for a loss on the weights (e.g. an alignment loss).
 
 With ``need_weights`` the returned weights are the ones applied to the values: for relu
 s_ij / (gamma sqrt(n_i/2)), for softmax/sparsemax/entmax15 the normalised rows, for rela the
@@ -76,7 +86,8 @@ class ActivationMultiheadAttention(MultiheadAttention):
     ``relu_gamma`` the temperature gamma of relu attention (> 0); ``learn_gamma`` learn one
     gamma per head (stored as its log, initialised at ``relu_gamma``); ``key_chunk_size``
     compute relu/rela attention over blocks of that many keys (0 = dense; other activations
-    always run dense).
+    always run dense); ``fused_kernel`` relu/rela through the fused kernel (default; False
+    selects the dense or key-chunked reference path).
     """
 
     def __init__(self, embed_dim, num_heads, kdim=None, vdim=None, dropout=0.0, bias=True,
@@ -85,7 +96,7 @@ class ActivationMultiheadAttention(MultiheadAttention):
                  qn_block_size=8, xformers_att_config: str | None = None,
                  xformers_blocksparse_layout=None, xformers_blocksparse_blocksize=16, *,
                  activation: str = "relu", relu_gamma: float = 1.0, learn_gamma: bool = False,
-                 key_chunk_size: int = 0):
+                 key_chunk_size: int = 0, fused_kernel: bool = True):
         check_activation(activation)
         check_relu_gamma(relu_gamma)
         check_key_chunk_size(key_chunk_size)
@@ -104,6 +115,8 @@ class ActivationMultiheadAttention(MultiheadAttention):
         self.relu_gamma = float(relu_gamma)
         self.learn_gamma = bool(learn_gamma) and activation == "relu"
         self.key_chunk_size = int(key_chunk_size)
+        self.fused_kernel = bool(fused_kernel)
+        self.training_weights = False
         if self.key_chunk_size and activation not in CHUNKABLE:
             logger.warning("key chunking applies to relu and rela attention; %s attention "
                            "is computed dense", activation)
@@ -130,7 +143,8 @@ class ActivationMultiheadAttention(MultiheadAttention):
 
     def extra_repr(self) -> str:
         return (f"activation={self.activation}, relu_gamma={self.relu_gamma}, "
-                f"learn_gamma={self.learn_gamma}, key_chunk_size={self.key_chunk_size}")
+                f"learn_gamma={self.learn_gamma}, key_chunk_size={self.key_chunk_size}, "
+                f"fused_kernel={self.fused_kernel}")
 
     def _project(self, query: Tensor, key: Tensor | None, value: Tensor | None):
         q = self.q_proj(query)
@@ -161,6 +175,8 @@ class ActivationMultiheadAttention(MultiheadAttention):
         """Input (T, B, E); returns (output (T, B, E), weights or None) as fairseq's module."""
         if need_head_weights:
             need_weights = True
+        elif self.training and not self.training_weights:
+            need_weights = False  # see the module docstring: weights in training on request
         tgt_len, bsz, embed_dim = query.size()
         assert embed_dim == self.embed_dim, f"query dim {embed_dim} != {self.embed_dim}"
         if key_padding_mask is not None and key_padding_mask.dim() == 0:
@@ -225,7 +241,7 @@ class ActivationMultiheadAttention(MultiheadAttention):
             gamma=self.gamma, key_chunk_size=self.key_chunk_size, dropout_p=dropout_p,
             need_weights=need_weights, need_statistics=record,
             query_padding_mask=query_padding_mask if beam == 1 else None,
-            rela_gain=self.rela_gain,
+            rela_gain=self.rela_gain, fused=self.fused_kernel,
         )
         self._statistics = result.statistics if record else None
 
