@@ -25,11 +25,12 @@ relu and rela attention use the fused kernel (``relu_former.kernels.fused_relu_a
 FlexAttention on CUDA) unless ``fused_kernel=False``, which selects the dense reference path, or
 the key-chunked one with ``key_chunk_size``.
 
-In training, weights are returned only when asked for with ``need_head_weights`` or when
-``module.training_weights`` is True: fairseq's decoder asks its alignment layer for weights at
-every step (``need_weights``) and drops them in training, and materialising them would make
-that layer the one attention of the model whose memory grows with Tq x Tk. Set
-``training_weights`` for a loss on the weights (e.g. an alignment loss).
+In training, weights are returned only when ``module.training_weights`` is True: fairseq's
+decoder asks its alignment layer for weights at every step (``need_weights`` and
+``need_head_weights``) and averages them into ``extra["attn"]``, which no training loss of
+this plugin reads, and materialising them would make that layer the one attention of the model
+whose memory grows with Tq x Tk. Set ``training_weights`` for a loss on the weights (e.g. an
+alignment loss); in evaluation (analysis, generation) weights are returned as asked.
 
 With ``need_weights`` the returned weights are the ones applied to the values: for relu
 s_ij / (gamma sqrt(n_i/2)), for softmax/sparsemax/entmax15 the normalised rows, for rela the
@@ -173,10 +174,11 @@ class ActivationMultiheadAttention(MultiheadAttention):
         need_head_weights: bool = False,
     ) -> Tuple[Tensor, Tensor | None]:
         """Input (T, B, E); returns (output (T, B, E), weights or None) as fairseq's module."""
+        if self.training and not self.training_weights:
+            # see the module docstring: weights in training only on request
+            need_weights = need_head_weights = False
         if need_head_weights:
             need_weights = True
-        elif self.training and not self.training_weights:
-            need_weights = False  # see the module docstring: weights in training on request
         tgt_len, bsz, embed_dim = query.size()
         assert embed_dim == self.embed_dim, f"query dim {embed_dim} != {self.embed_dim}"
         if key_padding_mask is not None and key_padding_mask.dim() == 0:
