@@ -37,9 +37,11 @@ float32 (float64 for float64 input); bf16/fp16 outputs are accumulated in float3
 Public:
 
     fused_relu_sums(q, k, v, *, key_padding_mask=None, attn_mask=None, dropout_p=0.0,
-                    need_sums=True, tile_elements=TILE_ELEMENTS, key_block=KEY_BLOCK)
+                    need_sums=True, tile_elements=TILE_ELEMENTS, key_block=KEY_BLOCK,
+                    use_flex=None)
         -> ReLUSums(u, row_sum, xlogx, positives, scores=None); same contract as
-        ``relu_former.kernels.relu_attention.relu_sums``.
+        ``relu_former.kernels.relu_attention.relu_sums``. On CUDA (no dropout) it hands over
+        to FlexAttention (``relu_former.kernels.flex_relu_attention``).
     tile_shape(batch_heads, tgt_len, src_len, tile_elements, key_block) -> (bq, bk)
 """
 
@@ -50,6 +52,7 @@ from typing import Iterator, NamedTuple
 import torch
 from torch import Tensor
 
+from relu_former.kernels.flex_relu_attention import flex_available, flex_relu_sums
 from relu_former.kernels.relu_attention import ReLUSums, as_4d_mask
 
 # One tile holds at most this many scores (all heads of a batch slice): 1 MiB in float32,
@@ -256,11 +259,13 @@ class _FusedReLUSums(torch.autograd.Function):
 def fused_relu_sums(q: Tensor, k: Tensor, v: Tensor, *,
                     key_padding_mask: Tensor | None = None, attn_mask: Tensor | None = None,
                     dropout_p: float = 0.0, need_sums: bool = True,
-                    tile_elements: int = TILE_ELEMENTS, key_block: int = KEY_BLOCK) -> ReLUSums:
+                    tile_elements: int = TILE_ELEMENTS, key_block: int = KEY_BLOCK,
+                    use_flex: bool | None = None) -> ReLUSums:
     """U, S, T, P of the module docstring, tile by tile; ``scores`` is always None.
 
     q, k, v are (B, H, T, D) with the same (B, H); the result equals
-    ``relu_sums(..., key_chunk_size=0)`` without the score matrix.
+    ``relu_sums(..., key_chunk_size=0)`` without the score matrix. ``use_flex`` None (auto):
+    on CUDA without dropout, FlexAttention (``relu_former.kernels.flex_relu_attention``).
     """
     if q.shape[:-2] != k.shape[:-2] or k.shape[:-1] != v.shape[:-1]:
         raise ValueError("q, k and v need the same (B, H) dims and k, v the same keys, got "
@@ -268,6 +273,13 @@ def fused_relu_sums(q: Tensor, k: Tensor, v: Tensor, *,
     if tile_elements < 1 or key_block < 1:
         raise ValueError(f"tile_elements and key_block must be positive, got {tile_elements}, "
                          f"{key_block}")
+    if use_flex is None:
+        use_flex = dropout_p == 0 and flex_available(q)
+    if use_flex:
+        if dropout_p:
+            raise ValueError("the FlexAttention path has no attention dropout; use_flex=False")
+        return flex_relu_sums(q, k, v, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
+                              need_sums=need_sums)
     seed = int(torch.randint(0, 2**62, (1,)).item()) if dropout_p > 0 else 0
     scale = q.size(-1) ** -0.5
     u, row_sum, xlogx, positives = _FusedReLUSums.apply(
