@@ -123,10 +123,12 @@ def _flat(x: Tensor) -> Tensor:
     return x.reshape(-1, x.size(-2), x.size(-1))
 
 
-def _tile_scores(q: Tensor, k: Tensor, tile: _Tile, heads: int) -> Tensor:
-    """s = ReLU(q k^T) of one tile as (b*H, bq, bk), blocked keys zeroed; q already scaled."""
-    s = torch.bmm(q[tile.b0 * heads:tile.b1 * heads, tile.q0:tile.q1],
-                  k[tile.b0 * heads:tile.b1 * heads, tile.k0:tile.k1].transpose(1, 2)).relu_()
+def _tile_scores(q: Tensor, k: Tensor, tile: _Tile, heads: int, scale: float) -> Tensor:
+    """s = ReLU(scale q k^T) of one tile as (b*H, bq, bk), blocked keys zeroed."""
+    q = q[tile.b0 * heads:tile.b1 * heads, tile.q0:tile.q1]
+    k = k[tile.b0 * heads:tile.b1 * heads, tile.k0:tile.k1]
+    # the scale rides on the matrix product (alpha), so q is never copied scaled
+    s = torch.baddbmm(q.new_empty(()), q, k.transpose(1, 2), beta=0, alpha=scale).relu_()
     if tile.visible is not None:
         s.view(tile.b1 - tile.b0, -1, s.size(1), s.size(2)).mul_(tile.visible)
     return s
@@ -154,12 +156,12 @@ def _stat_dtype(x: Tensor) -> torch.dtype:
     return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
-def _accumulate(out: Tensor, a: Tensor, b: Tensor) -> None:
-    """out += a @ b, batched, inside the matrix product where the dtypes allow it."""
+def _accumulate(out: Tensor, a: Tensor, b: Tensor, alpha: float = 1.0) -> None:
+    """out += alpha a @ b, batched, inside the matrix product where the dtypes allow it."""
     if out.dtype == a.dtype:
-        out.baddbmm_(a, b)
+        out.baddbmm_(a, b, alpha=alpha)
     else:
-        out += torch.bmm(a, b)
+        out += torch.bmm(a, b) * alpha
 
 
 class _FusedReLUSums(torch.autograd.Function):
@@ -172,6 +174,7 @@ class _FusedReLUSums(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, key_padding_mask, attn_mask, dropout_p, seed, need_sums,
                 tile_elements, key_block):
+        scale = q.size(-1) ** -0.5
         ctx.set_materialize_grads(False)
         batch, heads, tgt_len, _ = q.shape
         src_len = k.size(-2)
@@ -185,7 +188,7 @@ class _FusedReLUSums(torch.autograd.Function):
                                          for _ in range(3))
         for tile in _tiles(batch, heads, tgt_len, src_len, key_padding_mask, attn_mask,
                            tile_elements, key_block):
-            s = _tile_scores(qf, kf, tile, heads)
+            s = _tile_scores(qf, kf, tile, heads, scale)
             rows = (slice(tile.b0 * heads, tile.b1 * heads), slice(tile.q0, tile.q1))
             if need_sums:
                 row_sum[rows] += s.sum(-1, dtype=stat_dtype)
@@ -206,6 +209,7 @@ class _FusedReLUSums(torch.autograd.Function):
     def backward(ctx, grad_u, grad_row_sum, grad_xlogx, _grad_positives):
         q, k, v, key_padding_mask, attn_mask = ctx.saved_tensors
         dropout_p, seed, tile_elements, key_block = ctx.options
+        scale = q.size(-1) ** -0.5
         batch, heads, tgt_len, _ = q.shape
         src_len = k.size(-2)
         qf, kf, vf = _flat(q), _flat(k), _flat(v)
@@ -223,7 +227,7 @@ class _FusedReLUSums(torch.autograd.Function):
             shift = shift.reshape(-1, tgt_len, 1)
         for tile in _tiles(batch, heads, tgt_len, src_len, key_padding_mask, attn_mask,
                            tile_elements, key_block):
-            s = _tile_scores(qf, kf, tile, heads)
+            s = _tile_scores(qf, kf, tile, heads, scale)
             bh = slice(tile.b0 * heads, tile.b1 * heads)
             rows = (bh, slice(tile.q0, tile.q1))
             keys = (bh, slice(tile.k0, tile.k1))
@@ -248,9 +252,9 @@ class _FusedReLUSums(torch.autograd.Function):
             # ReLU's and the mask's derivative: nothing flows where s = 0 (in place)
             torch.ops.aten.threshold_backward.grad_input(grad_s, s, 0, grad_input=grad_s)
             if grad_q is not None:
-                _accumulate(grad_q[rows], grad_s, kf[keys])
+                _accumulate(grad_q[rows], grad_s, kf[keys], scale)
             if grad_k is not None:
-                _accumulate(grad_k[keys], grad_s.transpose(1, 2), qf[rows])
+                _accumulate(grad_k[keys], grad_s.transpose(1, 2), qf[rows], scale)
         grads = [None if g is None else g.view(x.shape)
                  for g, x in ((grad_q, q), (grad_k, k), (grad_v, v))]
         return (*grads, None, None, None, None, None, None, None)
@@ -281,9 +285,8 @@ def fused_relu_sums(q: Tensor, k: Tensor, v: Tensor, *,
         return flex_relu_sums(q, k, v, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
                               need_sums=need_sums)
     seed = int(torch.randint(0, 2**62, (1,)).item()) if dropout_p > 0 else 0
-    scale = q.size(-1) ** -0.5
     u, row_sum, xlogx, positives = _FusedReLUSums.apply(
-        q * scale, k, v, key_padding_mask, as_4d_mask(attn_mask), float(dropout_p), seed,
+        q, k, v, key_padding_mask, as_4d_mask(attn_mask), float(dropout_p), seed,
         need_sums, int(tile_elements), int(key_block),
     )
     return ReLUSums(u, row_sum, xlogx, positives, None)
