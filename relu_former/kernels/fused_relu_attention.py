@@ -16,17 +16,17 @@ pass recomputes each tile's scores the same way and, with gU, gS, gT the incomin
     dq_i += sum_j dL/ds_ij k_j / sqrt(d),  dk_j += sum_i dL/ds_ij q_i / sqrt(d),
     dv_j += sum_i s_ij gU_i
 
-Peak memory is therefore O((Tq + Tk) d) plus one tile, in both passes. Tiles are large (a
-few MiB) so the time goes to the two (forward) and five (backward) matrix products; tiles the
+Peak memory is therefore O((Tq + Tk) d) plus one tile, in both passes. Tiles are large (up
+to 1 MiB) so the time goes to the two (forward) and five (backward) matrix products; tiles the
 mask blocks completely are skipped (half the tiles of causal self-attention), and tiles it
 does not touch are not masked at all. Terms whose incoming gradient is None (e.g. the
 statistics when no regulariser uses them) cost nothing in backward.
 
 Why an ``autograd.Function`` over torch matrix products and not a C++ extension: measured
-with ``scripts/benchmarks/bench_attention.py`` (see docs/relu_former.md, "Fused ReLU
-attention"), the matrix products of the tiles take most of the time, and they run in the
-same BLAS either way; a C++ loop would only save the per-tile Python overhead (tens of
-microseconds a tile) at the cost of a compiler in every install.
+with ``scripts/benchmarks/bench_attention.py`` (case ``relu_matmuls``; docs/relu_former.md,
+"Fused ReLU attention"), the tiles' matrix products alone take 85-95% of the kernel's time,
+and they run in the same BLAS either way; a C++ loop could only trim the rest (ReLU, the
+statistics, tens of microseconds of Python a tile), at the cost of a compiler in every install.
 
 Masks are those of ``relu_former.kernels.relu_attention``: ``key_padding_mask`` (B, Tk) bool,
 True = padding; ``attn_mask`` bool, True = blocked, (Tq, Tk) or (B|1, H|1, Tq, Tk). Dropout
