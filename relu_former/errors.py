@@ -1,9 +1,11 @@
-"""One style for the plugin's option errors: fairseq's own, ``fairseq-train: error: ...``.
+"""One style for the plugin's user errors: fairseq's own, ``fairseq-train: error: ...``.
 
 A bad flag value found while fairseq builds a model, criterion or task is raised as
-``OptionError`` (a ``ValueError``, so Python callers can catch it as before). When fairseq's
-command line is the caller and nothing catches it, ``install_cli_error_hook`` prints the one line
-argparse would print, naming the flag, and exits with argparse's status 2: no traceback.
+``OptionError``; a checkpoint file that cannot be read as one is a ``CorruptCheckpointError``.
+Both are ``CommandLineError``s (``ValueError``s, so Python callers can catch them as before).
+When fairseq's command line is the caller and nothing catches one, ``install_cli_error_hook``
+prints the one line argparse would print and exits without a traceback: status 2 for a bad
+flag, as argparse does, status 1 for a bad file.
 """
 
 from __future__ import annotations
@@ -14,18 +16,34 @@ from types import TracebackType
 from typing import Type
 
 
-class OptionError(ValueError):
+class CommandLineError(ValueError):
+    """An error the user fixes on the command line; printed as one line, without traceback."""
+
+    exit_status = 1
+
+
+class OptionError(CommandLineError):
     """A bad value of a command-line flag; the message names the flag and what it accepts."""
+
+    exit_status = 2
 
     def __init__(self, flag: str, message: str) -> None:
         self.flag = flag
         super().__init__(message if message.startswith(flag) else f"{flag}: {message}")
 
 
-def _find_option_error(error: BaseException | None) -> OptionError | None:
+class CorruptCheckpointError(CommandLineError):
+    """A checkpoint file that is empty, cut short or not a checkpoint; the message names it."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        super().__init__(f"checkpoint {path} is corrupt: {problem}")
+
+
+def _find_command_line_error(error: BaseException | None) -> CommandLineError | None:
     seen = set()
     while error is not None and id(error) not in seen:
-        if isinstance(error, OptionError):
+        if isinstance(error, CommandLineError):
             return error
         seen.add(id(error))
         error = error.__cause__ or error.__context__
@@ -33,14 +51,14 @@ def _find_option_error(error: BaseException | None) -> OptionError | None:
 
 
 def install_cli_error_hook() -> None:
-    """Print an uncaught ``OptionError`` as ``PROG: error: MESSAGE`` and exit with status 2."""
+    """Print an uncaught ``CommandLineError`` as ``PROG: error: MESSAGE`` and exit."""
     previous = sys.excepthook
     if getattr(previous, "_relu_former_hook", False):
         return
 
     def hook(kind: Type[BaseException], error: BaseException,
              traceback: TracebackType | None) -> None:
-        found = _find_option_error(error)
+        found = _find_command_line_error(error)
         if found is None:
             previous(kind, error, traceback)
             return
@@ -48,7 +66,7 @@ def install_cli_error_hook() -> None:
         sys.stdout.flush()
         sys.stderr.write(f"{prog}: error: {found}\n")
         sys.stderr.flush()
-        os._exit(2)
+        os._exit(found.exit_status)
 
     hook._relu_former_hook = True  # type: ignore[attr-defined]
     sys.excepthook = hook

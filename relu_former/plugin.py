@@ -1,8 +1,11 @@
 """The plugin's side effects, run once when fairseq loads ``--user-dir relu_former``.
 
 Registers every architecture, criterion and task with fairseq, allowlists the globals that
-fairseq checkpoints need for ``weights_only`` loading and stops fairseq-fixed from dropping the
-last batch of a data set (``fairseq_compat``). ``relu_former/__init__.py`` imports this module
+fairseq checkpoints need for ``weights_only`` loading, keeps checkpoint files whole
+(``checkpoint_files``: atomic copies, resume past a damaged ``checkpoint_last.pt``, corrupt
+files named), stops fairseq-fixed from dropping the last batch of a data set
+(``fairseq_compat``) and lets ``fairseq-interactive`` skip or truncate an over-long line instead
+of ending the session (``interactive_input``). ``relu_former/__init__.py`` imports this module
 only when fairseq is already imported, so ``import relu_former.kernels.relu_attention`` stays a
 torch-only import. Python code that builds fairseq objects itself can ``import
 relu_former.plugin`` explicitly; importing it twice is harmless.
@@ -12,9 +15,11 @@ import importlib.util
 import os
 import sys
 
+from relu_former.checkpoint_files import guard_checkpoint_files
 from relu_former.checkpoint_safety import allow_fairseq_checkpoint_globals
 from relu_former.errors import install_cli_error_hook
 from relu_former.fairseq_compat import keep_last_batch
+from relu_former.interactive_input import bound_interactive_input
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 PACKAGE = __name__.rsplit(".", 1)[0]
@@ -76,8 +81,10 @@ def _mark_as_user_dir() -> None:
 
 
 allow_fairseq_checkpoint_globals()
+guard_checkpoint_files()
 install_cli_error_hook()
 keep_last_batch()
+bound_interactive_input()
 _mark_as_user_dir()
 _import_criterions()
 

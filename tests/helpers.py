@@ -8,18 +8,18 @@ The end-to-end tests run the real ``fairseq-preprocess``, ``fairseq-train`` and
 from __future__ import annotations
 
 import os
-import random
 import re
-import shutil
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+# The tests import these two from here, with the rest of their helpers.
+from scripts.common.fairseq_cli import fairseq_command  # noqa: F401
+from scripts.common.toy_corpus import write_toy_parallel_corpus  # noqa: F401
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 USER_DIR = str(REPO_ROOT / "relu_former")
-BIN_DIR = Path(sys.executable).parent
 
 # A 1-layer model of width 16 trains a few updates in seconds on one CPU core.
 TINY_MODEL_ARGS = [
@@ -37,40 +37,11 @@ TINY_TRAIN_ARGS = [
 ]  # fmt: skip
 
 
-def fairseq_command(name: str) -> str:
-    """Path of a fairseq console script installed beside the running interpreter."""
-    path = BIN_DIR / name
-    if not path.exists():
-        found = shutil.which(name)
-        if found is None:
-            raise RuntimeError(f"{name} is not installed; run `make install` first")
-        return found
-    return str(path)
-
-
-def write_toy_parallel_corpus(folder: Path, n_train: int = 200, seed: int = 0) -> Path:
-    """Write ``{train,valid,test}.{de,en}``: a learnable word-by-word 'translation'.
-
-    Each source word ``w<i>`` maps to target word ``v<i>``, and the target order is reversed,
-    so attention has something to learn and BLEU can rise above zero within a few updates.
-    """
-    rng = random.Random(seed)
-    folder.mkdir(parents=True, exist_ok=True)
-    sizes = {"train": n_train, "valid": 20, "test": 20}
-    for split, size in sizes.items():
-        src_lines, tgt_lines = [], []
-        for _ in range(size):
-            words = [rng.randrange(30) for _ in range(rng.randint(3, 10))]
-            src_lines.append(" ".join(f"w{i}" for i in words))
-            tgt_lines.append(" ".join(f"v{i}" for i in reversed(words)))
-        (folder / f"{split}.de").write_text("\n".join(src_lines) + "\n")
-        (folder / f"{split}.en").write_text("\n".join(tgt_lines) + "\n")
-    return folder
-
-
 def run_command(args: Sequence[str], cwd: Path | None = None, check: bool = True,
-                env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
-    """Run a command, capture its output and, with ``check``, fail the test with its log."""
+                env: dict | None = None, timeout: int = 600,
+                input: str | None = None) -> subprocess.CompletedProcess:
+    """Run a command (``input`` on its stdin), capture its output and, with ``check``, fail
+    the test with its log."""
     full_env = dict(os.environ)
     full_env.setdefault("OMP_NUM_THREADS", "1")
     full_env.pop("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", None)
@@ -81,7 +52,7 @@ def run_command(args: Sequence[str], cwd: Path | None = None, check: bool = True
         full_env.update(env)
     proc = subprocess.run(
         [str(a) for a in args], cwd=cwd, env=full_env, capture_output=True, text=True,
-        timeout=timeout,
+        timeout=timeout, input=input,
     )
     if check and proc.returncode != 0:
         raise AssertionError(

@@ -22,10 +22,7 @@ corpus: ``python -m scripts.demo.gettext_corpus --out corpus`` then ``fairseq-pr
 """
 
 import argparse
-import json
 import os
-import random
-import re
 import shlex
 import subprocess
 import sys
@@ -33,7 +30,11 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
+from scripts.common.benchmarking import log
+from scripts.common.fairseq_cli import fairseq_command
+from scripts.common.fairseq_log import json_log_records
 from scripts.common.plotting import markdown_table, save_figure, write_text_atomic
+from scripts.common.toy_corpus import write_toy_parallel_corpus
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TINY_MODEL = ("--encoder-layers 2 --decoder-layers 2 --encoder-embed-dim 64 "
@@ -77,29 +78,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def fairseq_command(name: str) -> str:
-    """The fairseq console script beside this interpreter (the venv's), else on PATH."""
-    candidate = Path(sys.executable).parent / name
-    return str(candidate) if candidate.exists() else name
-
-
 def make_toy_data(folder: Path, seed: int) -> Path:
     """A copy-and-reverse task (source w<i> -> target v<i>, reversed) with 60 word types."""
-    rng = random.Random(seed)
-    raw = folder / "raw"
-    raw.mkdir(parents=True, exist_ok=True)
-    for split, size in (("train", 3000), ("valid", 100)):
-        pairs = []
-        for _ in range(size):
-            words = [rng.randrange(60) for _ in range(rng.randint(3, 12))]
-            pairs.append((" ".join(f"w{i}" for i in words),
-                          " ".join(f"v{i}" for i in reversed(words))))
-        (raw / f"{split}.de").write_text("\n".join(p[0] for p in pairs) + "\n")
-        (raw / f"{split}.en").write_text("\n".join(p[1] for p in pairs) + "\n")
+    raw = write_toy_parallel_corpus(folder / "raw", {"train": 3000, "valid": 100}, vocab=60,
+                                    max_len=12, seed=seed)
     data = folder / "bin"
     subprocess.run([
         fairseq_command("fairseq-preprocess"), "--source-lang", "de", "--target-lang", "en",
@@ -126,11 +108,7 @@ def train(data: Path, save_dir: Path, criterion: Sequence[str], args) -> List[di
     proc = subprocess.run(command, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise SystemExit(f"fairseq-train failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-    records = []
-    for line in (proc.stdout + proc.stderr).splitlines():
-        match = re.search(r"\| train_inner \| (\{.*\})\s*$", line)
-        if match:
-            records.append(json.loads(match.group(1)))
+    records = json_log_records((proc.stdout + proc.stderr).splitlines(), "train_inner")
     if not records:
         raise SystemExit("fairseq-train printed no train_inner records")
     log(f"  {len(records)} updates logged, last loss {records[-1]['loss']}")

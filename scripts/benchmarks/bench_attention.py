@@ -45,14 +45,13 @@ from typing import Callable
 
 import torch
 
-from scripts.common.benchmarking import interleaved_median_seconds, peak_memory_bytes
+from scripts.common.benchmarking import MIB, interleaved_median_seconds, log, peak_memory_bytes
 from scripts.common.plotting import line_plot, markdown_table, write_text_atomic
 
 CASES = ("fairseq_sdpa", "softmax", "relu", "relu_nostats", "relu_dense", "relu_chunked",
          "relu_matmuls", "sparsemax", "entmax15", "rela")
 FULL_LENGTHS = (128, 256, 512, 1024, 2048, 4096)
 QUICK_LENGTHS = (128, 256, 512)
-MIB = 2.0**20
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -180,10 +179,6 @@ def make_step(layer: torch.nn.Module, x: torch.Tensor, grad: torch.Tensor) -> Ca
         out.backward(grad)
 
     return step
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def measure(args: argparse.Namespace) -> dict[int, dict[str, tuple[float, float]]]:

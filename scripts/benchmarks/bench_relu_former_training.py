@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from scripts.common.benchmarking import interleaved_median_seconds
+from scripts.common.benchmarking import interleaved_median_seconds, log
 from scripts.common.plotting import line_plot, markdown_table, write_text_atomic
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -149,10 +149,6 @@ def synthetic_batch(dictionary, length: int, batch_tokens: int, seed: int) -> di
                       "prev_output_tokens": previous},
         "target": target,
     }
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def measure(args: argparse.Namespace) -> dict[str, dict[str, float]]:

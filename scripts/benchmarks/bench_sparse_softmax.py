@@ -31,15 +31,14 @@ from pathlib import Path
 from typing import Callable, Dict, Tuple
 
 import torch
-from fairseq import utils
 from fairseq.criterions.label_smoothed_cross_entropy import LabelSmoothedCrossEntropyCriterion
-from fairseq.data import Dictionary
 
 from relu_former.criterions.sparse_softmax_cross_entropy import (
     SparseSoftmaxCrossEntropyConfig,
     SparseSoftmaxCrossEntropyCriterion,
 )
-from scripts.common.benchmarking import interleaved_median_seconds, peak_memory_bytes
+from scripts.common.benchmarking import MIB, interleaved_median_seconds, log, peak_memory_bytes
+from scripts.common.criterion_harness import DictionaryTask, LogitsModel
 from scripts.common.plotting import line_plot, markdown_table, write_text_atomic
 
 FULL_VOCABS = (1000, 10000, 32000, 50000)
@@ -47,7 +46,6 @@ QUICK_VOCABS = (1000, 32000)
 KS = (5, 20, 100)
 TARGET = (32000, 20)
 TIME_TARGET, MEMORY_TARGET = 0.5, 0.6
-MIB = 2.0**20
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -93,34 +91,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-class _Task:
-    def __init__(self, vocab: int):
-        self.target_dictionary = Dictionary()
-        for i in range(vocab - len(self.target_dictionary)):
-            self.target_dictionary.add_symbol(f"w{i}")
-
-
-class _LogitsModel(torch.nn.Module):
-    """Hands the criterion fixed logits, normalised the way fairseq's decoders do."""
-
-    def __init__(self, logits: torch.Tensor):
-        super().__init__()
-        self.logits = torch.nn.Parameter(logits)
-
-    def forward(self, **net_input):
-        return self.logits, {"attn": [None]}
-
-    def get_targets(self, sample, net_output):
-        return sample["target"]
-
-    def get_normalized_probs(self, net_output, log_probs, sample=None):
-        return utils.log_softmax(net_output[0], dim=-1)
-
-
 def build_steps(vocab: int, args: argparse.Namespace) -> Dict[str, Callable[[], None]]:
     """One forward+backward per case; every case gets its own copy of the same logits."""
     torch.manual_seed(args.seed)
-    task = _Task(vocab)
+    task = DictionaryTask(vocab)
     logits = torch.randn(args.tokens // 32, 32, vocab) * 3
     target = torch.randint(task.target_dictionary.nspecial, vocab, (args.tokens // 32, 32))
     sample = {"net_input": {}, "target": target, "ntokens": target.numel()}
@@ -132,7 +106,7 @@ def build_steps(vocab: int, args: argparse.Namespace) -> Dict[str, Callable[[], 
         criteria[f"k={k}"] = SparseSoftmaxCrossEntropyCriterion(task, cfg)
 
     def make_step(criterion) -> Callable[[], None]:
-        model = _LogitsModel(logits.clone())
+        model = LogitsModel(logits.clone())
 
         def step() -> None:
             model.logits.grad = None
@@ -142,10 +116,6 @@ def build_steps(vocab: int, args: argparse.Namespace) -> Dict[str, Callable[[], 
         return step
 
     return {name: make_step(criterion) for name, criterion in criteria.items()}
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def measure(args: argparse.Namespace) -> Dict[int, Dict[str, Tuple[float, float]]]:

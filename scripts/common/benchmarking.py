@@ -17,6 +17,7 @@ to separate a few hundred MiB of one case from the rest.
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 from typing import Callable, Mapping
 
@@ -24,6 +25,22 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
+
+MIB = 2.0**20  # bytes in a MiB, the unit of every memory column
+
+
+def log(message: str) -> None:
+    """Progress on stderr, flushed at once, so that stdout holds only results."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def tagged_log(tag: str) -> Callable[[str], None]:
+    """A :func:`log` whose lines start with ``[tag HH:MM:SS]``."""
+
+    def log_with_tag(message: str) -> None:
+        log(f"[{tag} {time.strftime('%H:%M:%S')}] {message}")
+
+    return log_with_tag
 
 
 class PeakTensorMemory(TorchDispatchMode):

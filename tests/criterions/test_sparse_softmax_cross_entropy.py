@@ -16,32 +16,9 @@ from relu_former.criterions.sparse_softmax_cross_entropy import (
 )
 from relu_former.kernels.sparse_softmax import sparse_softmax_cross_entropy
 from relu_former.modules.attention import ActivationMultiheadAttention
+from scripts.common.criterion_harness import DictionaryTask, LogitsModel
 
 from helpers import FairseqRun
-
-
-class Task:
-    def __init__(self, vocab_size):
-        self.target_dictionary = Dictionary()
-        for i in range(vocab_size - len(self.target_dictionary)):
-            self.target_dictionary.add_symbol(f"w{i}")
-
-
-class LogitsModel(torch.nn.Module):
-    """Returns fixed logits, like a decoder's output projection would."""
-
-    def __init__(self, logits):
-        super().__init__()
-        self.logits = torch.nn.Parameter(logits)
-
-    def forward(self, **net_input):
-        return self.logits, {"attn": [None]}
-
-    def get_targets(self, sample, net_output):
-        return sample["target"]
-
-    def get_normalized_probs(self, net_output, log_probs, sample=None):
-        return F.log_softmax(net_output[0], dim=-1)
 
 
 class ReluAttentionModel(LogitsModel):
@@ -71,7 +48,7 @@ def make_sample(target, ntokens=None):
 
 def make_criterion(vocab=20, **overrides):
     cfg = SparseSoftmaxCrossEntropyConfig(sentence_avg=False, **overrides)
-    return SparseSoftmaxCrossEntropyCriterion(Task(vocab), cfg)
+    return SparseSoftmaxCrossEntropyCriterion(DictionaryTask(vocab), cfg)
 
 
 def batch(vocab=20, seed=0):
@@ -86,7 +63,7 @@ def batch(vocab=20, seed=0):
 def test_equals_label_smoothed_cross_entropy_when_k_is_the_vocabulary(eps):
     logits, target = batch()
     ours = make_criterion(sparse_k=20, label_smoothing=eps)
-    theirs = LabelSmoothedCrossEntropyCriterion(Task(20), sentence_avg=False,
+    theirs = LabelSmoothedCrossEntropyCriterion(DictionaryTask(20), sentence_avg=False,
                                                 label_smoothing=eps)
     model_a, model_b = LogitsModel(logits), LogitsModel(logits)
     loss_a, size_a, log_a = ours(model_a, make_sample(target))
@@ -132,7 +109,7 @@ def test_sparse_loss_full_nll_and_outside_share_are_logged():
 def test_sentence_avg_uses_sentences_as_sample_size():
     logits, target = batch(seed=2)
     cfg = SparseSoftmaxCrossEntropyConfig(sentence_avg=True, sparse_k=4)
-    criterion = SparseSoftmaxCrossEntropyCriterion(Task(20), cfg)
+    criterion = SparseSoftmaxCrossEntropyCriterion(DictionaryTask(20), cfg)
     _, sample_size, log = criterion(LogitsModel(logits), make_sample(target))
     assert sample_size == 3 and log["sample_size"] == 3
 

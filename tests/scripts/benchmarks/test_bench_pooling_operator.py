@@ -1,4 +1,4 @@
-"""scripts/bench_pooling_operator.py: a --quick run at tiny sizes writes a table of numbers."""
+"""bench_pooling_operator: a --quick run at tiny sizes writes a table of numbers."""
 
 from __future__ import annotations
 
@@ -54,6 +54,13 @@ def test_quick_run_writes_tables_and_plots(tmp_path, capsys):
     assert [row[0] for row in memory] == ["ours", "no_sort", "sort_once", "loop"]
     assert all(_is_number(cell) for row in memory for cell in row[1:])
     assert all(_is_number(cell) for row in _rows(report, "| ours ms |") for cell in row)
+    parts = {row[0]: (float(row[1]), row[2]) for row in _rows(report, "| part | ms |")}
+    assert list(parts)[:2] == ["ours (sorted before every round)", "no_sort"]
+    difference = parts["difference (the sort share)"][0]
+    ranking = parts["of which the ranking calls (sorts of the scores)"][0]
+    rest = parts["of which reading scores and vectors in rank order, not position order"][0]
+    # cells have 3 significant digits
+    assert ranking > 0 and ranking + rest == pytest.approx(difference, rel=0.02, abs=2e-3)
     for name in ("time_vs_n", "time_vs_k", "nccs_vs_n", "nccs_vs_k"):
         assert (tmp_path / f"bench_pooling_operator_{name}.png").stat().st_size > 1000
 

@@ -1,0 +1,214 @@
+"""Checkpoint files that are whole: written atomically, checked when read, resumed from safely.
+
+fairseq 0.12 writes the first checkpoint of a save (``checkpoint_1_300.pt``, say) through a
+temporary name and a rename, but then *copies* it to the other names (``checkpoint_last.pt``,
+``checkpoint_best.pt``) in place. A job killed during that copy (a pre-empted cluster job, a
+Ctrl-C) leaves a truncated ``checkpoint_last.pt``, and the same command, run again to resume,
+crashes in ``torch.load`` with a zip error. Three fixes, installed by :func:`guard_checkpoint_files`
+when fairseq loads the plugin:
+
+- the copies are written atomically too (a temporary name in the same folder, then
+  ``os.replace``), so a kill leaves the previous ``checkpoint_last.pt`` intact;
+- resuming from a damaged ``checkpoint_last.pt`` (one written before the plugin was loaded, or
+  cut short by a full disk) loads the newest intact ``checkpoint*.pt`` of the save directory
+  instead, with a warning naming both files;
+- an empty, truncated or non-checkpoint file given to ``--path`` or ``--restore-file`` is
+  reported as corrupt, naming the file, instead of torch's advice to load it unsafely with
+  ``weights_only=False`` (advice that cannot help with a damaged file).
+
+fairseq offers no hook for any of this, so the plugin replaces three attributes of
+``fairseq.checkpoint_utils``: ``PathManager`` (there only; its ``copy`` becomes atomic for local
+files), ``load_checkpoint_to_cpu`` and ``load_checkpoint`` (both wrapped, with the same
+signature). Each replacement is marked, so installing twice is harmless.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import glob
+import logging
+import os
+import shutil
+import tempfile
+import zipfile
+
+from relu_former.errors import CorruptCheckpointError
+
+logger = logging.getLogger(__name__)
+
+LAST = "checkpoint_last.pt"
+_ZIP_MAGIC = b"PK\x03\x04"
+# torch.save's format before torch 1.6 is a bare pickle stream; it has no checksum to verify.
+_PICKLE_PROTOCOL_2 = b"\x80\x02"
+
+
+def _is_local(path: str) -> bool:
+    return "://" not in str(path)
+
+
+def checkpoint_problem(path: str) -> str | None:
+    """What is wrong with the checkpoint file ``path``, or None if it reads as a whole one.
+
+    A torch checkpoint is a zip archive: a truncated one has lost its central directory (at
+    the end of the file), and a damaged member fails its CRC. Files in torch's pre-1.6 format
+    cannot be verified and are passed as whole.
+    """
+    size = os.path.getsize(path)
+    if size == 0:
+        return "the file is empty (0 bytes)"
+    with open(path, "rb") as handle:
+        head = handle.read(4)
+    if head.startswith(_PICKLE_PROTOCOL_2):
+        return None
+    if head != _ZIP_MAGIC:
+        return (f"it is not a torch checkpoint ({size} bytes that do not start like one: a "
+                "torch checkpoint is a zip archive)")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            damaged = archive.testzip()
+    except (zipfile.BadZipFile, EOFError, OSError):
+        return (f"it is truncated ({size} bytes, the end of the archive is missing): it was "
+                "probably cut short while being written")
+    if damaged is not None:
+        return f"its member {damaged} fails its checksum (the file is damaged)"
+    return None
+
+
+def atomic_copy(src: str, dst: str) -> None:
+    """Copy ``src`` to ``dst`` through a temporary file beside ``dst`` and a rename.
+
+    At every moment ``dst`` is either its old content or a complete copy of ``src``.
+    """
+    folder = os.path.dirname(os.path.abspath(dst))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(dst)}.", suffix=".tmp", dir=folder)
+    os.close(fd)
+    try:
+        shutil.copyfile(src, tmp)
+        with open(tmp, "rb") as handle:  # on disk before the rename makes it visible
+            os.fsync(handle.fileno())
+        os.replace(tmp, dst)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def newest_intact_checkpoint(save_dir: str, exclude: str) -> str | None:
+    """The most recently written whole ``checkpoint*.pt`` of ``save_dir`` other than ``exclude``."""
+    candidates = [p for p in glob.glob(os.path.join(save_dir, "checkpoint*.pt"))
+                  if os.path.abspath(p) != os.path.abspath(exclude)]
+    candidates.sort(key=os.path.getmtime, reverse=True)
+    for path in candidates:
+        if checkpoint_problem(path) is None:
+            return path
+    return None
+
+
+def _with_restore_file(cfg, path: str):
+    """A copy of the checkpoint config that restores ``path`` (and fine-tunes nothing)."""
+    if dataclasses.is_dataclass(cfg):
+        return dataclasses.replace(cfg, restore_file=path, finetune_from_model=None)
+    from omegaconf import OmegaConf, open_dict
+
+    cfg = copy.deepcopy(cfg)
+    OmegaConf.set_readonly(cfg, False)
+    with open_dict(cfg):
+        cfg.restore_file = path
+        # fairseq ignores --finetune-from-model once a checkpoint_last.pt exists, and refuses
+        # it beside a non-default --restore-file.
+        cfg.finetune_from_model = None
+    return cfg
+
+
+def _remove_interrupted_copies(save_dir: str) -> None:
+    """Delete the temporary files of copies killed midway (nothing else names them)."""
+    for path in glob.glob(os.path.join(save_dir, ".checkpoint*.pt.*.tmp")):
+        logger.info(f"removing {path}, left by a copy that was interrupted")
+        try:
+            os.unlink(path)
+        except FileNotFoundError:  # another rank of the same job removed it first
+            pass
+
+
+def _install_atomic_copy(checkpoint_utils) -> None:
+    base = checkpoint_utils.PathManager
+    if getattr(base, "copies_atomically", False):
+        return
+
+    class AtomicCopyPathManager(base):
+        copies_atomically = True
+
+        @staticmethod
+        def copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
+            if not (_is_local(src_path) and _is_local(dst_path)):
+                return base.copy(src_path, dst_path, overwrite=overwrite)
+            if os.path.exists(dst_path) and not overwrite:
+                return False
+            atomic_copy(src_path, dst_path)
+            return True
+
+    checkpoint_utils.PathManager = AtomicCopyPathManager
+
+
+def _install_corrupt_file_message(checkpoint_utils) -> None:
+    original = checkpoint_utils.load_checkpoint_to_cpu
+    if getattr(original, "names_corrupt_files", False):
+        return
+
+    @functools.wraps(original)
+    def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
+        try:
+            return original(path, arg_overrides=arg_overrides,
+                            load_on_all_ranks=load_on_all_ranks)
+        except Exception as error:
+            # Checked only after a failure: a whole checkpoint is not read twice.
+            problem = (checkpoint_problem(path)
+                       if _is_local(path) and os.path.isfile(path) else None)
+            if problem is None:
+                raise
+            raise CorruptCheckpointError(str(path), problem) from error
+
+    load_checkpoint_to_cpu.names_corrupt_files = True
+    checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu
+
+
+def _install_resume_fallback(checkpoint_utils) -> None:
+    original = checkpoint_utils.load_checkpoint
+    if getattr(original, "skips_damaged_last", False):
+        return
+
+    @functools.wraps(original)
+    def load_checkpoint(cfg, trainer, **passthrough_args):
+        last = os.path.join(cfg.save_dir, LAST)
+        # Only the default resume (--restore-file unset) of an unsharded model: a file the
+        # user names is loaded as named, and sharded checkpoints come in sets.
+        if (cfg.restore_file != LAST or getattr(trainer, "checkpoint_suffix", "") != ""
+                or not _is_local(last)):
+            return original(cfg, trainer, **passthrough_args)
+        _remove_interrupted_copies(cfg.save_dir)
+        problem = checkpoint_problem(last) if os.path.isfile(last) else None
+        if problem is None:
+            return original(cfg, trainer, **passthrough_args)
+        fallback = newest_intact_checkpoint(cfg.save_dir, exclude=last)
+        if fallback is None:
+            raise CorruptCheckpointError(
+                last, f"{problem}; no other intact checkpoint*.pt in {cfg.save_dir} to resume "
+                      f"from: move {LAST} away to train from the start")
+        logger.warning(f"{last} is corrupt: {problem}; resuming from {fallback}, the newest "
+                       "intact checkpoint, instead")
+        return original(_with_restore_file(cfg, os.path.abspath(fallback)), trainer,
+                        **passthrough_args)
+
+    load_checkpoint.skips_damaged_last = True
+    checkpoint_utils.load_checkpoint = load_checkpoint
+
+
+def guard_checkpoint_files() -> None:
+    """Install the three fixes on ``fairseq.checkpoint_utils`` (idempotent)."""
+    from fairseq import checkpoint_utils
+
+    _install_atomic_copy(checkpoint_utils)
+    _install_corrupt_file_message(checkpoint_utils)
+    _install_resume_fallback(checkpoint_utils)

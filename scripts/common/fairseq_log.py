@@ -1,0 +1,33 @@
+"""Reading fairseq's ``--log-format json`` output.
+
+With ``--log-format json`` fairseq prints one record a line, e.g.
+``2026-11-29 08:01:09 | INFO | train_inner | {"epoch": 1, "loss": "12.2", ...}``; the tag is
+``train_inner`` (every ``--log-interval`` updates), ``train`` (end of epoch) or ``valid``.
+Values are strings; callers convert the ones they use.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Iterable
+
+_RECORD = re.compile(r"\| (train_inner|train|valid) \| (\{.*\})\s*$")
+
+
+def parse_json_log_line(line: str) -> tuple[str, dict] | None:
+    """``(tag, record)`` of one json log line, or None for any other line."""
+    match = _RECORD.search(line)
+    if match is None:
+        return None
+    return match.group(1), json.loads(match.group(2))
+
+
+def json_log_records(lines: Iterable[str], tag: str) -> list[dict]:
+    """Every record of kind ``tag`` (``train_inner``, ``train``, ``valid``) in ``lines``."""
+    records = []
+    for line in lines:
+        parsed = parse_json_log_line(line)
+        if parsed is not None and parsed[0] == tag:
+            records.append(parsed[1])
+    return records
