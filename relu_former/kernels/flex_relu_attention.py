@@ -7,11 +7,12 @@ ReLU(s_ij) / S_i and the log-sum-exp is log S_i, so, with out_i what FlexAttenti
 
     S_i = exp(lse_i),    U_i = sum_j ReLU(s_ij) v_j = exp(lse_i) * out_i
 
-(ReLUFormer, Zhang et al., "A Study on ReLU and Softmax in Transformer", §3; docs/relu_former.md,
-"Fused ReLU attention"). A row whose scores are all <= 0 or hidden has lse = -inf and out = 0,
-so U = 0 and S = 0 there, as on the other paths; log ReLU is written with a double ``where`` so
-that no 0 * inf reaches the gradient. The regularisers' other sums come from the log-sum-exp of
-further calls, each a sum of positive terms:
+(ReLUFormer, Shen et al. 2023, "A Study on ReLU and Softmax in Transformer", ReLU attention
+with variance reduction; docs/relu_former.md, "Fused ReLU attention"). A row whose scores are
+all <= 0 or hidden has lse = -inf and out = 0, so U = 0 and S = 0 there, as on the other
+paths; log ReLU is written with a double ``where`` so that no 0 * inf reaches the gradient.
+The regularisers' other sums come from the log-sum-exp of further calls, each a sum of
+positive terms:
 
     T_i = sum_{s > 1} s log s - sum_{0 < s < 1} s (-log s)
         = exp(lse[log s + log log s]) - exp(lse[log s + log(-log s)])

@@ -1,7 +1,8 @@
 """Fused ReLU attention for the CPU: tiles of queries x keys, nothing of size Tq x Tk kept.
 
-ReLUFormer (Zhang et al., "A Study on ReLU and Softmax in Transformer", §3): with
-s_ij = ReLU(q_i . k_j / sqrt(d)) over the keys j that query i may see and n_i their number,
+ReLUFormer (Shen et al. 2023, "A Study on ReLU and Softmax in Transformer", ReLU attention with
+variance reduction): with s_ij = ReLU(q_i . k_j / sqrt(d)) over the keys j that query i may see
+and n_i their number,
 
     U_i = sum_j s_ij v_j,   S_i = sum_j s_ij,   T_i = sum_j s_ij log s_ij,   P_i = #{j: s_ij > 0}
     out_i = U_i / (gamma sqrt(n_i / 2)),   H_i = log S_i - T_i / S_i

@@ -1,8 +1,9 @@
 """ReLU attention with the variance reduction factor: fused (default), dense or in key blocks.
 
-ReLUFormer (Zhang et al., "A Study on ReLU and Softmax in Transformer", §3; equations restated
-in docs/relu_former.md). For query i with the set V(i) of keys it may see (not padding, not
-blocked by the attention mask), n_i = |V(i)| and d the head size:
+ReLUFormer (Shen et al. 2023, "A Study on ReLU and Softmax in Transformer", ReLU attention
+with variance reduction; equations restated in docs/relu_former.md). For query i with the set
+V(i) of keys it may see (not padding, not blocked by the attention mask), n_i = |V(i)| and d
+the head size:
 
     s_ij  = ReLU(q_i . k_j / sqrt(d))            for j in V(i), else 0
     out_i = sum_j s_ij v_j / (gamma * sqrt(n_i / 2))
