@@ -353,7 +353,7 @@ def relu_attention(q: Tensor, k: Tensor, v: Tensor, *,
     ``query_padding_mask`` (B, Tq) only excludes padded queries from the statistics.
     ``variance_reduction=False`` drops the 1/(gamma sqrt(n/2)) factor (for the ablation).
     ``fused`` (default) uses the fused kernel, which ignores ``key_chunk_size``. Weights asked
-    for while grad is enabled come from the dense path (they carry gradients, e.g. for an
+    for while grad is enabled come from the reference path (dense: with gradients, e.g. for an
     alignment loss); without grad they are recomputed after the fused pass.
     """
     batch, heads, tgt_len, _ = q.shape
