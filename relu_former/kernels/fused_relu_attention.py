@@ -25,7 +25,7 @@ statistics when no regulariser uses them) cost nothing in backward.
 
 Why an ``autograd.Function`` over torch matrix products and not a C++ extension: measured
 with ``scripts/benchmarks/bench_attention.py`` (case ``relu_matmuls``; docs/relu_former.md,
-"Fused ReLU attention"), the tiles' matrix products alone take 85-95% of the kernel's time,
+"Fused ReLU attention"), the tiles' matrix products alone take over 90% of the kernel's time,
 and they run in the same BLAS either way; a C++ loop could only trim the rest (ReLU, the
 statistics, tens of microseconds of Python a tile), at the cost of a compiler in every install.
 
