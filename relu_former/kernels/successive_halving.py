@@ -32,17 +32,20 @@ output is right-padded: real slots first. For ``k >= n`` no round runs and the n
 the vectors, so every round runs on the [B, L] scores alone and records, per round, which two
 slots each new slot merged and with what weights. Walking these records back from the k output
 slots gives each output's :math:`2^r` source positions and their coefficients (products of
-weights along the path). These groups partition the input, so they invert into one output slot
-and one coefficient per input position, and the vectors are read once, in order, each added into
-its slot (``index_add_``; backward reads them again and saves nothing of size [B, n, d]). The
-per-round work on scores is O(BL) plus the sort; the work on vectors is O(BLd) once, instead of
-once per round.
+weights along the path). These groups partition the input: each output is the coefficient-
+weighted sum of its sources, gathered a few examples at a time (so that reads in rank order stay
+in the cache) and written once. Backward inverts the partition into one output slot and one
+coefficient per input position and reads the output gradient in input order; nothing of size
+[B, n, d] is saved. The per-round work on scores is O(BL) plus the sort; the work on vectors is
+O(BLd) once, instead of once per round.
 
 **The sorting step.** ``sort=False`` pairs by position instead of by rank (the published
 ablation). With ``resort=False`` the sequence is sorted once before the first round; later rounds
 pair by position in the order the previous round produced, which is close to sorted because a
 pooled score is a weighted mean dominated by the pair's winner. ``resort=True`` (default) sorts
-before every round as the published code does.
+before every round as the published code does; since the rows are then nearly sorted, rounds
+after the first use a sort that is fast on such input (numpy's timsort of int64 keys on the CPU,
+the same indices as torch's stable sort).
 
 The baselines (exact top-k, Goyal et al.'s iterative soft top-k) and the per-example loop the
 tests compare this operator with are in :mod:`relu_former.kernels.topk_baselines`.
