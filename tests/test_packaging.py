@@ -62,3 +62,31 @@ def test_lint_installs_ruff_alone():
     assert installs and all("ruff" in line for line in installs), plan
     assert "fairseq" not in plan and "torch" not in plan.replace("constraints.txt", "")
     assert ".installed" not in plan
+
+
+def test_suite_warning_filters_hide_only_named_third_party_noise(pytestconfig):
+    """The plugin's own UserWarning and DeprecationWarning reach the test summary."""
+    import warnings
+
+    from _pytest.config import parse_warning_filter
+
+    entries = pytestconfig.getini("filterwarnings")
+    assert entries
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.resetwarnings()
+        warnings.simplefilter("always")
+        for entry in entries:
+            action, message, *_ = parse_warning_filter(entry, escape=False)
+            assert action != "ignore" or message, f"a filter hides a whole category: {entry}"
+            warnings.filterwarnings(*parse_warning_filter(entry, escape=False))
+        for message, category in [
+            ("relu_former: a warning of the plugin", UserWarning),
+            ("relu_former: a deprecated flag", DeprecationWarning),
+            ("`torch.jit.script` is deprecated. Please switch to torch.compile",
+             DeprecationWarning),
+            ("\n'config' is validated against ConfigStore schema with the same name.",
+             UserWarning),
+        ]:
+            warnings.warn(message, category, stacklevel=1)
+    assert [str(w.message) for w in seen] == ["relu_former: a warning of the plugin",
+                                             "relu_former: a deprecated flag"]
