@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -27,6 +28,22 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     try:
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def copy_atomic(source: str | os.PathLike, path: str | os.PathLike) -> Path:
+    """Copy ``source`` to ``path`` through a temporary file and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        shutil.copyfile(source, tmp)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
