@@ -51,7 +51,7 @@ class SparseSoftmaxSentencePredictionConfig(SentencePredictionConfig, SparseSoft
 class SparseSoftmaxSentencePredictionCriterion(FairseqCriterion):
     """Sentence classification trained with sparse-softmax; logs accuracy and micro-F1."""
 
-    def __init__(self, cfg: SparseSoftmaxSentencePredictionConfig, task):
+    def __init__(self, task, cfg: SparseSoftmaxSentencePredictionConfig):
         super().__init__(task)
         if cfg.regression_target:
             raise ValueError(

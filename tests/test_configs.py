@@ -160,3 +160,38 @@ def test_configs_match_recipe_defaults(tmp_path: Path):
     for name, result in report.items():
         assert result["diffs"] == [], name
         assert result["checked"] >= 15, (name, result)
+
+
+TRANSLATION = {"iwslt14_de_en": ("transformer", "relu_former", "sparsemax", "entmax15", "rela",
+                                 "sparse_softmax"),
+               "wmt14_en_de": ("transformer", "relu_former", "sparsemax", "entmax15", "rela",
+                               "sparse_softmax"),
+               "europarl7_doc": ("transformer", "relu_former", "sparsemax", "entmax15", "rela")}
+
+
+def flag_value(words: list[str], flag: str) -> str | None:
+    """The value after the last ``flag`` of a command, None when absent."""
+    positions = [i for i, w in enumerate(words) if w == flag]
+    return words[positions[-1] + 1] if positions else None
+
+
+@pytest.mark.parametrize("dataset", sorted(TRANSLATION))
+def test_translation_presets_use_the_papers_dropout_and_shared_embeddings(dataset: str):
+    """ReLUFormer paper, appendix A.2: dropout 0.1 on residual connections and attention
+    weights, shared source/target embeddings, for every model of the comparison; the configs
+    of these recipes set the same."""
+    for model in TRANSLATION[dataset]:
+        proc = run_command([REPO_ROOT / "scripts" / "recipes" / dataset / "train.sh",
+                            "--dry-run", model])
+        words = shlex.split(proc.stdout)
+        assert flag_value(words, "--dropout") == "0.1", (dataset, model)
+        assert flag_value(words, "--attention-dropout") == "0.1", (dataset, model)
+        assert "--share-all-embeddings" in words, (dataset, model)
+    configs = [c for c in CONFIGS if c.stem.startswith(dataset)]
+    assert configs
+    for config in configs:
+        text = config.read_text()
+        model_section = re.search(r"^model:\n((?:  .*\n)+)", text, flags=re.M).group(1)
+        for line in ("  dropout: 0.1\n", "  attention_dropout: 0.1\n",
+                     "  share_all_embeddings: true\n"):
+            assert line in model_section, (config.name, line)

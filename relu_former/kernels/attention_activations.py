@@ -1,4 +1,4 @@
-"""Every attention activation the paper compares, behind one function (DESIGN.md §2.4).
+"""Every attention activation the ReLUFormer paper compares, behind one function.
 
 With z_ij = q_i . k_j / sqrt(d) over the keys j that query i may see (others get weight 0):
 
@@ -29,21 +29,22 @@ Public functions (shapes as in ``relu_attention``):
                    key_chunk_size=0, dropout_p=0.0, need_weights=False,
                    need_statistics=False, query_padding_mask=None) -> AttentionResult
     attention(q, k, v, activation, **options) -> AttentionResult
-        Dispatches to ``relu_attention`` (options gamma, key_chunk_size,
-        variance_reduction), ``rela_attention`` (options rela_gain, rela_eps,
-        key_chunk_size) or ``normalized_attention``. key_chunk_size is ignored by the
-        normalised activations (they need the whole row).
+        Looks ``activation`` up in ``ATTENTION_FUNCTIONS``: ``relu_attention`` (options
+        gamma, key_chunk_size, variance_reduction), ``rela_attention`` (options rela_gain,
+        rela_eps, key_chunk_size) or ``normalized_attention``. key_chunk_size is ignored by
+        the normalised activations (they need the whole row).
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Callable
+from typing import Any, Callable, Dict, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from relu_former.errors import OptionError
 from relu_former.kernels.relu_attention import (
     AttentionResult,
     AttentionStatistics,
@@ -71,7 +72,8 @@ def _entmax_function(name: str) -> Callable[..., Tensor]:
 def check_activation(name: str, flag: str = "--attention-activation") -> None:
     """Fail early, naming ``flag``, for an unknown activation or a missing entmax package."""
     if name not in ACTIVATIONS:
-        raise ValueError(f"{flag} {name!r} is unknown; choose one of {', '.join(ACTIVATIONS)}")
+        raise OptionError(flag, f"{flag} {name!r} is unknown; choose one of "
+                          f"{', '.join(ACTIVATIONS)}")
     if name in NEEDS_ENTMAX:
         try:
             _entmax_function(name)
@@ -172,6 +174,44 @@ def rela_attention(q: Tensor, k: Tensor, v: Tensor, gain: Tensor, *, eps: float 
     return AttentionResult(out, weights if need_weights else None, statistics)
 
 
+class _Options(NamedTuple):
+    """The options of ``attention`` that only some activations read."""
+
+    gamma: float | Tensor
+    key_chunk_size: int
+    variance_reduction: bool
+    rela_gain: Tensor | None
+    rela_eps: float
+
+
+def _relu(q: Tensor, k: Tensor, v: Tensor, activation: str, options: _Options,
+          masks: Dict[str, Any]) -> AttentionResult:
+    return relu_attention(q, k, v, gamma=options.gamma, key_chunk_size=options.key_chunk_size,
+                          variance_reduction=options.variance_reduction, **masks)
+
+
+def _rela(q: Tensor, k: Tensor, v: Tensor, activation: str, options: _Options,
+          masks: Dict[str, Any]) -> AttentionResult:
+    gain = options.rela_gain
+    if gain is None:
+        gain = torch.ones(q.size(-1), dtype=q.dtype, device=q.device)
+    return rela_attention(q, k, v, gain, eps=options.rela_eps,
+                          key_chunk_size=options.key_chunk_size, **masks)
+
+
+def _normalized(q: Tensor, k: Tensor, v: Tensor, activation: str, options: _Options,
+                masks: Dict[str, Any]) -> AttentionResult:
+    return normalized_attention(q, k, v, activation, **masks)
+
+
+# One entry per name of ACTIVATIONS (a test checks they agree).
+ATTENTION_FUNCTIONS: Dict[str, Callable[..., AttentionResult]] = {
+    "relu": _relu,
+    "rela": _rela,
+    **{name: _normalized for name in NORMALIZED},
+}
+
+
 def attention(q: Tensor, k: Tensor, v: Tensor, activation: str, *,
               key_padding_mask: Tensor | None = None, attn_mask: Tensor | None = None,
               gamma: float | Tensor = 1.0, key_chunk_size: int = 0, dropout_p: float = 0.0,
@@ -179,18 +219,11 @@ def attention(q: Tensor, k: Tensor, v: Tensor, activation: str, *,
               query_padding_mask: Tensor | None = None, variance_reduction: bool = True,
               rela_gain: Tensor | None = None, rela_eps: float = 1e-6) -> AttentionResult:
     """One interface for every activation of ``ACTIVATIONS`` (see the module docstring)."""
+    function = ATTENTION_FUNCTIONS.get(activation)
+    if function is None:
+        check_activation(activation)  # raises, naming the flag and the choices
     masks = dict(key_padding_mask=key_padding_mask, attn_mask=attn_mask, dropout_p=dropout_p,
                  need_weights=need_weights, need_statistics=need_statistics,
                  query_padding_mask=query_padding_mask)
-    if activation == "relu":
-        return relu_attention(q, k, v, gamma=gamma, key_chunk_size=key_chunk_size,
-                              variance_reduction=variance_reduction, **masks)
-    if activation == "rela":
-        if rela_gain is None:
-            rela_gain = torch.ones(q.size(-1), dtype=q.dtype, device=q.device)
-        return rela_attention(q, k, v, rela_gain, eps=rela_eps, key_chunk_size=key_chunk_size,
-                              **masks)
-    if activation in NORMALIZED:
-        return normalized_attention(q, k, v, activation, **masks)
-    check_activation(activation)
-    raise AssertionError("unreachable")
+    options = _Options(gamma, key_chunk_size, variance_reduction, rela_gain, rela_eps)
+    return function(q, k, v, activation, options, masks)

@@ -1,4 +1,4 @@
-"""ReLUFormer: fairseq's Transformer with ReLU attention and FFN memory variants (DESIGN.md §2).
+"""ReLUFormer: fairseq's Transformer with ReLU attention and FFN memory variants.
 
 ``relu_former`` is fairseq's ``transformer`` (every stock option keeps working) whose encoder
 self-attention, decoder self-attention and cross-attention are ``ActivationMultiheadAttention``
@@ -48,9 +48,11 @@ from torch import nn
 
 from relu_former.kernels.attention_activations import ACTIVATIONS, check_activation
 from relu_former.modules.attention import (
+    RELU_SCALINGS,
     ActivationMultiheadAttention,
     check_key_chunk_size,
     check_relu_gamma,
+    check_relu_scaling,
 )
 from relu_former.modules.memory_ffn import (
     FFN_ACTIVATIONS,
@@ -72,6 +74,7 @@ class AttentionSettings:
     cross_activation: str = "relu"
     relu_gamma: float = 1.0
     learn_gamma: bool = False
+    relu_scaling: str = "factor"
     key_chunk_size: int = 0
     ffn_activation: str = "relu"
 
@@ -90,6 +93,7 @@ class AttentionSettings:
             cross_activation=get("cross_attention_activation", shared),
             relu_gamma=float(get("relu_gamma", 1.0)),
             learn_gamma=bool(get("relu_learn_gamma", False)),
+            relu_scaling=get("relu_attention_scaling", "factor"),
             key_chunk_size=int(get("attention_key_chunk_size", 0)),
             ffn_activation=get("ffn_activation", "relu"),
         )
@@ -102,6 +106,8 @@ class AttentionSettings:
             check_activation(self.activation(kind),
                              f"--{kind}-attention-activation (or --attention-activation)")
         check_relu_gamma(self.relu_gamma)
+        uses_relu = "relu" in (self.activation(kind) for kind in ATTENTION_KINDS)
+        check_relu_scaling(self.relu_scaling, self.learn_gamma and uses_relu)
         check_key_chunk_size(self.key_chunk_size)
         check_ffn_activation(self.ffn_activation)
 
@@ -117,7 +123,7 @@ class AttentionSettings:
         return ActivationMultiheadAttention(
             embed_dim, num_heads, activation=self.activation(kind),
             relu_gamma=self.relu_gamma, learn_gamma=self.learn_gamma,
-            key_chunk_size=self.key_chunk_size, **kwargs,
+            relu_scaling=self.relu_scaling, key_chunk_size=self.key_chunk_size, **kwargs,
         )
 
 
@@ -204,8 +210,11 @@ def _choice_type(choices, flag: str):
     return parse
 
 
-def _positive_float(value: str) -> float:
-    number = float(value)
+def _gamma(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--relu-gamma must be a number, got {value!r}") from None
     try:
         check_relu_gamma(number)
     except ValueError as err:
@@ -238,12 +247,18 @@ def add_relu_former_args(parser) -> None:
                             metavar="{" + ",".join(ACTIVATIONS) + "}",
                             help=f"activation of the {what} only "
                             "(default: --attention-activation)")
-    parser.add_argument("--relu-gamma", type=_positive_float, metavar="FLOAT",
+    parser.add_argument("--relu-gamma", type=_gamma, metavar="FLOAT",
                         help="temperature gamma of ReLU attention, out_i = sum_j s_ij v_j / "
-                        "(gamma sqrt(n_i/2)); > 0, default 1")
+                        "(gamma sqrt(n_i/2)); >= 1e-3 (smaller overflows), default 1")
     parser.add_argument("--relu-learn-gamma", action="store_true",
                         help="learn one gamma per head of relu attention "
                         "(initialised at --relu-gamma)")
+    parser.add_argument("--relu-attention-scaling", type=_choice_type(
+                        RELU_SCALINGS, "--relu-attention-scaling"),
+                        metavar="{" + ",".join(RELU_SCALINGS) + "}",
+                        help="how relu attention scales its scores: factor = the variance "
+                        "reduction 1/(gamma sqrt(n_i/2)) (default); none = unscaled; layernorm "
+                        "= unscaled, with a LayerNorm on the attention output (ablations)")
     parser.add_argument("--attention-key-chunk-size", type=_chunk_size, metavar="INT",
                         help="compute relu/rela attention over blocks of this many keys, "
                         "memory n x block instead of n x n (0 = dense, the default)")
@@ -288,6 +303,7 @@ def _relu_former_defaults(args) -> None:
     _default(args, "attention_activation", "relu")
     _default(args, "relu_gamma", 1.0)
     _default(args, "relu_learn_gamma", False)
+    _default(args, "relu_attention_scaling", "factor")
     _default(args, "attention_key_chunk_size", 0)
     _default(args, "ffn_activation", "relu")
 

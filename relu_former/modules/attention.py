@@ -3,8 +3,8 @@
 ``ActivationMultiheadAttention`` is a drop-in subclass of ``fairseq.modules.MultiheadAttention``:
 same constructor arguments and forward signature, same projections, parameter names and
 incremental-decoding buffers (so ``reorder_incremental_state`` and beam search work as for the
-stock module), plus the keyword arguments ``activation``, ``relu_gamma``, ``learn_gamma`` and
-``key_chunk_size``. The weights themselves come from ``relu_former.kernels``.
+stock module), plus the keyword arguments ``activation``, ``relu_gamma``, ``learn_gamma``,
+``relu_scaling`` and ``key_chunk_size``. The weights themselves come from ``relu_former.kernels``.
 
 It never takes the stock module's fused ``F.multi_head_attention_forward`` path (that path is
 softmax only): ``forward`` is written here in full and does not call the parent's ``forward``.
@@ -18,12 +18,20 @@ n_i.
 
 In training mode (or with ``record_statistics = True``) each forward stores the per-row figures
 of ``AttentionStatistics`` (ReLU row sums S_i and entropies H_i with their gradients, zero
-counts, n_i), read with ``attention_statistics()`` by ``criterions/regularized.py``. In
-evaluation it stores nothing, so no stale figures leak from one batch to another.
+counts, n_i), read with ``attention_statistics()`` by ``criterions/regularized.py``
+(``attention_statistics(row_sum="weights")`` gives the row sums of the weights applied to the
+values instead of the ReLU scores'). In evaluation it stores nothing, so no stale figures leak
+from one batch to another.
+
+``relu_scaling`` (relu attention only; the ablations of the ReLUFormer paper, Table 5):
+``factor`` multiplies the ReLU scores by 1/(gamma sqrt(n_i/2)), the paper's variance
+reduction; ``none`` leaves them unscaled; ``layernorm`` leaves them unscaled and puts a
+LayerNorm over the model width on the attention output (the heads concatenated, before the
+output projection).
 
 With ``need_weights`` the returned weights are the ones applied to the values: for relu
-s_ij / (gamma sqrt(n_i/2)), for softmax/sparsemax/entmax15 the normalised rows, for rela the
-ReLU scores before its RMS normalisation.
+s_ij / (gamma sqrt(n_i/2)) (s_ij without the factor), for softmax/sparsemax/entmax15 the
+normalised rows, for rela the ReLU scores before its RMS normalisation.
 """
 
 from __future__ import annotations
@@ -33,24 +41,53 @@ import math
 from typing import Dict, Tuple
 
 import torch
-from fairseq.modules import MultiheadAttention
+from fairseq.modules import LayerNorm, MultiheadAttention
 from fairseq.modules.quant_noise import quant_noise
 from torch import Tensor, nn
 
 from relu_former.errors import OptionError
 from relu_former.kernels.attention_activations import attention, check_activation
-from relu_former.kernels.relu_attention import AttentionStatistics
+from relu_former.kernels.relu_attention import AttentionStatistics, variance_factor
 
 logger = logging.getLogger(__name__)
 
 # Activations that can run over blocks of keys (their weights need no row normalisation).
 CHUNKABLE = ("relu", "rela")
 
+# How relu attention scales its scores (see the module docstring).
+RELU_SCALINGS = ("factor", "none", "layernorm")
+
+# Which row sum ``attention_statistics`` reports: the ReLU scores' or the applied weights'.
+ROW_SUMS = ("scores", "weights")
+
+# gamma divides the attention output, so a tiny gamma makes it huge: measured on a 1-layer
+# model, fairseq's LayerNorm overflows float32 (it squares the output) and the first update is
+# NaN from gamma = 1e-19 on (1e-20 with pre-norm); in half precision (max 65504) the output
+# itself overflows once |out| / gamma > 65504. The floor keeps far from both; the paper's
+# temperatures are near 1.
+MIN_RELU_GAMMA = 1e-3
+
 
 def check_relu_gamma(gamma: float, flag: str = "--relu-gamma") -> None:
-    """Raise a ValueError naming the flag unless gamma is a finite number > 0."""
+    """Raise an OptionError naming the flag unless gamma is finite and >= MIN_RELU_GAMMA."""
     if gamma is None or not math.isfinite(gamma) or gamma <= 0:
         raise OptionError(flag, f"{flag} must be a finite number > 0, got {gamma}")
+    if gamma < MIN_RELU_GAMMA:
+        raise OptionError(flag, f"{flag} must be >= {MIN_RELU_GAMMA:g}, got {gamma:g}: the "
+                          "attention output is divided by gamma, and below that it overflows "
+                          "(NaN from the first update)")
+
+
+def check_relu_scaling(scaling: str, learn_gamma: bool = False,
+                       flag: str = "--relu-attention-scaling") -> None:
+    """Raise an OptionError naming the flag for an unknown scaling or one without gamma."""
+    if scaling not in RELU_SCALINGS:
+        raise OptionError(flag, f"{flag} {scaling!r} is unknown; choose one of "
+                          f"{', '.join(RELU_SCALINGS)}")
+    if learn_gamma and scaling != "factor":
+        raise OptionError("--relu-learn-gamma", "--relu-learn-gamma learns the gamma of the "
+                          f"variance reduction factor, which {flag} {scaling} removes; drop "
+                          "one of the two")
 
 
 def check_key_chunk_size(size: int, flag: str = "--attention-key-chunk-size") -> None:
@@ -74,9 +111,9 @@ class ActivationMultiheadAttention(MultiheadAttention):
 
     Args beyond fairseq's: ``activation`` one of softmax, relu, sparsemax, entmax15, rela;
     ``relu_gamma`` the temperature gamma of relu attention (> 0); ``learn_gamma`` learn one
-    gamma per head (stored as its log, initialised at ``relu_gamma``); ``key_chunk_size``
-    compute relu/rela attention over blocks of that many keys (0 = dense; other activations
-    always run dense).
+    gamma per head (stored as its log, initialised at ``relu_gamma``); ``relu_scaling`` one
+    of ``RELU_SCALINGS`` (relu only); ``key_chunk_size`` compute relu/rela attention over
+    blocks of that many keys (0 = dense; other activations always run dense).
     """
 
     def __init__(self, embed_dim, num_heads, kdim=None, vdim=None, dropout=0.0, bias=True,
@@ -85,9 +122,10 @@ class ActivationMultiheadAttention(MultiheadAttention):
                  qn_block_size=8, xformers_att_config: str | None = None,
                  xformers_blocksparse_layout=None, xformers_blocksparse_blocksize=16, *,
                  activation: str = "relu", relu_gamma: float = 1.0, learn_gamma: bool = False,
-                 key_chunk_size: int = 0):
+                 relu_scaling: str = "factor", key_chunk_size: int = 0):
         check_activation(activation)
         check_relu_gamma(relu_gamma)
+        check_relu_scaling(relu_scaling, learn_gamma and activation == "relu")
         check_key_chunk_size(key_chunk_size)
         if xformers_att_config:
             raise ValueError(
@@ -103,6 +141,7 @@ class ActivationMultiheadAttention(MultiheadAttention):
         self.activation = activation
         self.relu_gamma = float(relu_gamma)
         self.learn_gamma = bool(learn_gamma) and activation == "relu"
+        self.relu_scaling = relu_scaling if activation == "relu" else "factor"
         self.key_chunk_size = int(key_chunk_size)
         if self.key_chunk_size and activation not in CHUNKABLE:
             logger.warning("key chunking applies to relu and rela attention; %s attention "
@@ -116,6 +155,8 @@ class ActivationMultiheadAttention(MultiheadAttention):
         else:
             self.rela_gate = None
             self.rela_gain = None
+        self.relu_output_norm = (LayerNorm(embed_dim) if self.relu_scaling == "layernorm"
+                                 else None)
         self.record_statistics = False
         self._statistics: AttentionStatistics | None = None
 
@@ -124,13 +165,27 @@ class ActivationMultiheadAttention(MultiheadAttention):
         """gamma: the fixed float, or the learned per-head tensor exp(log_gamma)."""
         return self.log_gamma.exp() if self.log_gamma is not None else self.relu_gamma
 
-    def attention_statistics(self) -> AttentionStatistics | None:
-        """The per-row figures of the last forward pass in training mode (else None)."""
-        return self._statistics
+    def attention_statistics(self, row_sum: str = "scores") -> AttentionStatistics | None:
+        """The per-row figures of the last forward pass in training mode (else None).
+
+        ``row_sum="scores"``: S_i = sum_j s_ij, the ReLU scores; ``"weights"``: the row sums
+        of the weights applied to the values, S_i / (gamma sqrt(n_i/2)) with the variance
+        factor (with gradient through a learned gamma), S_i without it. Entropies are the
+        same either way (a row's scale does not change them).
+        """
+        stats = self._statistics
+        if row_sum not in ROW_SUMS:
+            raise ValueError(f"row_sum must be one of {ROW_SUMS}, got {row_sum!r}")
+        if (stats is None or row_sum == "scores" or not stats.regularizable
+                or self.relu_scaling != "factor"):
+            return stats
+        factor = variance_factor(stats.n, self.gamma).to(stats.row_sum.dtype)
+        return stats._replace(row_sum=stats.row_sum * factor)
 
     def extra_repr(self) -> str:
         return (f"activation={self.activation}, relu_gamma={self.relu_gamma}, "
-                f"learn_gamma={self.learn_gamma}, key_chunk_size={self.key_chunk_size}")
+                f"learn_gamma={self.learn_gamma}, relu_scaling={self.relu_scaling}, "
+                f"key_chunk_size={self.key_chunk_size}")
 
     def _project(self, query: Tensor, key: Tensor | None, value: Tensor | None):
         q = self.q_proj(query)
@@ -159,48 +214,27 @@ class ActivationMultiheadAttention(MultiheadAttention):
         need_head_weights: bool = False,
     ) -> Tuple[Tensor, Tensor | None]:
         """Input (T, B, E); returns (output (T, B, E), weights or None) as fairseq's module."""
-        if need_head_weights:
-            need_weights = True
+        need_weights = need_weights or need_head_weights
         tgt_len, bsz, embed_dim = query.size()
         assert embed_dim == self.embed_dim, f"query dim {embed_dim} != {self.embed_dim}"
         if key_padding_mask is not None and key_padding_mask.dim() == 0:
             key_padding_mask = None
+        saved_state = (self._get_input_buffer(incremental_state)
+                       if incremental_state is not None else None)
+        if saved_state is not None and static_kv and "prev_key" in saved_state:
+            # the encoder's keys and values are cached after the first step
+            assert self.encoder_decoder_attention and not self.self_attention
+            key = value = None
+        query_padding_mask = self._query_padding(key_padding_mask, tgt_len, incremental_state)
+        key, key_padding_mask = self._share_beam_keys(key, key_padding_mask, bsz)
 
-        saved_state = None
-        if incremental_state is not None:
-            saved_state = self._get_input_buffer(incremental_state)
-            if "prev_key" in saved_state and static_kv:
-                # the encoder's keys and values are cached after the first step
-                assert self.encoder_decoder_attention and not self.self_attention
-                key = value = None
-        # Padded queries are excluded from the statistics (known for self-attention only).
-        query_padding_mask = None
-        if (self.self_attention and incremental_state is None and key_padding_mask is not None
-                and key_padding_mask.size(1) == tgt_len):
-            query_padding_mask = key_padding_mask.bool()
-
-        if (self.encoder_decoder_attention and key is not None and self.beam_size > 1
-                and bsz == key.size(1)):
-            # beam search: every hypothesis of a sentence shares its encoder output
-            key = key.view(key.size(0), -1, self.beam_size, key.size(2))[:, :, 0, :]
-            if key_padding_mask is not None:
-                key_padding_mask = key_padding_mask.view(
-                    -1, self.beam_size, key_padding_mask.size(1))[:, 0, :]
-
-        q, k, v = self._project(query, key, value)
-        if self.bias_k is not None:
-            k, v, key_padding_mask, attn_mask = self._add_bias(k, v, key_padding_mask,
-                                                               attn_mask, bsz)
-        q = self._split_heads(q)
-        k = self._split_heads(k) if k is not None else None
-        v = self._split_heads(v) if v is not None else None
-
+        q, k, v, key_padding_mask, attn_mask = self._heads(
+            query, key, value, key_padding_mask, attn_mask, bsz)
         if saved_state is not None:
             k, v, key_padding_mask = self._update_cache(saved_state, k, v, key_padding_mask,
                                                         static_kv, bsz)
-            incremental_state = self._set_input_buffer(incremental_state, saved_state)
+            self._set_input_buffer(incremental_state, saved_state)
         assert k is not None and v is not None
-        kv_bsz = k.size(0)
         if self.add_zero_attn:
             k, v, key_padding_mask, attn_mask = self._append_zero_attn(
                 k=k, v=v, key_padding_mask=key_padding_mask, attn_mask=attn_mask)
@@ -209,14 +243,57 @@ class ActivationMultiheadAttention(MultiheadAttention):
         blocked = blocked_keys(attn_mask, bsz, self.num_heads)
         if before_softmax:
             return self._raw_scores(q, k, v, padding, blocked)
+        out, weights = self._attend(q, k, v, padding, blocked, query_padding_mask,
+                                    need_weights)
+        out = self._output(out, query)
+        return out, self._returned_weights(weights, need_weights, need_head_weights)
 
-        beam = bsz // kv_bsz
+    def _query_padding(self, key_padding_mask: Tensor | None, tgt_len: int,
+                       incremental_state: Dict | None) -> Tensor | None:
+        """Padded queries, excluded from the statistics (known for self-attention only)."""
+        if (self.self_attention and incremental_state is None and key_padding_mask is not None
+                and key_padding_mask.size(1) == tgt_len):
+            return key_padding_mask.bool()
+        return None
+
+    def _share_beam_keys(self, key: Tensor | None, key_padding_mask: Tensor | None,
+                         bsz: int) -> Tuple[Tensor | None, Tensor | None]:
+        """In beam search every hypothesis of a sentence shares its encoder output: keep one."""
+        if not (self.encoder_decoder_attention and key is not None and self.beam_size > 1
+                and bsz == key.size(1)):
+            return key, key_padding_mask
+        key = key.view(key.size(0), -1, self.beam_size, key.size(2))[:, :, 0, :]
+        if key_padding_mask is not None:
+            key_padding_mask = key_padding_mask.view(
+                -1, self.beam_size, key_padding_mask.size(1))[:, 0, :]
+        return key, key_padding_mask
+
+    def _heads(self, query: Tensor, key: Tensor | None, value: Tensor | None,
+               key_padding_mask: Tensor | None, attn_mask: Tensor | None, bsz: int):
+        """Projections (with fairseq's optional bias_k/bias_v) split into (B, H, T, D) heads."""
+        q, k, v = self._project(query, key, value)
+        if self.bias_k is not None:
+            k, v, key_padding_mask, attn_mask = self._add_bias(k, v, key_padding_mask,
+                                                               attn_mask, bsz)
+        q = self._split_heads(q)
+        k = self._split_heads(k) if k is not None else None
+        v = self._split_heads(v) if v is not None else None
+        return q, k, v, key_padding_mask, attn_mask
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, padding: Tensor | None,
+                blocked: Tensor | None, query_padding_mask: Tensor | None,
+                need_weights: bool) -> Tuple[Tensor, Tensor | None]:
+        """The activation's output (B, H, Tq, D) and weights; records the row statistics.
+
+        With beam-shared encoder keys (fewer key rows than query rows) the hypotheses of a
+        sentence are folded into its queries for the kernel and unfolded after it.
+        """
+        kv_bsz, tgt_len = k.size(0), q.size(2)
+        beam = q.size(0) // kv_bsz
         if beam > 1:
-            # fold the hypotheses of a sentence into its queries: (Bk, H, beam*Tq, D)
             assert blocked is None, "an attention mask with shared encoder keys"
             q = q.reshape(kv_bsz, beam, self.num_heads, tgt_len, self.head_dim)
             q = q.transpose(1, 2).reshape(kv_bsz, self.num_heads, beam * tgt_len, -1)
-
         record = self.training or self.record_statistics
         dropout_p = (self.dropout_module.p
                      if self.training or self.dropout_module.apply_during_inference else 0.0)
@@ -225,25 +302,34 @@ class ActivationMultiheadAttention(MultiheadAttention):
             gamma=self.gamma, key_chunk_size=self.key_chunk_size, dropout_p=dropout_p,
             need_weights=need_weights, need_statistics=record,
             query_padding_mask=query_padding_mask if beam == 1 else None,
-            rela_gain=self.rela_gain,
+            variance_reduction=self.relu_scaling == "factor", rela_gain=self.rela_gain,
         )
         self._statistics = result.statistics if record else None
-
         out, weights = result.out, result.weights
         if beam > 1:
             out = self._unfold_beam(out, kv_bsz, beam, tgt_len)
             weights = self._unfold_beam(weights, kv_bsz, beam, tgt_len) if need_weights else None
-        out = out.permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim)
+        return out, weights
+
+    def _output(self, out: Tensor, query: Tensor) -> Tensor:
+        """Heads (B, H, Tq, D) merged to (Tq, B, E), the output norm or ReLA's gate, the
+        output projection."""
+        batch, _, tgt_len, _ = out.shape
+        out = out.permute(2, 0, 1, 3).reshape(tgt_len, batch, self.embed_dim)
+        if self.relu_output_norm is not None:
+            out = self.relu_output_norm(out)
         if self.rela_gate is not None:
             out = out * torch.sigmoid(self.rela_gate(query))
-        out = self.out_proj(out)
+        return self.out_proj(out)
 
+    @staticmethod
+    def _returned_weights(weights: Tensor | None, need_weights: bool,
+                          need_head_weights: bool) -> Tensor | None:
+        """(H, B, Tq, Tk) per head, or their mean over heads, as fairseq returns them."""
         if not need_weights:
-            return out, None
-        weights = weights.transpose(1, 0)  # (H, B, Tq, Tk), as fairseq returns them
-        if not need_head_weights:
-            weights = weights.mean(dim=0)
-        return out, weights
+            return None
+        weights = weights.transpose(1, 0)
+        return weights if need_head_weights else weights.mean(dim=0)
 
     def _unfold_beam(self, x: Tensor, kv_bsz: int, beam: int, tgt_len: int) -> Tensor:
         x = x.reshape(kv_bsz, self.num_heads, beam, tgt_len, x.size(-1)).transpose(1, 2)

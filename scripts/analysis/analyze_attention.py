@@ -14,6 +14,15 @@ S_i = sum_j w_ij and p_ij = w_ij / S_i:
     empty rows   share of rows with S_i = 0 (every weight zero)
     anisotropy   FFN only: mean pairwise cosine between the value vectors (columns of fc2's
                  weight), over distinct pairs
+    L_norm       ReLU attention only: ReLUFormer's normalisation term, mean over rows of
+                 |log S_i| with S_i the row sum of the ReLU scores (--norm-row-sum weights:
+                 of the weights applied to the values)
+    L_ent below  ReLU attention only: mean of max(C log n_i - H_i, 0), C = --entropy-margin
+    L_ent above  ReLU attention only: mean of max(H_i - C log n_i, 0)
+
+The two regulariser terms are those the training criterion adds
+(``criterions/regularized.py``), read from the module's own row statistics, both sides of the
+entropy margin, so checkpoints trained with either reading compare on one scale.
 
 FFN memory scores are the FFN's activation applied to fc1's output (ReLU; softmax for
 relu_former's --ffn-activation softmax/softmax_ln). Decoder self-attention rows see only the
@@ -47,6 +56,7 @@ from scripts.common.plotting import heatmaps, markdown_table, panel_plot, write_
 
 MODULES = ("encoder.self_attn", "decoder.self_attn", "decoder.encoder_attn",
            "encoder.ffn", "decoder.ffn")
+REGULARIZER_COLUMNS = ("norm_loss", "entropy_below", "entropy_above")
 METRICS = (("entropy", "entropy (nats)"), ("zeros", "share of zero weights"),
            ("top_mass", "mass in the top weights"))
 
@@ -63,6 +73,10 @@ class RowSums:
     top_mass: float = 0.0
     zeros: int = 0
     visible: int = 0
+    reg_rows: int = 0
+    norm_loss: float = 0.0
+    entropy_below: float = 0.0
+    entropy_above: float = 0.0
 
     def add(self, other: RowSums) -> None:
         for name in self.__dataclass_fields__:
@@ -76,6 +90,9 @@ class RowSums:
             "zeros": self.zeros / (self.visible or math.nan),
             "top_mass": self.top_mass / nonempty,
             "empty_rows": (self.rows - self.nonempty_rows) / (self.rows or math.nan),
+            "norm_loss": self.norm_loss / (self.reg_rows or math.nan),
+            "entropy_below": self.entropy_below / (self.reg_rows or math.nan),
+            "entropy_above": self.entropy_above / (self.reg_rows or math.nan),
         }
 
 
@@ -108,6 +125,30 @@ def row_sums(weights: Tensor, visible: Tensor | None = None, top_share: float = 
         entropy=float(entropy.sum()), top_mass=float(top.sum()),
         zeros=int(((w == 0) & seen).sum()), visible=int(n.sum()),
     )
+
+
+def regularizer_sums(statistics, margin: float) -> list[RowSums]:
+    """Per head: the sums of L_norm and of L_ent on either side of the margin, over the valid
+    rows of one module's ``AttentionStatistics`` (empty for modules that are not regularised).
+    """
+    import relu_former.plugin  # noqa: F401  (this checkout's criterions, registered)
+    from relu_former.criterions.regularized import entropy_margin_rows, norm_rows
+
+    if statistics is None or not statistics.regularizable:
+        return []
+    valid = statistics.valid
+    terms = {
+        "norm_loss": norm_rows(statistics.row_sum),
+        "entropy_below": entropy_margin_rows(statistics.entropy, statistics.n, margin, "below"),
+        "entropy_above": entropy_margin_rows(statistics.entropy, statistics.n, margin, "above"),
+    }
+    heads = []
+    for head in range(valid.size(1)):
+        rows = valid[:, head]
+        sums = {name: float(value.detach()[:, head].to(torch.float64)[rows].sum())
+                for name, value in terms.items()}
+        heads.append(RowSums(reg_rows=int(rows.sum()), **sums))
+    return heads
 
 
 def anisotropy(value_vectors: Tensor) -> float:
@@ -167,11 +208,16 @@ def per_head_weights(weights: Tensor, heads: int) -> Tensor:
 class Recorder:
     """Hooks that make every attention module return per-head weights and keep them."""
 
-    def __init__(self, model) -> None:
+    def __init__(self, model, row_sum: str = "scores") -> None:
         self.attention: dict[tuple[str, int], Tensor] = {}
         self.memory: dict[tuple[str, int], Tensor] = {}
+        self.statistics: dict[tuple[str, int], object] = {}
+        self.row_sum = row_sum
         self._handles = []
         for kind, index, module in attention_modules(model):
+            # the plugin's attention then keeps its per-row figures in evaluation mode too
+            if hasattr(module, "record_statistics"):
+                module.record_statistics = True
             # fairseq's fast path (PyTorch's fused attention) can only return head-averaged
             # weights; this switch sends the module through its own per-head code path.
             if hasattr(module, "skip_embed_dim_check"):
@@ -196,6 +242,9 @@ class Recorder:
                                  "weights although need_head_weights=True")
             self.attention[(kind, index)] = per_head_weights(output[1].detach(),
                                                              module.num_heads)
+            getter = getattr(module, "attention_statistics", None)
+            if callable(getter):
+                self.statistics[(kind, index)] = getter(row_sum=self.row_sum)
         return hook
 
     def _keep_memory(self, kind: str, index: int, activation):
@@ -265,7 +314,7 @@ def analyze(path: str, label: str | None, args: argparse.Namespace) -> Analysis:
     sums: dict = defaultdict(RowSums)
     anisotropies = {(kind, index): anisotropy(layer.fc2.weight.t())
                     for kind, index, layer in ffn_layers(model)}
-    recorder = Recorder(model)
+    recorder = Recorder(model, args.norm_row_sum)
     heatmap, tokens, heatmap_layer = None, None, None
     try:
         with torch.no_grad():
@@ -276,7 +325,7 @@ def analyze(path: str, label: str | None, args: argparse.Namespace) -> Analysis:
                     heatmap, tokens, heatmap_layer = pick_heatmap(recorder, task, sample, args)
                 if index >= count:
                     continue  # the heat-map sentence lies beyond --max-sentences
-                accumulate(sums, recorder, args.top_share)
+                accumulate(sums, recorder, args.top_share, args.entropy_margin)
                 if step % 50 == 0 or step == count:
                     print(f"{label}: {step}/{count} sentences", file=sys.stderr, flush=True)
     finally:
@@ -284,7 +333,10 @@ def analyze(path: str, label: str | None, args: argparse.Namespace) -> Analysis:
     return Analysis(label, dict(sums), anisotropies, heatmap, tokens, heatmap_layer)
 
 
-def accumulate(sums: dict, recorder: Recorder, top_share: float) -> None:
+def accumulate(sums: dict, recorder: Recorder, top_share: float, margin: float = 0.7) -> None:
+    for (kind, layer), statistics in recorder.statistics.items():
+        for head, terms in enumerate(regularizer_sums(statistics, margin)):
+            sums[(kind, layer, head)].add(terms)
     for (kind, layer), weights in recorder.attention.items():
         queries, keys = weights.shape[-2:]
         visible = None
@@ -329,7 +381,29 @@ def table_rows(analyses: list[Analysis]) -> list[list]:
             aniso = analysis.anisotropy.get((kind, layer), math.nan) if head < 0 else "-"
             rows.append([analysis.label, kind, layer, "-" if head < 0 else head, means["rows"],
                          means["entropy"], means["zeros"], means["top_mass"],
-                         means["empty_rows"], aniso])
+                         means["empty_rows"], aniso, *regularizer_cells(means)])
+    return rows
+
+
+def regularizer_cells(means: dict) -> list:
+    """L_norm, L_ent below, L_ent above; "-" where the module is not ReLU attention."""
+    return ["-" if math.isnan(means[name]) else means[name] for name in REGULARIZER_COLUMNS]
+
+
+def layer_rows(analyses: list[Analysis]) -> list[list]:
+    """Attention modules per layer, heads pooled: entropy, zeros and the regulariser terms."""
+    rows = []
+    for analysis in analyses:
+        per_layer: dict = defaultdict(RowSums)
+        for (kind, layer, _), sums in analysis.sums.items():
+            if kind.endswith("attn"):
+                per_layer[(kind, layer)].add(sums)
+        for (kind, layer), total in sorted(per_layer.items(),
+                                           key=lambda item: (MODULES.index(item[0][0]),
+                                                             item[0][1])):
+            means = total.means()
+            rows.append([analysis.label, kind, layer, means["entropy"], means["zeros"],
+                         *regularizer_cells(means)])
     return rows
 
 
@@ -347,21 +421,27 @@ def summary_rows(analyses: list[Analysis]) -> list[list]:
             values = [v for (m, _), v in analysis.anisotropy.items() if m == kind]
             aniso = sum(values) / len(values) if values else "-"
             rows.append([analysis.label, kind, means["rows"], means["entropy"], means["zeros"],
-                         means["top_mass"], means["empty_rows"], aniso])
+                         means["top_mass"], means["empty_rows"], aniso,
+                         *regularizer_cells(means)])
     return rows
 
 
 def write_outputs(analyses: list[Analysis], args: argparse.Namespace) -> list[Path]:
     out: Path = args.out
     top = f"top {100 * args.top_share:g}% mass"
-    headers = ["model", "module", "entropy", "zeros", top, "empty rows", "anisotropy"]
+    terms = ["L_norm", "L_ent below", "L_ent above"]
+    headers = ["model", "module", "entropy", "zeros", top, "empty rows", "anisotropy", *terms]
     text = "\n".join([
         "# analyze_attention\n",
         f"checkpoints: {', '.join(f'{a.label} = {p}' for a, p in zip(analyses, args.path))}; "
         f"data {args.data}, split {args.gen_subset}, first {args.max_sentences} sentences, "
-        "teacher forcing\n",
+        f"teacher forcing; regulariser terms with C = {args.entropy_margin}, L_norm on the "
+        f"row sums of the {args.norm_row_sum} (ReLU attention only)\n",
         "## Summary (all layers and heads)\n",
         markdown_table(headers[:2] + ["rows"] + headers[2:], summary_rows(analyses)),
+        "## Attention per layer (heads pooled)\n",
+        markdown_table(["model", "module", "layer", "entropy", "zeros", *terms],
+                       layer_rows(analyses)),
         "## Per layer and head (FFN rows: head -)\n",
         markdown_table(headers[:2] + ["layer", "head", "rows"] + headers[2:],
                        table_rows(analyses)),
@@ -428,6 +508,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="layer of the heat map, Python index (default -1, the last)")
     parser.add_argument("--heatmap-head", type=int, default=None,
                         help="head of the heat map (default: the mean of the heads)")
+    parser.add_argument("--entropy-margin", type=float, default=0.7,
+                        help="C of the entropy-margin term L_ent (default 0.7, the paper's)")
+    parser.add_argument("--norm-row-sum", choices=("scores", "weights"), default="scores",
+                        help="row sum of the L_norm column: of the ReLU scores (default) or of "
+                             "the weights applied to the values")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     args = parser.parse_args(argv)
     if args.labels is not None and len(args.labels) != len(args.path):
@@ -435,6 +520,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                      "checkpoints")
     if not 0 < args.top_share <= 1:
         parser.error(f"--top-share must be in (0, 1], got {args.top_share}")
+    if not (math.isfinite(args.entropy_margin) and args.entropy_margin >= 0):
+        parser.error(f"--entropy-margin must be a finite number >= 0, got {args.entropy_margin}")
     if args.max_sentences < 1:
         parser.error("--max-sentences must be positive")
     if not os.path.isdir(args.data):

@@ -499,8 +499,9 @@ def analyse_attention(runs: List[Run], data_bin: Path, out: Path, sentence: int,
     row of every attention module; the per-layer plots and the heat map compare the softmax
     Transformer with the ReLUFormer.
     """
-    import analyze_attention as aa
     import torch
+
+    from scripts.analysis import analyze_attention as aa
 
     torch.set_num_threads(threads)
     paths = {run.key: str(out / "work" / run.key / "checkpoint_last.pt") for run in runs}

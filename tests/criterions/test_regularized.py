@@ -1,5 +1,6 @@
-"""The attention regularisers of DESIGN.md §2.2 against a float64 reference."""
+"""The attention regularisers (ReLUFormer paper, section 4.2) against a float64 reference."""
 
+import inspect
 import math
 from types import SimpleNamespace
 
@@ -8,12 +9,24 @@ import torch
 from fairseq.logging import metrics
 
 from relu_former.criterions.regularized import (
+    LOG_KEYS,
+    MARGIN_SIDES,
     ROW_SUM_EPS,
     AttentionRegularizerConfig,
+    RegularizedLabelSmoothedCrossEntropyConfig,
     RegularizedLabelSmoothedCrossEntropyCriterion,
     add_attention_regularizers,
+    attention_regularizer_terms,
+    collect_attention_statistics,
+    norm_rows,
     reduce_attention_metrics,
 )
+from relu_former.criterions.sparse_softmax_cross_entropy import SparseSoftmaxCrossEntropyCriterion
+from relu_former.criterions.sparse_softmax_sentence_prediction import (
+    SparseSoftmaxSentencePredictionCriterion,
+)
+from relu_former.errors import OptionError
+from relu_former.kernels.relu_attention import relu_attention
 from relu_former.modules.attention import ActivationMultiheadAttention
 
 E, HEADS = 8, 2
@@ -74,7 +87,7 @@ def test_losses_logs_and_gradients_match_reference():
 
     row_sum, entropy, n, zeros, valid = reference_rows(model.first, x, padding)
     norm = row_sum.clamp(min=ROW_SUM_EPS).log().abs()[valid].mean()
-    ent = (entropy - 0.7 * n.log()).clamp(min=0)[valid].mean()
+    ent = (0.7 * n.log() - entropy).clamp(min=0)[valid].mean()  # the default side, below
     expected = task_loss + 40 * (0.3 * norm + 0.2 * ent)
     torch.testing.assert_close(loss, expected)
     assert ent > 0 and norm > 0  # both terms are really exercised
@@ -161,15 +174,123 @@ def test_reduce_logs_pooled_figures():
     assert values["attn_entropy_loss"] == pytest.approx(0.1)
 
 
-@pytest.mark.parametrize("field, flag", [
-    ("attention_norm_loss_weight", "--attention-norm-loss-weight"),
-    ("attention_entropy_loss_weight", "--attention-entropy-loss-weight"),
-    ("attention_entropy_margin", "--attention-entropy-margin"),
+def criterion_cfg(**overrides):
+    cfg = RegularizedLabelSmoothedCrossEntropyConfig(label_smoothing=0.1)
+    for name, value in overrides.items():
+        setattr(cfg, name, value)
+    return cfg
+
+
+TASK = SimpleNamespace(target_dictionary=SimpleNamespace(pad=lambda: 1))
+
+
+@pytest.mark.parametrize("field, value, flag", [
+    ("attention_norm_loss_weight", -1.0, "--attention-norm-loss-weight"),
+    ("attention_entropy_loss_weight", float("nan"), "--attention-entropy-loss-weight"),
+    ("attention_entropy_margin", -1.0, "--attention-entropy-margin"),
+    ("attention_entropy_margin_side", "sideways", "--attention-entropy-margin-side"),
+    ("attention_norm_row_sum", "values", "--attention-norm-row-sum"),
+    ("label_smoothing", 1.0, "--label-smoothing"),
 ])
-def test_bad_weights_name_the_flag(field, flag):
-    kwargs = dict(attention_norm_loss_weight=0.1, attention_entropy_loss_weight=0.1,
-                  attention_entropy_margin=0.7)
-    kwargs[field] = -1.0
-    task = SimpleNamespace(target_dictionary=SimpleNamespace(pad=lambda: 1))
-    with pytest.raises(ValueError, match=flag):
-        RegularizedLabelSmoothedCrossEntropyCriterion(task, False, 0.1, **kwargs)
+def test_bad_settings_name_the_flag(field, value, flag):
+    with pytest.raises(OptionError, match=flag) as caught:
+        RegularizedLabelSmoothedCrossEntropyCriterion(TASK, criterion_cfg(**{field: value}))
+    assert caught.value.flag == flag
+
+
+def test_built_from_its_config_like_the_other_criteria():
+    cfg = criterion_cfg(attention_norm_loss_weight=0.3, report_accuracy=True)
+    criterion = RegularizedLabelSmoothedCrossEntropyCriterion.build_criterion(cfg, TASK)
+    assert criterion.cfg is cfg and criterion.eps == 0.1 and criterion.report_accuracy
+    for other in (SparseSoftmaxCrossEntropyCriterion, SparseSoftmaxSentencePredictionCriterion):
+        assert list(inspect.signature(other).parameters) == ["task", "cfg"]
+
+
+def test_log_sums_are_keyed_by_name():
+    """Each log key holds its own figure, whichever order the statistics are pooled in."""
+    model = TwoAttentions("relu", "relu").double().train()
+    x, padding = inputs()
+    model(x, padding)
+    terms = attention_regularizer_terms(collect_attention_statistics(model), 0.7)
+    stats = collect_attention_statistics(model)
+    valid = stats[0].valid
+    assert set(LOG_KEYS) <= set(terms)
+    assert terms["attn_rows"] == terms["attn_reg_rows"] == 2 * valid.sum().item()
+    assert terms["attn_key_count"] == pytest.approx(sum(s.n[valid].sum().item() for s in stats))
+    assert terms["attn_zero_count"] == pytest.approx(
+        sum(s.zeros[valid].sum().item() for s in stats))
+    assert terms["attn_row_sum_sum"] == pytest.approx(
+        sum(s.row_sum[valid].sum().item() for s in stats))
+
+
+@pytest.mark.parametrize("side", MARGIN_SIDES)
+def test_margin_sides_match_reference(side):
+    model = TwoAttentions().double().train()
+    x, padding = inputs()
+    model(x, padding)
+    cfg = AttentionRegularizerConfig(attention_norm_loss_weight=0.0,
+                                     attention_entropy_loss_weight=1.0,
+                                     attention_entropy_margin=0.5,
+                                     attention_entropy_margin_side=side)
+    log = {}
+    task_loss = torch.zeros((), dtype=torch.float64)
+    loss = add_attention_regularizers(model, task_loss, 1, log, cfg)
+    _, entropy, n, _, valid = reference_rows(model.first, x, padding)
+    gap = 0.5 * n.log() - entropy if side == "below" else entropy - 0.5 * n.log()
+    expected = gap.clamp(min=0)[valid].mean()
+    assert expected > 0
+    torch.testing.assert_close(loss, expected)
+
+
+def test_norm_row_sum_of_the_applied_weights():
+    """weights: S_i / (gamma sqrt(n_i/2)), with gradient to a learned gamma."""
+    torch.manual_seed(0)
+    module = ActivationMultiheadAttention(E, HEADS, self_attention=True, relu_gamma=1.5,
+                                          learn_gamma=True).double().train()
+    x, padding = inputs()
+    module(x, x, x, key_padding_mask=padding)
+    row_sum, _, n, _, valid = reference_rows(module, x, padding)
+    scores = module.attention_statistics("scores").row_sum
+    weights = module.attention_statistics("weights").row_sum
+    torch.testing.assert_close(scores[valid], row_sum[valid])
+    expected = row_sum / (module.gamma.detach()[:, None] * (n / 2).sqrt())
+    torch.testing.assert_close(weights[valid], expected[valid])
+    norm_rows(weights).masked_select(valid).mean().backward()
+    assert module.log_gamma.grad is not None and torch.all(module.log_gamma.grad != 0)
+
+
+def sparse_rows(seed=0):
+    """q, k of 4 heads x 12 queries x 24 keys whose ReLU rows are sparse (about 70% zeros)."""
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(2, 4, 12, 8, generator=generator, dtype=torch.float64)
+    k = torch.randn(2, 4, 24, 8, generator=generator, dtype=torch.float64) - 0.4 * q.mean(2, True)
+    v = torch.randn(2, 4, 24, 8, generator=generator, dtype=torch.float64)
+    return q.requires_grad_(), k.requires_grad_(), v
+
+
+def mean_entropy(q, k, v):
+    stats = relu_attention(q, k, v, need_statistics=True).statistics
+    return stats.entropy[stats.valid].mean(), stats
+
+
+LR = 1.0
+
+
+@pytest.mark.parametrize("weights, side, rises", [
+    ((0.0, 1.0), "below", True),    # the margin alone, flattening side: its purpose
+    ((1.0, 1.0), "below", True),    # both regularisers, the default reading
+    ((0.0, 1.0), "above", False),   # an upper bound lowers the entropy of rows above it
+])
+def test_one_step_on_the_regularisers_moves_entropy_as_meant(weights, side, rises):
+    q, k, v = sparse_rows()
+    before, stats = mean_entropy(q, k, v)
+    zero_share = (stats.zeros / stats.n)[stats.valid].mean()
+    assert zero_share > 0.5  # sparse ReLU rows, as trained ReLU attention has
+    margin = 0.7 if side == "below" else 0.2  # "above": a margin the rows exceed
+    terms = attention_regularizer_terms([stats], margin, side)
+    loss = weights[0] * terms["norm_loss"] + weights[1] * terms["entropy_loss"]
+    assert loss > 0
+    grad_q, grad_k = torch.autograd.grad(loss, (q, k))
+    with torch.no_grad():
+        after, _ = mean_entropy(q - LR * grad_q, k - LR * grad_k, v)
+    assert (after > before + 1e-3) if rises else (after < before - 1e-3), (before, after)

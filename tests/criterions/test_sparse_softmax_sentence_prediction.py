@@ -50,7 +50,7 @@ class HeadModel(torch.nn.Module):
 
 def make_criterion(task=None, **overrides):
     cfg = SparseSoftmaxSentencePredictionConfig(**overrides)
-    return SparseSoftmaxSentencePredictionCriterion(cfg, task or make_task())
+    return SparseSoftmaxSentencePredictionCriterion(task or make_task(), cfg)
 
 
 def batch(n=64, seed=0):

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from fairseq.modules import MultiheadAttention
 
-from relu_former.kernels.attention_activations import ACTIVATIONS
+from relu_former.kernels.attention_activations import ACTIVATIONS, ATTENTION_FUNCTIONS, attention
 from relu_former.modules.attention import ActivationMultiheadAttention
 
 E, HEADS = 16, 2
@@ -101,14 +101,29 @@ def test_relu_output_matches_formula_with_fairseq_masks(learn_gamma):
 
 
 def test_learned_gamma_is_a_per_head_parameter_with_gradient():
-    module = make("relu", relu_gamma=2.0, learn_gamma=True).train()
+    module = make("relu", relu_gamma=2.0, learn_gamma=True).double().train()
     assert module.log_gamma.shape == (HEADS,)
-    torch.testing.assert_close(module.gamma, torch.full((HEADS,), 2.0))
-    x = torch.randn(4, 2, E)
-    module(x, x, x)[0].pow(2).sum().backward()
-    assert module.log_gamma.grad is not None and module.log_gamma.grad.abs().sum() > 0
+    torch.testing.assert_close(module.gamma, torch.full((HEADS,), 2.0, dtype=torch.float64))
     assert "log_gamma" in dict(module.named_parameters())
-    assert not hasattr(make("relu"), "log_gamma") or make("relu").log_gamma is None
+    x = torch.randn(4, 2, E, dtype=torch.float64)
+    module(x, x, x)[0].pow(2).sum().backward()
+    # each head's own gradient, against central finite differences of the same loss
+    for head in range(HEADS):
+        with torch.no_grad():
+            losses = []
+            for step in (1e-6, -1e-6):
+                module.log_gamma[head] += step
+                losses.append(module(x, x, x)[0].pow(2).sum())
+                module.log_gamma[head] -= step
+        numeric = (losses[0] - losses[1]) / 2e-6
+        assert module.log_gamma.grad[head] != 0
+        torch.testing.assert_close(module.log_gamma.grad[head], numeric, rtol=1e-5, atol=1e-8)
+    # a fixed gamma is no parameter at all (checkpoints and optimisers never see it)
+    fixed = make("relu", relu_gamma=2.0)
+    assert fixed.log_gamma is None and fixed.gamma == 2.0
+    assert not any("gamma" in name for name, _ in fixed.named_parameters())
+    # and learn_gamma is ignored by activations without a gamma
+    assert make("softmax", learn_gamma=True).log_gamma is None
 
 
 @pytest.mark.parametrize("activation", ACTIVATIONS)
@@ -211,6 +226,9 @@ def test_key_chunking_matches_dense_in_training(activation):
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(relu_gamma=0.0), "--relu-gamma must be a finite number > 0"),
+    (dict(relu_gamma=1e-4), "--relu-gamma must be >= 0.001"),
+    (dict(relu_scaling="rms"), "--relu-attention-scaling 'rms' is unknown"),
+    (dict(relu_scaling="none", learn_gamma=True), "--relu-learn-gamma learns the gamma"),
     (dict(activation="gelu"), "--attention-activation 'gelu' is unknown"),
     (dict(key_chunk_size=-1), "--attention-key-chunk-size must be an integer >= 0"),
     (dict(xformers_att_config='{"name": "scaled_dot_product"}'), "xformers"),
@@ -218,3 +236,62 @@ def test_key_chunking_matches_dense_in_training(activation):
 def test_bad_settings_name_the_flag(kwargs, message):
     with pytest.raises(ValueError, match=message):
         ActivationMultiheadAttention(E, HEADS, self_attention=True, **kwargs)
+
+
+def test_every_activation_has_one_attention_function():
+    assert set(ATTENTION_FUNCTIONS) == set(ACTIVATIONS)
+    with pytest.raises(ValueError, match="--attention-activation 'gelu' is unknown"):
+        attention(*torch.randn(3, 1, 1, 2, 4), "gelu")
+
+
+def attention_output_variance(scaling, length):
+    """Variance of the heads' output (identity projections) for independent unit-variance
+    queries, keys and values, as the variance argument of the factor assumes."""
+    dim = 64
+    module = ActivationMultiheadAttention(dim, 1, relu_scaling=scaling, relu_gamma=1.0).eval()
+    with torch.no_grad():
+        for proj in (module.q_proj, module.k_proj, module.v_proj, module.out_proj):
+            proj.weight.copy_(torch.eye(dim))
+            proj.bias.zero_()
+    generator = torch.Generator().manual_seed(length)
+    queries = torch.randn(64, 4, dim, generator=generator)
+    keys = torch.randn(length, 4, dim, generator=generator)
+    values = torch.randn(length, 4, dim, generator=generator)
+    with torch.no_grad():
+        return module(queries, keys, values, need_weights=False)[0].var().item()
+
+
+def test_output_variance_grows_with_length_only_without_the_factor():
+    lengths = [16, 64, 256, 1024]
+    factor = [attention_output_variance("factor", n) for n in lengths]
+    none = [attention_output_variance("none", n) for n in lengths]
+    layernorm = [attention_output_variance("layernorm", n) for n in lengths]
+    assert all(1 / 1.5 <= var <= 1.5 for var in factor), factor
+    assert all(b > a for a, b in zip(none, none[1:])), none
+    assert none[-1] / none[0] > 30, none  # ~ n/2: 8 at n = 16, 512 at n = 1024
+    assert all(abs(var - 1) < 0.01 for var in layernorm), layernorm
+
+
+@pytest.mark.parametrize("scaling", ["none", "layernorm"])
+def test_relu_scalings_match_their_formula(scaling):
+    module = make("relu", relu_scaling=scaling, relu_gamma=3.0).eval()
+    x = torch.randn(6, 3, E)
+    padding = torch.zeros(3, 6, dtype=torch.bool)
+    padding[1, :2] = True
+    out, weights = module(x, x, x, key_padding_mask=padding, attn_mask=future_mask(6),
+                          need_head_weights=True)
+    v = module.v_proj(x).view(6, 3, HEADS, -1).permute(1, 2, 0, 3)
+    mixed = torch.matmul(weights.transpose(0, 1), v).permute(2, 0, 1, 3).reshape(6, 3, E)
+    q = module.q_proj(x).view(6, 3, HEADS, -1).permute(1, 2, 0, 3)
+    k = module.k_proj(x).view(6, 3, HEADS, -1).permute(1, 2, 0, 3)
+    visible = ~padding[:, None, None, :] & ~(future_mask(6) < 0)
+    scores = torch.relu(q @ k.transpose(-1, -2) / math.sqrt(E // HEADS)) * visible
+    # no factor: the weights are the ReLU scores themselves, gamma plays no part
+    torch.testing.assert_close(weights.transpose(0, 1), scores, rtol=1e-5, atol=1e-6)
+    if scaling == "layernorm":
+        assert module.relu_output_norm is not None
+        mixed = torch.nn.functional.layer_norm(mixed, (E,), module.relu_output_norm.weight,
+                                               module.relu_output_norm.bias)
+    else:
+        assert module.relu_output_norm is None
+    torch.testing.assert_close(out, module.out_proj(mixed), rtol=1e-5, atol=1e-5)

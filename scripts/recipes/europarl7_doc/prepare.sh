@@ -3,18 +3,27 @@
 set -euo pipefail
 RECIPE_USAGE="usage: EUROPARL_ARCHIVE=/path/to/europarl.tgz scripts/recipes/europarl7_doc/prepare.sh [-h]
 
-Prepares document-level Europarl7 En-De (DESIGN.md 5). Takes the Europarl v7 source release
-(txt/<lang>/ep-YY-MM-DD.txt, one session a file). A document is a chapter (<CHAPTER ID=..>)
-present in both languages with the same <SPEAKER>/<P> structure; inside each block its
-sentences are aligned with Gale-Church (as Europarl's sentence-align-corpus.perl does).
-Of every EUROPARL_HOLDOUT_EVERY documents (in session order) one goes to valid and one to test.
-Then Moses tokenisation (sacremoses, case kept), joint BPE, and consecutive sentence pairs of a
-document are packed into segments of at most L BPE tokens a side (G-Transformer's way; the
-ReLUFormer paper's own builder is not public), for each L in EUROPARL_SEGMENT_LENGTHS.
-All segment lengths share one joined dictionary.
+Prepares document-level Europarl7 En-De from either input:
+- the standard document-level split (Maruf et al. 2019, the one G-Transformer and later work
+  report on): concatenated_en2de_{train,dev,test}_{en,de}.txt, one sentence a line, a '<d>'
+  line before each document; used as it is;
+- or the Europarl v7 source release (txt/<lang>/ep-YY-MM-DD.txt, one session a file, one
+  paragraph a line). Paragraphs are split into sentences with the Moses splitter
+  (split-sentences.perl's rules, as Europarl's own aligner does); <BRK>, closing tags and
+  empty lines are dropped. A document is a chapter (<CHAPTER ID=..>) present in both
+  languages with the same <SPEAKER>/<P> structure; inside each block the sentences are
+  aligned with Gale-Church (Europarl's sentence-align-corpus.perl). Of every
+  EUROPARL_HOLDOUT_EVERY documents (in session order) one goes to valid and one to test.
+Then Moses tokenisation (sacremoses, case kept), joint BPE, and consecutive whole sentence
+pairs of a document are packed into segments shorter than L tokens, for each L in
+EUROPARL_SEGMENT_LENGTHS, as G-Transformer's builder counts them: each pair adds its longer
+side's BPE tokens + 2. A segment never splits a sentence pair, so both sides hold the same
+sentences; a pair that reaches L alone is a segment of its own, kept whole, and the count of
+such pairs is logged. All segment lengths share one joined dictionary.
 
 Variables:
-  EUROPARL_ARCHIVE          europarl.tgz (v7 source release) or a folder holding txt/en, txt/de
+  EUROPARL_ARCHIVE          europarl.tgz (v7 source release), or a folder or archive holding
+                            txt/en and txt/de, or the concatenated_en2de_* files
   EUROPARL_ARCHIVE_SHA256   optional expected sha256 of the archive (none is published)
   EUROPARL_SEGMENT_LENGTHS  default '128 256 512 1024 2048'
   EUROPARL_HOLDOUT_EVERY    default 50
@@ -29,22 +38,33 @@ recipe_handle_help "$@"
 
 WORK=$DATA_ROOT/europarl7_doc
 read -r -a LENGTHS <<<"${EUROPARL_SEGMENT_LENGTHS:-128 256 512 1024 2048}"
-# the longest first: its training text has every token (shorter ones truncate more), so its
-# dictionary is the one all lengths share
+# the longest first; its dictionary is the one all lengths share (every length holds the same
+# sentences, so any would do)
 mapfile -t LENGTHS < <(printf '%s\n' "${LENGTHS[@]}" | sort -rn)
 MERGES=${EUROPARL_BPE_MERGES:-30000}
 
-if [[ -d ${EUROPARL_ARCHIVE:-} ]]; then MEMBERS=(); else MEMBERS=(txt/en txt/de); fi
-recipe_fetch "$WORK/orig" EUROPARL_ARCHIVE "Europarl v7 source release" \
-    "Fetch europarl.tgz (the v7 source release with txt/<lang>/ep-*.txt session files) from \
-https://www.statmt.org/europarl/ (v7, 'source release'), copy it here, and run: \
-EUROPARL_ARCHIVE=/path/to/europarl.tgz $0" "${MEMBERS[@]+"${MEMBERS[@]}"}"
+CONCATENATED=concatenated_en2de_{train,dev,test}_{en,de}.txt
+# the v7 release holds 21 languages: only English, German and the concatenated split unpacked
+if [[ -d ${EUROPARL_ARCHIVE:-} ]]; then MEMBERS=()
+else MEMBERS=('*txt/en/*' '*txt/de/*' '*concatenated_en2de_*'); fi
+RECIPE_EXPECT=("ep-*.txt" "$(eval echo "$CONCATENATED")")
+recipe_fetch "$WORK/orig" EUROPARL_ARCHIVE "Europarl document data" \
+    "Fetch the document-level split concatenated_en2de_{train,dev,test}_{en,de}.txt (Maruf et \
+al. 2019, https://github.com/sameenmaruf/selective-attn, 'Europarl'), or europarl.tgz (the v7 \
+source release with txt/<lang>/ep-*.txt session files) from https://www.statmt.org/europarl/, \
+copy it here, and run: EUROPARL_ARCHIVE=/path/to/archive-or-folder $0" \
+    "${MEMBERS[@]+"${MEMBERS[@]}"}"
 
 extract_documents() {
     local txt
-    txt=$(dirname "$(dirname "$(recipe_find "$WORK/orig" 'ep-*.txt')")")
-    corpus_formats europarl --txt-dir "$txt" --src-lang en --tgt-lang de \
-        --holdout-every "${EUROPARL_HOLDOUT_EVERY:-50}" --out-dir "$STEP_OUT"
+    if recipe_has_files "$WORK/orig" concatenated_en2de_train_en.txt; then
+        txt=$(dirname "$(recipe_find "$WORK/orig" concatenated_en2de_train_en.txt)")
+        corpus_formats concatenated-docs --dir "$txt" --out-dir "$STEP_OUT"
+    else
+        txt=$(dirname "$(dirname "$(recipe_find "$WORK/orig" 'ep-*.txt')")")
+        corpus_formats europarl --txt-dir "$txt" --src-lang en --tgt-lang de \
+            --holdout-every "${EUROPARL_HOLDOUT_EVERY:-50}" --out-dir "$STEP_OUT"
+    fi
 }
 
 tokenize() {

@@ -4,12 +4,14 @@ set -euo pipefail
 RECIPE_USAGE="usage: SEGMENT_LENGTH=L scripts/recipes/europarl7_doc/train.sh [-h] [--dry-run] MODEL [-- FAIRSEQ_TRAIN_FLAGS...]
 
 MODEL: transformer | relu_former | sparsemax | entmax15 | rela
-SEGMENT_LENGTH: 128, 256, 512, 1024 (default) or 2048, as prepared (DESIGN.md 2.5: the paper's
-ReLUFormer gains grow from 512 tokens on; sparsemax fails to converge on long inputs).
+SEGMENT_LENGTH: 128, 256, 512, 1024 (default) or 2048, as prepared (the paper's ReLUFormer
+gains grow from 512 tokens on; it reports that sparsemax fails to converge on long inputs).
 Defaults: relu_former_doc (ReLU-family models) / transformer_wmt_en_de (512/2048, 8 heads),
-positions for SEGMENT_LENGTH tokens, Adam (0.9, 0.98), inverse-sqrt with 4000 warm-up updates,
-label smoothing 0.1, 8192 tokens a batch (--max-tokens 4096 --update-freq 2), 100k updates.
-Not given by the paper: lr 5e-4, dropout 0.3 (G-Transformer's Europarl values).
+positions for SEGMENT_LENGTH tokens, and the paper's appendix A.2 settings: dropout 0.1 on
+residual connections and on attention weights, shared source/target embeddings, Adam
+(0.9, 0.98), inverse-sqrt with 4000 warm-up updates, label smoothing 0.1, 8192 tokens a batch
+(--max-tokens 4096 --update-freq 2), 100k updates, for every model of the comparison.
+Not given by the paper: lr 5e-4 (G-Transformer's Europarl value).
 Flags after -- go to fairseq-train last; --dry-run prints the command.
 Variables: SEGMENT_LENGTH, DATA_BIN (default \$DATA_ROOT/europarl7_doc/data-bin/seg<L>),
 SAVE_DIR (default \$CHECKPOINT_ROOT/europarl7_doc/seg<L>/MODEL), LAUNCHER, LABEL_SMOOTHING.
@@ -28,7 +30,8 @@ TRAIN_ARGS=(--task translation --source-lang en --target-lang de
             --max-source-positions "$POSITIONS" --max-target-positions "$POSITIONS"
             --optimizer adam --adam-betas "(0.9, 0.98)" --clip-norm 0.0 --lr 5e-4
             --lr-scheduler inverse_sqrt --warmup-updates 4000 --warmup-init-lr 1e-07
-            --dropout 0.3 --weight-decay 0.0 --max-tokens 4096 --update-freq 2
+            --dropout 0.1 --attention-dropout 0.1 --share-all-embeddings
+            --weight-decay 0.0 --max-tokens 4096 --update-freq 2
             --max-update 100000 --keep-last-epochs 5)
 recipe_model_args() { recipe_seq2seq_model_args "$1"; }
 recipe_train_main "$@"

@@ -3,14 +3,16 @@
 set -euo pipefail
 RECIPE_USAGE="usage: GIGAWORD_ARCHIVE=/path/to/gigaword.tgz scripts/recipes/gigaword_10k/prepare.sh [-h]
 
-Prepares Gigaword-10k (DESIGN.md 3, 5): Rush et al.'s lower-cased, tokenised article/headline
-pairs in UNILM's org_data layout ({train,dev,test}.{src,tgt}.txt). The first
-GIGAWORD_TRAIN_SIZE (10000) training pairs form the training set (UNILM's low-resource
-setting; whether UNILM used exactly these 10k could not be checked offline), the first
-GIGAWORD_VALID_SIZE (2000) dev pairs the validation set, the test set is kept whole. No
-further tokenisation (the text is already tokenised); joint BPE (GIGAWORD_BPE_MERGES, default
-10000: our choice, the paper fine-tunes UNILM with its own WordPiece vocabulary);
-fairseq-preprocess with a joined dictionary.
+Prepares Gigaword-10k, the sparse-softmax paper's low-resource headline generation: Rush et
+al.'s lower-cased, tokenised article/headline pairs in UniLM's org_data layout
+({train,dev,test}.{src,tgt}.txt). When the input also holds UniLM's published 10k training
+subset (train.10k.src / train.10k.tgt, with or without .txt) those pairs are the training
+set (WordPiece continuations '##' joined back into words); otherwise the first
+GIGAWORD_TRAIN_SIZE (10000) training pairs are, and the log says so. The first
+GIGAWORD_VALID_SIZE (2000) dev pairs form the validation set, the test set (1951 pairs) is
+kept whole. No further tokenisation (the text is already tokenised); joint BPE
+(GIGAWORD_BPE_MERGES, default 10000: our choice, the paper fine-tunes UniLM with its own
+WordPiece vocabulary); fairseq-preprocess with a joined dictionary.
 
 Variables:
   GIGAWORD_ARCHIVE         archive or folder holding org_data/{train,dev,test}.{src,tgt}.txt
@@ -26,17 +28,33 @@ recipe_handle_help "$@"
 
 WORK=$DATA_ROOT/gigaword_10k
 
+RECIPE_EXPECT=("train.src.txt train.tgt.txt dev.src.txt dev.tgt.txt test.src.txt test.tgt.txt")
 recipe_fetch "$WORK/orig" GIGAWORD_ARCHIVE "Gigaword summarization data" \
     "Fetch the Gigaword headline data in UNILM's layout (org_data/{train,dev,test}.{src,tgt}.txt, \
 linked from https://github.com/microsoft/unilm/tree/master/unilm-v1 'Gigaword'; Rush et al.'s \
 release https://github.com/harvardnlp/sent-summary holds the same text), copy it here, and \
 run: GIGAWORD_ARCHIVE=/path/to/archive-or-folder $0"
 
+published_10k() {  # published_10k SIDE: UniLM's 10k training file of SIDE, if the input has it
+    local name
+    for name in "train.10k.$1.txt" "train.10k.$1"; do
+        if recipe_has_files "$WORK/orig" "$name"; then recipe_find "$WORK/orig" "$name"; return; fi
+    done
+}
+
 extract_text() {
-    local side
+    local side published
     for side in src tgt; do
-        head -n "${GIGAWORD_TRAIN_SIZE:-10000}" "$(recipe_find "$WORK/orig" "train.$side.txt")" \
-            >"$STEP_OUT/train.$side"
+        published=$(published_10k "$side")
+        if [[ -n $published ]]; then
+            recipe_log "training pairs: the published 10k subset $published"
+            sed 's/ ##//g' "$published" >"$STEP_OUT/train.$side"
+        else
+            recipe_log "no published 10k subset (train.10k.$side[.txt]) in the input: the first \
+${GIGAWORD_TRAIN_SIZE:-10000} training pairs are the training set"
+            head -n "${GIGAWORD_TRAIN_SIZE:-10000}" "$(recipe_find "$WORK/orig" "train.$side.txt")" \
+                >"$STEP_OUT/train.$side"
+        fi
         head -n "${GIGAWORD_VALID_SIZE:-2000}" "$(recipe_find "$WORK/orig" "dev.$side.txt")" \
             >"$STEP_OUT/valid.$side"
         cp "$(recipe_find "$WORK/orig" "test.$side.txt")" "$STEP_OUT/test.$side"

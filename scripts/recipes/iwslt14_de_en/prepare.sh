@@ -3,9 +3,11 @@
 set -euo pipefail
 RECIPE_USAGE="usage: IWSLT14_ARCHIVE=/path/to/de-en.tgz scripts/recipes/iwslt14_de_en/prepare.sh [-h]
 
-Prepares IWSLT14 De-En (DESIGN.md 5): Moses tokenisation (sacremoses), clean ratio 1.5 and
-length 1-175 (train), lower-casing, valid = every 23rd training line, test = dev2010 +
-tedx.dev2012 + tst2010-2012, joint BPE (subword-nmt), fairseq-preprocess joined dictionary.
+Prepares IWSLT14 De-En as fairseq's examples/translation/prepare-iwslt14.sh does: Moses
+tokenisation (sacremoses), clean ratio 1.5 and length 1-175 (train), lower-casing, valid =
+every 23rd training line, test = dev2010 + tedx.dev2012 + tst2010-2012 with U+2019 mapped to
+an ASCII apostrophe before tokenising (fairseq's sed), joint BPE (subword-nmt),
+fairseq-preprocess with a joined dictionary.
 
 Variables:
   IWSLT14_ARCHIVE       de-en.tgz of WIT3's 2014-01 release, or the folder it unpacks to
@@ -25,6 +27,8 @@ MERGES=${IWSLT14_BPE_MERGES:-10000}
 TEST_SETS=(IWSLT14.TED.dev2010 IWSLT14.TEDX.dev2012 IWSLT14.TED.tst2010 IWSLT14.TED.tst2011
            IWSLT14.TED.tst2012)
 
+RECIPE_EXPECT=("train.tags.de-en.de train.tags.de-en.en $(for t in "${TEST_SETS[@]}"; do
+    printf '%s.de-en.de.xml %s.de-en.en.xml ' "$t" "$t"; done)")
 recipe_fetch "$WORK/orig" IWSLT14_ARCHIVE "IWSLT14 De-En archive" \
     "Fetch de-en.tgz of the IWSLT 2014 evaluation campaign (WIT3 2014-01, texts/de/en/de-en.tgz; \
 fairseq's prepare-iwslt14.sh takes it from http://dl.fbaipublicfiles.com/fairseq/data/iwslt14/de-en.tgz) \
@@ -50,8 +54,10 @@ tokenize() {
             -o "$STEP_OUT/train.tok.$lang"
     done
     # the test set is not cleaned, only tokenised and lower-cased
-    prepare_text tokenize --lang de --lowercase -i "$WORK/text/test.de" -o "$STEP_OUT/test.de"
-    prepare_text tokenize --lang en --lowercase -i "$WORK/text/test.en" -o "$STEP_OUT/test.en"
+    for lang in de en; do
+        prepare_text tokenize --lang "$lang" --lowercase --straight-apostrophes \
+            -i "$WORK/text/test.$lang" -o "$STEP_OUT/test.$lang"
+    done
     prepare_text clean --src-in "$STEP_OUT/train.tok.de" --tgt-in "$STEP_OUT/train.tok.en" \
         --src-out "$STEP_OUT/train.clean.de" --tgt-out "$STEP_OUT/train.clean.en" \
         --ratio 1.5 --min-len 1 --max-len 175

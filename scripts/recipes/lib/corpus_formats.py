@@ -8,10 +8,15 @@ files that ``prepare_text.py`` then tokenises.
   ``IWSLT14.TED*.{dev,tst}20xx.de-en.{de,en}.xml`` with one ``<seg id="N">`` a line.
 - WMT14: ``.sgm`` test sets use the same ``<seg id=...>`` lines; training corpora are plain.
 - Europarl v7 source release (``europarl.tgz``): ``txt/<lang>/ep-YY-MM-DD[-NN].txt``, one
-  session a file, sentences one a line between ``<CHAPTER ID=..>``, ``<SPEAKER ..>`` and
-  ``<P>`` tag lines. A document is one chapter present in both languages with the same tag
-  structure; inside each block between tags the sentences are aligned by Gale and Church's
-  length-based dynamic programme (what Europarl's own ``sentence-align-corpus.perl`` does).
+  session a file, one paragraph a line between ``<CHAPTER ID=..>``, ``<SPEAKER ..>`` and
+  ``<P>`` tag lines (plus ``<BRK>``, closing tags and empty lines, dropped). Paragraphs are
+  split into sentences with the Moses splitter. A document is one chapter present in both
+  languages with the same tag structure; inside each block between tags the sentences are
+  aligned by Gale and Church's length-based dynamic programme (what Europarl's own
+  ``sentence-align-corpus.perl`` does, after the same sentence splitting).
+- The document-level Europarl split later work evaluates on (Maruf et al. 2019, used by
+  G-Transformer): ``concatenated_en2de_{train,dev,test}_{en,de}.txt``, one sentence a line,
+  a ``<d>`` line before each document.
 - arXiv / PubMed (Cohan et al. 2018): ``{train,val,test}.txt``, one JSON object a line with
   ``article_text`` (list of sentences) and ``abstract_text`` (list of ``<S> ... </S>``).
 - Gigaword (Rush et al. 2015, UNILM's ``org_data`` layout): ``{train,dev,test}.{src,tgt}.txt``.
@@ -28,7 +33,8 @@ import sys
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from scripts.recipes.lib.prepare_text import moses_tokenize, read_lines, write_lines
+from scripts.recipes.lib.prepare_text import moses_tokenize, read_lines, run_cli, write_lines
+from scripts.recipes.lib.sentence_split import split_sentences
 
 _SEG = re.compile(r"<seg[^>]*>(.*)</seg>", re.IGNORECASE)
 _KEEP_TEXT_TAGS = re.compile(r"</?(title|description)>", re.IGNORECASE)
@@ -104,30 +110,54 @@ def gale_church(src: Sequence[str], tgt: Sequence[str]) -> list[tuple[str, str]]
 
 
 # ---------------------------------------------------------------------------- Europarl
-_TAG = re.compile(r"^<(CHAPTER|SPEAKER|P)\b([^>]*)>", re.IGNORECASE)
+_TAG_LINE = re.compile(r"^<\s*(/?)\s*([A-Za-z]+)\b([^>]*)>$")
 _ID = re.compile(r'ID\s*=\s*"?([^"\s>]+)', re.IGNORECASE)
+# tags that open a block: text is aligned only within blocks that correspond in both languages
+_BLOCK_TAGS = {"CHAPTER", "SPEAKER", "P"}
+
+Block = tuple[str, list[list[str]]]  # (opening tag, paragraphs, each a list of sentences)
 
 
-def europarl_chapters(lines: Iterable[str]) -> dict[str, list[tuple[str, list[str]]]]:
-    """Chapters of one session file: chapter id -> blocks (opening tag name, sentences)."""
-    chapters: dict[str, list[tuple[str, list[str]]]] = {}
-    blocks: list[tuple[str, list[str]]] | None = None
+def europarl_chapters(lines: Iterable[str], lang: str) -> dict[str, list[Block]]:
+    """Chapters of one raw session file: chapter id -> blocks of sentence-split paragraphs.
+
+    The v7 release holds one paragraph a line. ``<CHAPTER ID=..>``, ``<SPEAKER ..>`` and
+    ``<P>`` open a block; ``<BRK>``, closing tags, any other tag line and empty lines carry no
+    text and are dropped. Each paragraph is split into sentences with the Moses splitter, as
+    Europarl's ``sentence-align-corpus.perl`` does before aligning.
+    """
+    chapters: dict[str, list[Block]] = {}
+    blocks: list[Block] | None = None
     for line in lines:
         text = line.strip()
-        tag = _TAG.match(text)
+        if not text:
+            continue
+        tag = _TAG_LINE.match(text)
         if tag:
-            name = tag.group(1).upper()
+            closing, name = tag.group(1), tag.group(2).upper()
+            if closing or name not in _BLOCK_TAGS:
+                continue
             if name == "CHAPTER":
-                ident = _ID.search(tag.group(2))
+                ident = _ID.search(tag.group(3))
                 blocks = chapters.setdefault(ident.group(1) if ident else str(len(chapters)), [])
             if blocks is not None:
                 blocks.append((name, []))
-        elif text and blocks is not None and not text.startswith("<"):
-            blocks[-1][1].append(text)
+        elif blocks is not None:
+            sentences = split_sentences(text, lang)
+            if sentences:
+                blocks[-1][1].append(sentences)
     return chapters
 
 
-def europarl_documents(src_dir: Path, tgt_dir: Path
+def align_block(src: list[list[str]], tgt: list[list[str]]) -> list[tuple[str, str]]:
+    """Sentence pairs of one block: paragraph by paragraph when both sides have as many
+    paragraphs, else the block's sentences as one sequence (Gale-Church either way)."""
+    if len(src) == len(tgt):
+        return [pair for s, t in zip(src, tgt) for pair in gale_church(s, t)]
+    return gale_church([x for p in src for x in p], [x for p in tgt for x in p])
+
+
+def europarl_documents(src_dir: Path, tgt_dir: Path, src_lang: str, tgt_lang: str
                        ) -> tuple[list[tuple[str, list[tuple[str, str]]]], int]:
     """Aligned documents (id, sentence pairs) of two language folders, and chapters skipped."""
     documents, skipped = [], 0
@@ -135,8 +165,8 @@ def europarl_documents(src_dir: Path, tgt_dir: Path
         tgt_file = tgt_dir / src_file.name
         if not tgt_file.is_file():
             continue
-        src_chapters = europarl_chapters(read_lines(src_file))
-        tgt_chapters = europarl_chapters(read_lines(tgt_file))
+        src_chapters = europarl_chapters(read_lines(src_file), src_lang)
+        tgt_chapters = europarl_chapters(read_lines(tgt_file), tgt_lang)
         for chapter, src_blocks in src_chapters.items():
             tgt_blocks = tgt_chapters.get(chapter)
             if tgt_blocks is None or [b[0] for b in src_blocks] != [b[0] for b in tgt_blocks]:
@@ -144,10 +174,34 @@ def europarl_documents(src_dir: Path, tgt_dir: Path
                 continue
             pairs = []
             for (_, s), (_, t) in zip(src_blocks, tgt_blocks):
-                pairs.extend(gale_church(s, t))
+                pairs.extend(align_block(s, t))
             if pairs:
                 documents.append((f"{src_file.stem}#{chapter}", pairs))
     return documents, skipped
+
+
+DOCUMENT_START = "<d>"
+
+
+def concatenated_documents(src_lines: Sequence[str], tgt_lines: Sequence[str], name: str
+                           ) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Documents of the ``concatenated_en2de_*`` files (one sentence a line, a ``<d>`` line
+    before each document), ids ``name#N``. The two sides must agree line by line."""
+    if len(src_lines) != len(tgt_lines):
+        raise ValueError(f"{name}: the two languages have {len(src_lines)} and "
+                         f"{len(tgt_lines)} lines; the files must be parallel")
+    documents: list[tuple[str, list[tuple[str, str]]]] = []
+    for number, (s, t) in enumerate(zip(src_lines, tgt_lines), 1):
+        s_start, t_start = s.strip() == DOCUMENT_START, t.strip() == DOCUMENT_START
+        if s_start != t_start:
+            raise ValueError(f"{name} line {number}: a document starts on one side only")
+        if s_start or not documents:
+            documents.append((f"{name}#{len(documents)}", []))
+            if s_start:
+                continue
+        if s.strip() and t.strip():
+            documents[-1][1].append((s.strip(), t.strip()))
+    return [d for d in documents if d[1]]
 
 
 # ---------------------------------------------------------------------------- summarization
@@ -180,13 +234,16 @@ def squad_qg_pairs(path: Path) -> list[tuple[str, str, str]]:
     Answer and paragraph are Moses-tokenised and lower-cased here, because the separator must
     not be tokenised; the question gets the same treatment.
     """
-    data = json.loads(Path(path).read_text(encoding="utf-8"))["data"]
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))["data"]
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not JSON ({err}): expected SQuAD 1.1's format") from err
     raw = []
-    for article in data:
+    for number, article in enumerate(data):
         for paragraph in article["paragraphs"]:
             for qa in paragraph["qas"]:
-                raw.append((article["title"], qa["answers"][0]["text"], paragraph["context"],
-                            qa["question"]))
+                raw.append((article.get("title", str(number)), qa["answers"][0]["text"],
+                            paragraph["context"], qa["question"]))
     answers = moses_tokenize([r[1] for r in raw], "en", lowercase=True)
     contexts = moses_tokenize([r[2] for r in raw], "en", lowercase=True)
     questions = moses_tokenize([r[3] for r in raw], "en", lowercase=True)
@@ -213,24 +270,42 @@ def _cmd_segments(a: argparse.Namespace) -> None:
     write_lines(a.output, lines)
 
 
+def _write_documents(out: Path, split: str, src_lang: str, tgt_lang: str,
+                     documents: Sequence[tuple[str, list[tuple[str, str]]]]) -> None:
+    rows = [(doc_id, s, t) for doc_id, pairs in documents for s, t in pairs]
+    write_lines(out / f"{split}.docid", (r[0] for r in rows))
+    _write_pairs(out / split, src_lang, tgt_lang, [(r[1], r[2]) for r in rows])
+
+
 def _cmd_europarl(a: argparse.Namespace) -> None:
     root = Path(a.txt_dir)
-    documents, skipped = europarl_documents(root / a.src_lang, root / a.tgt_lang)
+    documents, skipped = europarl_documents(root / a.src_lang, root / a.tgt_lang,
+                                            a.src_lang, a.tgt_lang)
     if not documents:
-        raise SystemExit(f"error: no aligned documents in {root}/{a.src_lang} and "
+        raise ValueError(f"no aligned documents in {root}/{a.src_lang} and "
                          f"{root}/{a.tgt_lang} (expected ep-*.txt session files)")
-    splits: dict[str, list[tuple[str, str, str]]] = {"train": [], "valid": [], "test": []}
-    for index, (doc_id, pairs) in enumerate(documents):
+    splits: dict[str, list] = {"train": [], "valid": [], "test": []}
+    for index, document in enumerate(documents):
         residue = index % a.holdout_every
         split = ("valid" if residue == a.holdout_every - 2 else
                  "test" if residue == a.holdout_every - 1 else "train")
-        splits[split].extend((doc_id, s, t) for s, t in pairs)
-    out = Path(a.out_dir)
-    for split, rows in splits.items():
-        write_lines(out / f"{split}.docid", (r[0] for r in rows))
-        _write_pairs(out / split, a.src_lang, a.tgt_lang, [(r[1], r[2]) for r in rows])
+        splits[split].append(document)
+    for split, part in splits.items():
+        _write_documents(Path(a.out_dir), split, a.src_lang, a.tgt_lang, part)
     print(f"europarl: {len(documents)} documents, {skipped} chapters skipped (tag structure "
           "differs between languages)", file=sys.stderr)
+
+
+def _cmd_concatenated(a: argparse.Namespace) -> None:
+    root = Path(a.dir)
+    for split, name in (("train", "train"), ("valid", "dev"), ("test", "test")):
+        files = [root / f"concatenated_{a.pair}_{name}_{lang}.txt"
+                 for lang in (a.src_lang, a.tgt_lang)]
+        documents = concatenated_documents(read_lines(files[0]), read_lines(files[1]), name)
+        if not documents:
+            raise ValueError(f"no documents in {files[0]}")
+        _write_documents(Path(a.out_dir), split, a.src_lang, a.tgt_lang, documents)
+        print(f"{split}: {len(documents)} documents", file=sys.stderr)
 
 
 def cohan_sentences(lines: Iterable[str]) -> Iterator[str]:
@@ -254,6 +329,8 @@ def _cmd_cohan(a: argparse.Namespace) -> None:
 
 def _cmd_squad(a: argparse.Namespace) -> None:
     rows = squad_qg_pairs(Path(a.input))
+    if not rows:
+        raise ValueError(f"{a.input} holds no questions")
     if a.split_articles:
         # SQuAD has no public test set: its dev articles are split in halves (valid, test).
         titles = list(dict.fromkeys(r[0] for r in rows))
@@ -263,7 +340,7 @@ def _cmd_squad(a: argparse.Namespace) -> None:
         for split, part in halves.items():
             _write_pairs(Path(a.out_dir) / split, "src", "tgt", [(r[1], r[2]) for r in part])
     else:
-        _write_pairs(Path(a.out_dir) / "train", "src", "tgt", [(r[1], r[2]) for r in rows])
+        _write_pairs(Path(a.out_dir) / a.split_name, "src", "tgt", [(r[1], r[2]) for r in rows])
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -289,6 +366,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", required=True, help="writes {train,valid,test}.{src,tgt,docid}")
     p.set_defaults(func=_cmd_europarl)
 
+    p = sub.add_parser("concatenated-docs",
+                       help="documents of the concatenated_<pair>_{train,dev,test} split")
+    p.add_argument("--dir", required=True, help="folder holding the concatenated_*.txt files")
+    p.add_argument("--pair", default="en2de", help="the files' language-pair name")
+    p.add_argument("--src-lang", default="en", help="source language suffix")
+    p.add_argument("--tgt-lang", default="de", help="target language suffix")
+    p.add_argument("--out-dir", required=True, help="writes {train,valid,test}.{src,tgt,docid}")
+    p.set_defaults(func=_cmd_concatenated)
+
     p = sub.add_parser("cohan", help="article/abstract pairs of arXiv or PubMed jsonl")
     p.add_argument("-i", "--input", required=True, help="train.txt, val.txt or test.txt")
     p.add_argument("--out-prefix", required=True, help="writes PREFIX.src and PREFIX.tgt")
@@ -301,13 +387,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", required=True, help="writes train.{src,tgt} or valid/test")
     p.add_argument("--split-articles", action="store_true",
                    help="split by article into valid (first half) and test (second half)")
+    p.add_argument("--split-name", default="train",
+                   help="without --split-articles: the output's name (train, valid, test)")
     p.set_defaults(func=_cmd_squad)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
-    args.func(args)
+    run_cli(build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -26,10 +26,10 @@ Public functions (all take and return plain ``str`` lines without newlines):
   input_sentence_size=2_000_000) -> Path`` (the ``.model`` file) and
   ``sentencepiece_encode(lines, model_path, *, max_pieces=None) -> list[str]``,
   ``sentencepiece_decode(lines, model_path) -> list[str]``.
-- ``pack_documents(documents, max_tokens) -> list[tuple[str, str]]``: consecutive sentence
-  pairs of each document joined into segments of at most ``max_tokens`` tokens on either side
-  (G-Transformer's packing; a sentence longer than the limit becomes a segment of its own,
-  truncated).
+- ``pack_documents(documents, max_tokens) -> list[tuple[str, str]]``: consecutive whole
+  sentence pairs of each document joined into segments below ``max_tokens`` as G-Transformer
+  counts them (``pair_length``: longer side + 2 a pair); a pair that reaches the limit alone
+  is a segment of its own, kept whole (``oversized_pairs`` counts them).
 - ``split_every(lines, every, offset=0) -> (kept, taken)``: every ``every``-th line goes to
   ``taken`` (fairseq's IWSLT/WMT validation split).
 
@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 BPE_SEPARATOR = "@@"
+CURLY_APOSTROPHE = "\u2019"
 
 
 # ---------------------------------------------------------------------------- file helpers
@@ -100,10 +101,12 @@ def _moses(lang: str):
 
 
 def _tokenize_chunk(args: tuple) -> list[str]:
-    lines, lang, lowercase, aggressive, normalize, escape = args
+    lines, lang, lowercase, aggressive, normalize, escape, straight = args
     tokenizer, _, normalizer = _moses(lang)
     out = []
     for line in lines:
+        if straight:
+            line = line.replace(CURLY_APOSTROPHE, "'")
         if normalize:
             line = normalizer.normalize(line)
         text = tokenizer.tokenize(
@@ -115,10 +118,17 @@ def _tokenize_chunk(args: tuple) -> list[str]:
 
 def moses_tokenize(lines: Sequence[str], lang: str, *, lowercase: bool = False,
                    aggressive_dash_splits: bool = False, normalize_punctuation: bool = False,
-                   escape: bool = True, workers: int = 1) -> list[str]:
-    """Moses-tokenise ``lines`` (``tokenizer.perl -l lang [-a]``), optionally lower-cased."""
+                   escape: bool = True, straight_apostrophes: bool = False,
+                   workers: int = 1) -> list[str]:
+    """Moses-tokenise ``lines`` (``tokenizer.perl -l lang [-a]``), optionally lower-cased.
+
+    ``straight_apostrophes`` first maps the right single quotation mark U+2019 to ``'``, the
+    one character fairseq's ``prepare-iwslt14.sh`` and ``prepare-wmt14en2de.sh`` map in their
+    test sets (``sed -e "s/\\’/\\'/g"``).
+    """
     lines = list(lines)
-    options = (lang, lowercase, aggressive_dash_splits, normalize_punctuation, escape)
+    options = (lang, lowercase, aggressive_dash_splits, normalize_punctuation, escape,
+               straight_apostrophes)
     if workers <= 1 or len(lines) < 2000:
         return _tokenize_chunk((lines, *options))
     size = (len(lines) + workers * 4 - 1) // (workers * 4)
@@ -149,17 +159,6 @@ def clean_parallel(src: Sequence[str], tgt: Sequence[str], *, min_len: int = 1,
         kept_src.append(s)
         kept_tgt.append(t)
     return kept_src, kept_tgt
-
-
-def split_every(lines: Sequence[str], every: int, offset: int = 0
-                ) -> tuple[list[str], list[str]]:
-    """Line i goes to ``taken`` when ``i % every == offset`` (fairseq: every 23rd/100th)."""
-    if every < 2:
-        raise ValueError(f"split_every needs every >= 2, got {every}")
-    kept, taken = [], []
-    for i, line in enumerate(lines):
-        (taken if i % every == offset else kept).append(line)
-    return kept, taken
 
 
 # ---------------------------------------------------------------------------- BPE
@@ -257,14 +256,27 @@ def sentencepiece_decode(lines: Iterable[str], model_path: str | Path) -> list[s
 
 
 # ---------------------------------------------------------------------------- documents
+def pair_length(src: str, tgt: str) -> int:
+    """What a sentence pair adds to a segment's length, counted as G-Transformer does.
+
+    G-Transformer's segment builder (Bao et al. 2021, ``convert_to_segment`` of its data
+    builder) counts each sentence pair as the whitespace tokens of its longer side plus 2 (the
+    ``<s>``/``</s>`` that delimit each sentence in its segments; we count them but do not
+    write them, since our models do not use sentence tags).
+    """
+    return max(len(src.split()), len(tgt.split())) + 2
+
+
 def pack_documents(documents: Iterable[Sequence[tuple[str, str]]], max_tokens: int
                    ) -> list[tuple[str, str]]:
     """Join consecutive sentence pairs of each document into segments.
 
-    A segment grows while both of its sides stay within ``max_tokens`` whitespace tokens; the
-    next sentence that would overflow starts a new segment. Segments never cross documents.
-    A single sentence longer than ``max_tokens`` is truncated to it (it cannot be split
-    without an alignment).
+    A segment is a run of whole sentence pairs: it never splits a pair, so both sides hold
+    exactly the same sentences. A pair joins the current segment while the segment's length
+    (the sum of ``pair_length``) plus the pair's stays below ``max_tokens`` (G-Transformer's
+    strict ``<``); otherwise it starts a new segment. A pair longer than the limit by itself
+    gets a segment of its own, kept whole (``oversized_pairs`` counts them). Segments never
+    cross documents.
     """
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be positive, got {max_tokens}")
@@ -272,19 +284,43 @@ def pack_documents(documents: Iterable[Sequence[tuple[str, str]]], max_tokens: i
     for document in documents:
         src: list[str] = []
         tgt: list[str] = []
+        length = 0
         for s, t in document:
-            s_tok, t_tok = s.split(), t.split()
-            if src and (len(src) + len(s_tok) > max_tokens or len(tgt) + len(t_tok) > max_tokens):
+            if not s.split() and not t.split():
+                continue
+            size = pair_length(s, t)
+            if src and length + size >= max_tokens:
                 segments.append((" ".join(src), " ".join(tgt)))
-                src, tgt = [], []
-            src.extend(s_tok)
-            tgt.extend(t_tok)
-            if len(src) > max_tokens or len(tgt) > max_tokens:
-                segments.append((" ".join(src[:max_tokens]), " ".join(tgt[:max_tokens])))
-                src, tgt = [], []
-        if src or tgt:
+                src, tgt, length = [], [], 0
+            src.append(s.strip())
+            tgt.append(t.strip())
+            length += size
+        if src:
             segments.append((" ".join(src), " ".join(tgt)))
     return segments
+
+
+def oversized_pairs(documents: Iterable[Sequence[tuple[str, str]]], max_tokens: int) -> int:
+    """How many sentence pairs reach ``max_tokens`` alone (each is a segment of its own)."""
+    return sum(pair_length(s, t) >= max_tokens for document in documents for s, t in document
+               if s.split() or t.split())
+
+
+def document_lines(doc_ids: Sequence[str]) -> list[list[int]]:
+    """Line numbers of each document: a change of id starts a new document."""
+    return [[i for i, _ in group]
+            for _, group in itertools.groupby(enumerate(doc_ids), key=lambda item: item[1])]
+
+
+def split_every(lines: Sequence[str], every: int, offset: int = 0
+                ) -> tuple[list[str], list[str]]:
+    """Line i goes to ``taken`` when ``i % every == offset`` (fairseq: every 23rd/100th)."""
+    if every < 2:
+        raise ValueError(f"split_every needs every >= 2, got {every}")
+    kept, taken = [], []
+    for i, line in enumerate(lines):
+        (taken if i % every == offset else kept).append(line)
+    return kept, taken
 
 
 # ---------------------------------------------------------------------------- CLI
@@ -295,7 +331,8 @@ def _cmd_tokenize(a: argparse.Namespace) -> None:
         lines = moses_tokenize(
             read_lines(src), a.lang, lowercase=a.lowercase,
             aggressive_dash_splits=a.aggressive_dash_splits,
-            normalize_punctuation=a.normalize_punctuation, workers=a.workers,
+            normalize_punctuation=a.normalize_punctuation,
+            straight_apostrophes=a.straight_apostrophes, workers=a.workers,
         )
         write_lines(dst, lines)
 
@@ -362,15 +399,13 @@ def _cmd_pack(a: argparse.Namespace) -> None:
     doc_ids = read_lines(a.doc_ids)
     if len(doc_ids) != len(src):
         raise SystemExit(f"error: {a.doc_ids} has {len(doc_ids)} lines, {a.src_in} {len(src)}")
-    documents = [
-        [(src[i], tgt[i]) for i, _ in group]
-        for _, group in itertools.groupby(enumerate(doc_ids), key=lambda item: item[1])
-    ]
+    documents = [[(src[i], tgt[i]) for i in lines] for lines in document_lines(doc_ids)]
     segments = pack_documents(documents, a.max_tokens)
     write_lines(a.src_out, (s for s, _ in segments))
     write_lines(a.tgt_out, (t for _, t in segments))
-    print(f"pack: {len(documents)} documents -> {len(segments)} segments of <= {a.max_tokens} "
-          f"tokens", file=sys.stderr)
+    print(f"pack: {len(documents)} documents -> {len(segments)} segments below {a.max_tokens} "
+          f"tokens (G-Transformer's count); {oversized_pairs(documents, a.max_tokens)} sentence "
+          f"pairs reach the limit alone and are segments of their own", file=sys.stderr)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -393,6 +428,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--normalize-punctuation", action="store_true",
                    help="run Moses punctuation normalisation (and drop non-printing "
                         "characters) first")
+    p.add_argument("--straight-apostrophes", action="store_true",
+                   help="map U+2019 to ' first, as fairseq's scripts do for test sets")
     p.add_argument("--workers", type=int, default=1, help="processes to tokenise with")
     p.set_defaults(func=_cmd_tokenize)
 
@@ -468,9 +505,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def run_cli(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> None:
+    """Parse and run a sub-command; a bad input file ends it with one line, no traceback."""
+    args = parser.parse_args(argv)
+    try:
+        args.func(args)
+    except (OSError, ValueError, KeyError, UnicodeDecodeError) as err:
+        detail = f"missing field {err}" if isinstance(err, KeyError) else str(err)
+        parser.exit(1, f"{parser.prog} {args.command}: error: {detail}\n")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
-    args.func(args)
+    run_cli(build_parser(), argv)
 
 
 if __name__ == "__main__":

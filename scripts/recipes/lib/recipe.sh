@@ -120,14 +120,35 @@ recipe_sha256_check() {  # recipe_sha256_check PATH VAR: verify a file or folder
     fi
 }
 
-recipe_unpack() {  # recipe_unpack ARCHIVE DEST [MEMBERS...]: extract a .tgz/.tar/.zip
-    local archive=$1 dest=$2
+# recipe_unpack ARCHIVE DEST [PATTERNS...]: extract a .tgz/.tar/.zip, only the members that
+# match PATTERNS (shell globs) when given. A pattern that matches nothing is not an error here
+# (the content check of the fetch step says what is missing); any other failure is.
+recipe_unpack() {
+    local archive=$1 dest=$2 log status=0
     shift 2
+    log=$(mktemp)
     case $archive in
-        *.tgz|*.tar.gz|*.tar|*.tar.bz2|*.tar.xz) tar -xf "$archive" -C "$dest" "$@" ;;
-        *.zip) unzip -q -o "$archive" -d "$dest" "$@" ;;
-        *) recipe_die "cannot unpack $archive: expected .tgz, .tar[.gz|.bz2|.xz] or .zip" ;;
+        *.tgz|*.tar.gz|*.tar|*.tar.bz2|*.tar.xz)
+            tar -xf "$archive" -C "$dest" ${1:+--wildcards} "$@" 2>"$log" || status=$?
+            if ((status)) && grep -qv -e 'Not found in archive' -e 'Exiting with failure status' \
+                    "$log"; then
+                status=-1
+            else
+                status=0
+            fi ;;
+        *.zip)
+            unzip -q -o "$archive" -d "$dest" "$@" >"$log" 2>&1 || status=$?
+            ((status != 11)) || status=0 ;;  # 11: no member matched the patterns
+        *) rm -f "$log"
+           recipe_die "cannot unpack $archive: expected .tgz, .tar[.gz|.bz2|.xz] or .zip" 2 ;;
     esac
+    if ((status)); then
+        local message
+        message=$(tail -n 3 "$log" | tr '\n' ' ')
+        rm -f "$log"
+        recipe_die "cannot unpack $archive ($message): is it complete? Fetch it again." 2
+    fi
+    rm -f "$log"
 }
 
 _recipe_fetch_into() {
@@ -144,25 +165,67 @@ _recipe_fetch_into() {
     else
         recipe_unpack "$source" "$STEP_OUT" "$@"
     fi
+    _recipe_check_input
+    _recipe_source_id "$source" >"$STEP_OUT/.source"
+}
+
+# The input's identity: name and size of the archive, or of each file of the folder.
+_recipe_source_id() {
+    if [[ -d $1 ]]; then (cd "$1" && find -L . -maxdepth 1 -type f -printf '%P %s\n' | LC_ALL=C sort)
+    else find -L "$1" -maxdepth 0 -printf '%f %s\n'; fi
+}
+
+recipe_has_files() {  # recipe_has_files DIR NAME...: every NAME (a glob) is a file under DIR
+    local name
+    for name in "${@:2}"; do
+        [[ -n $(find -L "$1" -name "$name" -type f -print -quit 2>/dev/null) ]] || return 1
+    done
+}
+
+# The unpacked input must hold one of the RECIPE_EXPECT alternatives (each a space-separated
+# list of file names or globs), else the fetch step fails and is not marked done.
+_recipe_check_input() {
+    local alternative names
+    ((${#RECIPE_EXPECT[@]})) || return 0
+    for alternative in "${RECIPE_EXPECT[@]}"; do
+        read -r -a names <<<"$alternative"
+        recipe_has_files "$STEP_OUT" "${names[@]}" && return 0
+    done
+    local wanted
+    wanted=$(printf ' or [%s]' "${RECIPE_EXPECT[@]}")
+    recipe_die "$FETCH_VAR=$FETCH_SOURCE is not the $FETCH_WHAT: it lacks the files \
+${wanted# or }. Point $FETCH_VAR at the right archive or folder and run again. $FETCH_HOW" 2
 }
 
 # recipe_fetch DIR VAR WHAT HOW [MEMBERS...]: put the input named by $VAR (archive or folder)
-# into DIR; MEMBERS limits what is unpacked from an archive.
+# into DIR; MEMBERS limits what is unpacked from an archive. Before the step counts as done
+# the input must hold the files RECIPE_EXPECT names (set it before calling). When DIR is done
+# and $VAR names an input of another name or size than the one it came from, everything
+# prepared from the old input (the whole data set folder) is prepared again from the new one.
+RECIPE_EXPECT=()
 recipe_fetch() {
     local dir=$1 var=$2 what=$3 how=$4 source
     shift 4
-    if recipe_is_done "$dir"; then
-        recipe_log "step fetch: done already ($dir)"
-        return 0
-    fi
     source=${!var:-}
+    if recipe_is_done "$dir"; then
+        if [[ -n $source && -e $source && -f $dir/.source ]] && \
+                [[ $(_recipe_source_id "$source") != "$(<"$dir/.source")" ]]; then
+            recipe_log "$var=$source is another input than the one $(dirname "$dir") was \
+prepared from: preparing it again"
+            rm -rf -- "$(dirname "$dir")"
+        else
+            recipe_log "step fetch: done already ($dir)"
+            return 0
+        fi
+    fi
     if [[ -z $source ]]; then
         recipe_die "no $what: set $var to its local path. Nothing can be downloaded from here; \
 $how" 2
     fi
     [[ -e $source ]] || recipe_die "$var=$source does not exist. $how" 2
     recipe_sha256_check "$source" "$var"
-    recipe_step fetch "$dir" _recipe_fetch_into "$source" "$@"
+    FETCH_VAR=$var FETCH_SOURCE=$source FETCH_WHAT=$what FETCH_HOW=$how \
+        recipe_step fetch "$dir" _recipe_fetch_into "$source" "$@"
 }
 
 recipe_find() {  # recipe_find DIR NAME: the one file called NAME under DIR (links followed)

@@ -6,9 +6,12 @@ references (``T-``), the ``multi-bleu.perl`` number the papers print (SacreBLEU'
 with ``tokenize="none"``); with ``--split-compounds`` hyphenated compounds are split first, the
 WMT14 En-De convention (``get_ende_bleu.sh``). SacreBLEU is computed on detokenised
 hypotheses against the untouched reference text, and its signature is reported.
-``--bleu-orders 1 2 3 4`` adds BLEU-1..4 (question generation).
+``--bleu-orders 1 2 3 4`` adds BLEU-1..4 and ``--multi-reference`` scores one hypothesis per
+distinct source against all of its references (question generation).
 ROUGE: ROUGE-1/2/L F1 (``rouge-score``, Porter stemmer) of ``H-`` lines against the raw
-references (``--references``) or the ``T-`` lines.
+references (``--references``) or the ``T-`` lines; ``--rouge-lsum`` adds ROUGE-Lsum on
+sentence-split summaries. ``rouge_scores(hypotheses, references, lsum=...)`` is the importable
+form (the demo scores with it too).
 
 The scores go to ``--out`` as JSON and are printed.
 """
@@ -23,13 +26,18 @@ from pathlib import Path
 from typing import Sequence
 
 from scripts.recipes.lib.prepare_text import moses_detokenize, read_lines
+from scripts.recipes.lib.sentence_split import split_sentences
 
-_LINE = re.compile(r"^([HT])-(\d+)\t(.*)$")
+_LINE = re.compile(r"^([HTS])-(\d+)\t(.*)$")
 _FAIRSEQ_BLEU = re.compile(r"BLEU4? = ([\d.]+)")
 
 
-def parse_generate(lines: Sequence[str]) -> tuple[list[int], list[str], list[str]]:
-    """Sentence ids, hypotheses and references of a fairseq-generate log, in id order."""
+def parse_generate(lines: Sequence[str], sources: dict[int, str] | None = None
+                   ) -> tuple[list[int], list[str], list[str]]:
+    """Sentence ids, hypotheses and references of a fairseq-generate log, in id order.
+
+    ``sources``, when given, receives the source line (``S-``) of each id.
+    """
     hyps: dict[int, str] = {}
     refs: dict[int, str] = {}
     for line in lines:
@@ -40,8 +48,10 @@ def parse_generate(lines: Sequence[str]) -> tuple[list[int], list[str], list[str
         if kind == "H":
             _, _, text = rest.partition("\t")  # H-id <tab> score <tab> text
             hyps.setdefault(ident, text)  # with --nbest > 1 the best comes first
-        else:
+        elif kind == "T":
             refs[ident] = rest
+        elif sources is not None:
+            sources[ident] = rest
     if not hyps:
         raise ValueError("no H- lines: is this a fairseq-generate output?")
     ids = sorted(hyps)
@@ -53,19 +63,42 @@ def split_compounds(line: str) -> str:
     return re.sub(r"(\S)-(\S)", r"\1 ##AT##-##AT## \2", line)
 
 
-def bleu_scores(hyps: Sequence[str], refs: Sequence[str], *, orders: Sequence[int] = (4,),
-                lowercase: bool = False, compounds: bool = False) -> dict[str, float]:
-    """Tokenised corpus BLEU-n for each n in ``orders`` (``tokenize="none"``)."""
+def group_by_source(ids: Sequence[int], hyps: Sequence[str], refs: Sequence[str],
+                    sources: dict[int, str]) -> tuple[list[str], list[list[str]]]:
+    """One hypothesis per distinct source and all references of that source.
+
+    Question generation's standard evaluation (Du et al. 2017's, which UniLM and the
+    sparse-softmax paper follow) scores each distinct input once against every question asked
+    about it. Identical inputs decode to identical hypotheses; the first is kept.
+    """
+    groups: dict[str, tuple[str, list[str]]] = {}
+    for ident, hyp, ref in zip(ids, hyps, refs):
+        groups.setdefault(sources.get(ident, f"<no source {ident}>"), (hyp, []))[1].append(ref)
+    return [g[0] for g in groups.values()], [g[1] for g in groups.values()]
+
+
+def bleu_scores(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequence[str]], *,
+                orders: Sequence[int] = (4,), lowercase: bool = False, compounds: bool = False
+                ) -> dict[str, float]:
+    """Tokenised corpus BLEU-n for each n in ``orders`` (``tokenize="none"``).
+
+    ``refs`` holds one reference a hypothesis, or a list of references a hypothesis (any
+    number each: multi-reference BLEU, clipped counts over all references and the closest
+    reference length, as ``multi-bleu.perl``).
+    """
     from sacrebleu.metrics import BLEU
 
+    ref_lists = [[r] if isinstance(r, str) else list(r) for r in refs]
     if compounds:
         hyps = [split_compounds(h) for h in hyps]
-        refs = [split_compounds(r) for r in refs]
+        ref_lists = [[split_compounds(r) for r in rs] for rs in ref_lists]
+    width = max((len(rs) for rs in ref_lists), default=1)
+    # sacrebleu takes reference streams; a missing reference is None
+    streams = [[rs[k] if k < len(rs) else None for rs in ref_lists] for k in range(width)]
     scores = {}
     for n in orders:
         metric = BLEU(tokenize="none", lowercase=lowercase, max_ngram_order=n, force=True)
-        scores[f"bleu{n}_tokenized"] = round(metric.corpus_score(list(hyps), [list(refs)]).score,
-                                             2)
+        scores[f"bleu{n}_tokenized"] = round(metric.corpus_score(list(hyps), streams).score, 2)
     return scores
 
 
@@ -79,26 +112,48 @@ def sacrebleu_score(hyps: Sequence[str], refs: Sequence[str], *, lowercase: bool
     return round(score.score, 2), str(metric.get_signature())
 
 
-def rouge_scores(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, float]:
-    """Mean ROUGE-1/2/L F1 (x100) with the Porter stemmer."""
+ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
+
+
+def rouge_scores(hypotheses: Sequence[str], references: Sequence[str], *, lsum: bool = False,
+                 lang: str = "en") -> dict[str, float]:
+    """Mean ROUGE F1 (x100) of ``hypotheses`` against ``references``, one pair a position.
+
+    Google's ``rouge-score`` package (the Python port of ROUGE-1.5.5 that Pegasus, BigBird and
+    the Pyramidion paper's baselines report) with the Porter stemmer and its default
+    tokeniser (lower-cased, non-alphanumerics dropped): ROUGE-1, ROUGE-2 and ROUGE-L, the
+    latter over each text as one sequence. With ``lsum`` also ROUGE-Lsum: the union-LCS of
+    the texts split into sentences with the Moses splitter (``split_sentences`` in ``lang``,
+    uncased: the summaries are lower-cased text), the summary-level ROUGE-L of ROUGE-1.5.5
+    that long-document papers report.
+    Returns ``{"rouge1": .., "rouge2": .., "rougeL": ..[, "rougeLsum": ..]}``, 2 decimals.
+    """
     from rouge_score import rouge_scorer
 
-    kinds = ["rouge1", "rouge2", "rougeL"]
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
+    kinds = list(ROUGE_TYPES) + (["rougeLsum"] if lsum else [])
     scorer = rouge_scorer.RougeScorer(kinds, use_stemmer=True)
     totals = dict.fromkeys(kinds, 0.0)
-    for h, r in zip(hyps, refs):
-        result = scorer.score(r, h)
-        for k in kinds:
-            totals[k] += result[k].fmeasure
-    return {k: round(100 * v / max(len(hyps), 1), 2) for k, v in totals.items()}
+    for hypothesis, reference in zip(hypotheses, references):
+        if lsum:
+            # rougeLsum reads sentence boundaries from newlines; the others ignore them
+            hypothesis = "\n".join(split_sentences(hypothesis, lang, cased=False))
+            reference = "\n".join(split_sentences(reference, lang, cased=False))
+        result = scorer.score(reference, hypothesis)
+        for kind in kinds:
+            totals[kind] += result[kind].fmeasure
+    return {k: round(100 * v / max(len(hypotheses), 1), 2) for k, v in totals.items()}
 
 
 def score(generate_output: Path, metric: str, *, references: Path | None = None,
           detok_lang: str | None = None, lowercase: bool = False, compounds: bool = False,
-          bleu_orders: Sequence[int] = (4,), expected_sentences: int | None = None) -> dict:
+          bleu_orders: Sequence[int] = (4,), expected_sentences: int | None = None,
+          rouge_lsum: bool = False, multi_reference: bool = False) -> dict:
     """All scores of one generate log, as a JSON-ready dict."""
     lines = read_lines(generate_output)
-    ids, hyps, refs = parse_generate(lines)
+    sources: dict[int, str] = {}
+    ids, hyps, refs = parse_generate(lines, sources)
     if expected_sentences is not None and len(ids) != expected_sentences:
         raise ValueError(f"{generate_output} has {len(ids)} hypotheses, the subset "
                          f"{expected_sentences} sentences: sentences were skipped")
@@ -114,7 +169,12 @@ def score(generate_output: Path, metric: str, *, references: Path | None = None,
         raw_refs = [all_refs[i] for i in ids]
     result: dict = {"sentences": len(ids), "generate_output": str(generate_output)}
     fairseq_bleu = [m.group(1) for m in map(_FAIRSEQ_BLEU.search, lines) if m]
-    if metric == "bleu":
+    if metric == "bleu" and multi_reference:
+        grouped_hyps, grouped_refs = group_by_source(ids, hyps, refs, sources)
+        result["distinct_sources"] = len(grouped_hyps)
+        result.update(bleu_scores(grouped_hyps, grouped_refs, orders=bleu_orders,
+                                  lowercase=lowercase, compounds=compounds))
+    elif metric == "bleu":
         result.update(bleu_scores(hyps, refs, orders=bleu_orders, lowercase=lowercase,
                                   compounds=compounds))
         if fairseq_bleu:
@@ -128,7 +188,8 @@ def score(generate_output: Path, metric: str, *, references: Path | None = None,
             result["sacrebleu"], result["sacrebleu_signature"] = sacrebleu_score(
                 detok, raw_refs, lowercase=lowercase)
     elif metric == "rouge":
-        result.update(rouge_scores(hyps, raw_refs if raw_refs is not None else refs))
+        result.update(rouge_scores(hyps, raw_refs if raw_refs is not None else refs,
+                                   lsum=rouge_lsum))
     else:
         raise ValueError(f"--metric must be bleu or rouge, got {metric!r}")
     return result
@@ -150,13 +211,19 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="split hyphenated compounds before tokenized BLEU (WMT14 En-De)")
     parser.add_argument("--bleu-orders", type=int, nargs="+", default=[4],
                         help="report BLEU-n for each n (default 4)")
+    parser.add_argument("--multi-reference", action="store_true",
+                        help="BLEU of one hypothesis per distinct source line against all "
+                             "references of that source (question generation)")
+    parser.add_argument("--rouge-lsum", action="store_true",
+                        help="also ROUGE-Lsum on sentence-split summaries (long documents)")
     parser.add_argument("--expected-sentences", type=int, default=None,
                         help="fail unless the log has this many hypotheses")
     parser.add_argument("--out", type=Path, required=True, help="JSON results file")
     a = parser.parse_args(argv)
     result = score(a.generate_output, a.metric, references=a.references,
                    detok_lang=a.detok_lang, lowercase=a.lowercase, compounds=a.split_compounds,
-                   bleu_orders=a.bleu_orders, expected_sentences=a.expected_sentences)
+                   bleu_orders=a.bleu_orders, expected_sentences=a.expected_sentences,
+                   rouge_lsum=a.rouge_lsum, multi_reference=a.multi_reference)
     text = json.dumps(result, indent=2)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = a.out.with_name(f".{a.out.name}.tmp{os.getpid()}")

@@ -5,7 +5,7 @@ RECIPE_USAGE="usage: DATASET=arxiv|pubmed scripts/recipes/long_doc_summarization
 
 fairseq-generate with the Pyramidion paper's beam 16 and minimum length 72 (summaries of at
 most 512 pieces), SentencePiece removed, then ROUGE-1/2/L F1 (rouge-score, stemmed) against
-the untokenised reference abstracts.
+the untokenised reference abstracts, and ROUGE-Lsum on summaries split into sentences.
 Variables: DATASET (required), SUBSET, CHECKPOINT, SAVE_DIR, DATA_BIN, RESULTS.
 Outputs: SAVE_DIR/generate-SUBSET.txt and the JSON results file (also printed)."
 source "$(dirname "$0")/../lib/recipe.sh"
@@ -18,6 +18,6 @@ RECIPE_MODELS=(transformer blockwise transpooler pyramidion deep_pyramidion)
 GENERATE_ARGS=(--beam 16 --min-len 72 --max-len-a 0 --max-len-b "${MAX_TARGET_TOKENS:-512}"
                --post-process sentencepiece --max-source-positions "${MAX_SOURCE_TOKENS:-8192}"
                --max-target-positions "${MAX_TARGET_TOKENS:-512}" --batch-size 8)
-SCORE_ARGS=(--metric rouge)
+SCORE_ARGS=(--metric rouge --rouge-lsum)
 if [[ ${SUBSET:-test} == test ]]; then SCORE_ARGS+=(--references "$DATA_ROOT/$DATASET/text/test.tgt"); fi
 recipe_evaluate_main "$@"

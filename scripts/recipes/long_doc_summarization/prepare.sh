@@ -3,7 +3,7 @@
 set -euo pipefail
 RECIPE_USAGE="usage: DATASET=arxiv|pubmed {ARXIV,PUBMED}_ARCHIVE=... scripts/recipes/long_doc_summarization/prepare.sh [-h]
 
-Prepares Cohan et al.'s arXiv or PubMed summarization data (DESIGN.md 4.2, 5): each jsonl
+Prepares Cohan et al.'s arXiv or PubMed summarization data: each jsonl
 document's article_text sentences form the source, its abstract_text (<S> tags dropped) the
 target; a SentencePiece model (unigram, 32k pieces as in the Pyramidion paper) is trained on
 the training sentences; sources are cut to MAX_SOURCE_TOKENS - 1 pieces and targets to
@@ -34,6 +34,7 @@ case ${DATASET:-} in
 esac
 WORK=$DATA_ROOT/$DATASET
 
+RECIPE_EXPECT=("train.txt val.txt test.txt")
 recipe_fetch "$WORK/orig" "$VAR" "$DATASET summarization data" \
     "Fetch $NAME.zip of Cohan et al. 2018 (https://github.com/armancohan/long-summarization, \
 'arXiv' / 'PubMed' download links) on a machine with internet, copy it here, and run: \

@@ -10,10 +10,11 @@ MODEL: transformer | blockwise | transpooler | pyramidion | deep_pyramidion
   pyramidion: pyramidion_base (3+3 layers, 8192 -> 4096 -> 2048);
   deep_pyramidion: 6+6 layers, blocks of 512, 8192 -> 4096 (layer 2) -> 2048 (layer 4).
   Change the schedule with -- --pooling-schedule SPEC (see the README's pyramidion section).
-Defaults are the Pyramidion paper's (DESIGN.md 4.2): Adam, lr 5e-4, polynomial decay over
-TOTAL_UPDATES (default 100000) after 5000 warm-up updates, weight decay 0.1, inputs of
-MAX_SOURCE_TOKENS (8192) pieces, summaries of MAX_TARGET_TOKENS (512); label smoothing 0.1
-and --max-tokens 16384 are our choices (not stated in the paper).
+Defaults are the Pyramidion paper's: Adam, lr 5e-4, polynomial decay over TOTAL_UPDATES
+(default 100000) after 5000 warm-up updates, weight decay 0.1, training stopped after 7
+validations without improvement (--patience 7), inputs of MAX_SOURCE_TOKENS (8192) pieces,
+summaries of MAX_TARGET_TOKENS (512); label smoothing 0.1 and --max-tokens 16384 are our
+choices (not stated in the paper).
 Flags after -- go to fairseq-train last; --dry-run prints the command.
 Variables: DATASET (required), DATA_BIN (default \$DATA_ROOT/\$DATASET/data-bin), SAVE_DIR
 (default \$CHECKPOINT_ROOT/\$DATASET/MODEL), LAUNCHER, TOTAL_UPDATES, LABEL_SMOOTHING.
@@ -36,6 +37,6 @@ TRAIN_ARGS=(--task translation --source-lang src --target-lang tgt
             --optimizer adam --adam-betas "(0.9, 0.98)" --clip-norm 0.0 --lr 5e-4
             --lr-scheduler polynomial_decay --warmup-updates 5000 --total-num-update "$TOTAL"
             --max-update "$TOTAL" --weight-decay 0.1 --dropout 0.1 --max-tokens 16384
-            --keep-last-epochs 5)
+            --patience 7 --keep-last-epochs 5)
 recipe_model_args() { recipe_seq2seq_model_args "$1"; }
 recipe_train_main "$@"

@@ -3,17 +3,21 @@
 set -euo pipefail
 RECIPE_USAGE="usage: SQUAD_DIR=/path/to/squad scripts/recipes/squad_qg/prepare.sh [-h]
 
-Prepares question generation from SQuAD 1.1 (DESIGN.md 3, 5): the source is the answer, a
-'<sep>' token and the paragraph, the target the question (UNILM's input form), all Moses-
-tokenised and lower-cased. SQuAD's test set is hidden, so train-v1.1.json is the training
-set and the articles of dev-v1.1.json are split in halves: the first half validation, the
+Prepares question generation from SQuAD 1.1: the source is the answer, a '<sep>' token and
+the paragraph, the target the question (UniLM's input form), all Moses-tokenised and
+lower-cased. With Du et al. (2017)'s split (their SQuAD-format train.json, dev.json and
+test.json, https://github.com/xinyadu/nqg data/raw) those are the training, validation and
+test sets: the standard split UniLM and the paper report on. Otherwise, from SQuAD's own
+train-v1.1.json and dev-v1.1.json (its test set is hidden): train-v1.1.json is the training
+set and the articles of dev-v1.1.json are split in halves, the first half validation, the
 second test (in the manner of Zhao et al. 2018's reversed dev-test split; their exact
 article lists are not reproduced). Joint BPE
 (SQUAD_BPE_MERGES, default 10000, '<sep>' never split), fairseq-preprocess with a joined
 dictionary.
 
 Variables:
-  SQUAD_DIR               folder (or archive) holding train-v1.1.json and dev-v1.1.json
+  SQUAD_DIR               folder (or archive) holding Du et al.'s train.json, dev.json and
+                          test.json, or SQuAD's train-v1.1.json and dev-v1.1.json
   SQUAD_DIR_SHA256SUMS    optional sha256sum-format file to check the folder against
   SQUAD_BPE_MERGES        default 10000
   DATA_ROOT, WORKERS, PYTHON   see scripts/recipes/lib/recipe.sh
@@ -25,14 +29,27 @@ recipe_handle_help "$@"
 
 WORK=$DATA_ROOT/squad_qg
 
-recipe_fetch "$WORK/orig" SQUAD_DIR "SQuAD 1.1" \
-    "Fetch train-v1.1.json and dev-v1.1.json from https://rajpurkar.github.io/SQuAD-explorer/ \
-(SQuAD 1.1) into one folder, copy it here, and run: SQUAD_DIR=/path/to/folder $0"
+RECIPE_EXPECT=("train.json dev.json test.json" "train-v1.1.json dev-v1.1.json")
+recipe_fetch "$WORK/orig" SQUAD_DIR "SQuAD 1.1 question generation data" \
+    "Fetch Du et al.'s split (train.json, dev.json, test.json of \
+https://github.com/xinyadu/nqg/tree/master/data/raw), or train-v1.1.json and dev-v1.1.json \
+from https://rajpurkar.github.io/SQuAD-explorer/ (SQuAD 1.1), into one folder, copy it here, \
+and run: SQUAD_DIR=/path/to/folder $0"
 
 extract_text() {
-    corpus_formats squad-qg -i "$(recipe_find "$WORK/orig" train-v1.1.json)" --out-dir "$STEP_OUT"
-    corpus_formats squad-qg -i "$(recipe_find "$WORK/orig" dev-v1.1.json)" --out-dir "$STEP_OUT" \
-        --split-articles
+    local split
+    if recipe_has_files "$WORK/orig" train.json dev.json test.json; then
+        recipe_log "Du et al.'s split: train.json, dev.json (validation), test.json"
+        for split in train dev test; do
+            corpus_formats squad-qg -i "$(recipe_find "$WORK/orig" "$split.json")" \
+                --out-dir "$STEP_OUT" --split-name "${split/dev/valid}"
+        done
+    else
+        corpus_formats squad-qg -i "$(recipe_find "$WORK/orig" train-v1.1.json)" \
+            --out-dir "$STEP_OUT"
+        corpus_formats squad-qg -i "$(recipe_find "$WORK/orig" dev-v1.1.json)" \
+            --out-dir "$STEP_OUT" --split-articles
+    fi
 }
 
 recipe_step extract "$WORK/text" extract_text

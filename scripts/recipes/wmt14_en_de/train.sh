@@ -4,11 +4,12 @@ set -euo pipefail
 RECIPE_USAGE="usage: scripts/recipes/wmt14_en_de/train.sh [-h] [--dry-run] MODEL [-- FAIRSEQ_TRAIN_FLAGS...]
 
 MODEL: transformer | relu_former | sparsemax | entmax15 | rela | sparse_softmax
-Defaults are the paper's WMT14 setting (DESIGN.md 2.5): 6+6 layers, 512/2048, 8 heads
-(transformer_wmt_en_de, relu_former_wmt_en_de), Adam (0.9, 0.98), inverse-sqrt schedule with
-4000 warm-up updates, label smoothing 0.1, 8192 tokens a batch (--max-tokens 4096
---update-freq 2 on one GPU), 100k updates. Not given by the paper (fairseq's WMT recipe
-values): lr 7e-4, dropout 0.1.
+Defaults are the ReLUFormer paper's WMT14 setting (its appendix A.2): 6+6 layers, 512/2048,
+8 heads (transformer_wmt_en_de, relu_former_wmt_en_de), dropout 0.1 on residual connections
+and on attention weights, shared source/target embeddings (one joined dictionary), Adam
+(0.9, 0.98), inverse-sqrt schedule with 4000 warm-up updates, label smoothing 0.1, 8192
+tokens a batch (--max-tokens 4096 --update-freq 2 on one GPU), 100k updates, for every model
+of the comparison. Not given by the paper (fairseq's WMT recipe value): lr 7e-4.
 Flags after -- go to fairseq-train last and override these; --dry-run prints the command.
 Variables: DATA_BIN, SAVE_DIR, LAUNCHER, SPARSE_K (default 20), LABEL_SMOOTHING (scripts/recipes/lib/recipe.sh).
 Output: checkpoints and train.log in SAVE_DIR (default \$CHECKPOINT_ROOT/wmt14_en_de/MODEL)."
@@ -23,7 +24,8 @@ RELU_FORMER_ARCH=relu_former_wmt_en_de
 TRAIN_ARGS=(--task translation --source-lang en --target-lang de
             --optimizer adam --adam-betas "(0.9, 0.98)" --clip-norm 0.0 --lr 7e-4
             --lr-scheduler inverse_sqrt --warmup-updates 4000 --warmup-init-lr 1e-07
-            --dropout 0.1 --weight-decay 0.0 --max-tokens 4096 --update-freq 2
+            --dropout 0.1 --attention-dropout 0.1 --share-all-embeddings
+            --weight-decay 0.0 --max-tokens 4096 --update-freq 2
             --max-update 100000 --keep-last-epochs 5)
 recipe_model_args() { recipe_seq2seq_model_args "$1"; }
 recipe_train_main "$@"

@@ -1,5 +1,6 @@
-"""scripts/analyze_attention.py: its statistics against float64 reference loops, and a real run
-on checkpoints trained by fairseq-train (a ReLU relu_former next to a softmax transformer)."""
+"""scripts/analysis/analyze_attention.py: its statistics against float64 reference loops, and a
+real run on checkpoints trained by fairseq-train (a ReLU relu_former next to a softmax
+transformer)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ def test_row_statistics_match_a_reference_loop():
         assert got["rows"] == 12
         for key, value in want.items():
             assert got[key] == pytest.approx(value, rel=1e-12, abs=1e-15), key
+    assert math.isnan(got["norm_loss"])  # no regulariser terms without module statistics
 
 
 def test_row_statistics_ignore_hidden_keys_and_scale():
@@ -60,7 +62,7 @@ def test_row_statistics_ignore_hidden_keys_and_scale():
     assert got["zeros"] == pytest.approx(3 / 8)
     assert got["empty_rows"] == 0
     scaled = aa.row_sums(weights * 123.0, visible).means()
-    assert scaled == pytest.approx(got)
+    assert scaled == pytest.approx(got, nan_ok=True)
     with pytest.raises(ValueError, match="non-negative"):
         aa.row_sums(-weights, visible)
 
@@ -71,7 +73,7 @@ def test_row_sums_add_up_over_batches():
     total = aa.RowSums()
     total.add(aa.row_sums(weights[:4]))
     total.add(aa.row_sums(weights[4:]))
-    assert total.means() == pytest.approx(aa.row_sums(weights).means())
+    assert total.means() == pytest.approx(aa.row_sums(weights).means(), nan_ok=True)
 
 
 def test_anisotropy_is_the_mean_pairwise_cosine():
@@ -103,15 +105,43 @@ def test_bad_arguments_are_refused_early(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
 
 
-def summary(markdown: str) -> dict[tuple[str, str], list[float]]:
-    """``{(model, module): [rows, entropy, zeros, top mass, empty rows]}`` of the summary."""
-    section = markdown.split("## Summary")[1].split("## Per layer")[0]
+def summary(markdown: str) -> dict[tuple[str, str], list]:
+    """``{(model, module): [rows, entropy, zeros, top mass, empty rows, anisotropy, L_norm,
+    L_ent below, L_ent above]}`` of the summary ("-" cells as None)."""
+    section = markdown.split("## Summary")[1].split("## Attention per layer")[0]
     table = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip("|").split("|")]
-        if len(cells) == 8 and cells[1] in aa.MODULES:
-            table[(cells[0], cells[1])] = [float(c) for c in cells[2:7]]
+        if len(cells) == 11 and cells[1] in aa.MODULES:
+            table[(cells[0], cells[1])] = [None if c == "-" else float(c) for c in cells[2:]]
     return table
+
+
+def test_regularizer_terms_are_the_criterion_s():
+    """The analysis' L_norm and L_ent equal what the training criterion computes."""
+    import relu_former.plugin  # noqa: F401  (this checkout's criterions)
+    from relu_former.criterions.regularized import attention_regularizer_terms
+    from relu_former.modules.attention import ActivationMultiheadAttention
+
+    torch.manual_seed(3)
+    module = ActivationMultiheadAttention(8, 2, self_attention=True).double().eval()
+    module.record_statistics = True
+    x = torch.randn(7, 1, 8, dtype=torch.float64)
+    module(x, x, x, attn_mask=torch.triu(torch.full((7, 7), float("-inf")), 1))
+    stats = module.attention_statistics()
+    total = aa.RowSums()
+    for head in aa.regularizer_sums(stats, 0.4):
+        total.add(head)
+    means = total.means()
+    for side, name in (("below", "entropy_below"), ("above", "entropy_above")):
+        terms = attention_regularizer_terms([stats], 0.4, side)
+        assert means[name] == pytest.approx(terms["entropy_loss"].item(), rel=1e-12)
+        assert means["norm_loss"] == pytest.approx(terms["norm_loss"].item(), rel=1e-12)
+    assert means["entropy_below"] > 0 and means["entropy_above"] > 0
+    softmax = ActivationMultiheadAttention(8, 2, self_attention=True, activation="softmax")
+    softmax.record_statistics = True
+    softmax(x.float(), x.float(), x.float())
+    assert aa.regularizer_sums(softmax.attention_statistics(), 0.4) == []
 
 
 @pytest.mark.slow
@@ -131,11 +161,17 @@ def test_analysis_of_trained_relu_and_softmax_checkpoints(fairseq_run, toy_data_
     assert set(table) == {(model, module) for model in ("relu", "softmax")
                           for module in aa.MODULES}
     for key, (rows, *values) in table.items():
-        assert rows > 0 and all(math.isfinite(v) for v in values), (key, values)
+        assert rows > 0 and all(math.isfinite(v) for v in values[:4]), (key, values)
     for module in aa.MODULES[:3]:
         # ReLU attention gives exact zeros; softmax never does (at these sizes)
         assert table[("relu", module)][2] > 0.05
         assert table[("softmax", module)][2] == 0
+        # the regulariser terms exist for ReLU attention only
+        assert all(v is not None and v >= 0 for v in table[("relu", module)][6:])
+        assert table[("softmax", module)][6:] == [None] * 3
+    layers = text.split("## Attention per layer")[1].split("## Per layer")[0]
+    assert re.search(r"^\| relu \| decoder.encoder_attn \| 0 \|( [\d.e+-]+ \|){5}$", layers,
+                     flags=re.M), layers
     # per layer and head: both heads of every attention module, FFN rows with an anisotropy
     per_layer = text.split("## Per layer")[1]
     for model in ("relu", "softmax"):
@@ -143,8 +179,8 @@ def test_analysis_of_trained_relu_and_softmax_checkpoints(fairseq_run, toy_data_
             for head in (0, 1):
                 assert f"| {model} | {module} | 0 | {head} |" in per_layer
         for module in aa.MODULES[3:]:
-            match = re.search(rf"^\| {model} \| {module} \| 0 \| - \|.*\| ([^|]+) \|$",
-                              per_layer, flags=re.M)
+            match = re.search(rf"^\| {model} \| {module} \| 0 \| - \|.*\| ([^|]+) \|"
+                              r"( - \|){3}$", per_layer, flags=re.M)
             assert match and math.isfinite(float(match.group(1)))
     for name in ("entropy", "zeros", "top_mass", "anisotropy", "heatmap"):
         assert (out / f"analyze_attention_{name}.png").read_bytes()[:8] == PNG_MAGIC

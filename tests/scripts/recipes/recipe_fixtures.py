@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import tarfile
 import zipfile
 from pathlib import Path
@@ -76,7 +77,8 @@ def build_iwslt14(folder: Path, n_train: int = 300) -> Path:
 
 
 def build_wmt14(folder: Path, n_per_corpus: int = 120) -> Path:
-    """A folder holding WMT14's training-parallel-*.tgz and test-full.tgz (newstest2014)."""
+    """A folder holding WMT14's training-parallel-*.tgz, dev.tgz (newstest2013) and
+    test-full.tgz (newstest2014)."""
     root, out = folder / "wmt_src", folder / "wmt14"
     out.mkdir(parents=True)
     corpora = {
@@ -90,6 +92,11 @@ def build_wmt14(folder: Path, n_per_corpus: int = 120) -> Path:
         (root / f"{prefix}.de").write_text("\n".join(p[0] for p in pairs) + "\n")
         (root / f"{prefix}.en").write_text("\n".join(p[1] for p in pairs) + "\n")
         _tar(out / archive, root, [f"{prefix}.de", f"{prefix}.en"])
+    dev = parallel_sentences(8, seed=21)
+    (root / "dev").mkdir()
+    for side, lang in enumerate(("de", "en")):
+        (root / "dev" / f"newstest2013.{lang}").write_text("\n".join(p[side] for p in dev) + "\n")
+    _tar(out / "dev.tgz", root, ["dev"])
     test = parallel_sentences(12, seed=20)
     (root / "test-full").mkdir()
     for side, (lang, kind) in enumerate((("de", "ref"), ("en", "src"))):
@@ -101,31 +108,86 @@ def build_wmt14(folder: Path, n_per_corpus: int = 120) -> Path:
     return out
 
 
+MARKER = re.compile(r"\bq\d{5}\b")
+
+
+def marked_pairs(count: int, seed: int, first: int) -> list[tuple[str, str]]:
+    """Sentence pairs each carrying the same marker token ``qNNNNN`` (numbered from ``first``)
+    on both sides, so that which sentences a segment holds can be read off either side."""
+    pairs = []
+    for k, (de, en) in enumerate(parallel_sentences(count, seed), first):
+        marker = f"q{k:05d}"
+        de_first, de_rest = de.split(" ", 1)
+        en_first, en_rest = en.split(" ", 1)
+        pairs.append((f"{de_first} {marker} {de_rest}", f"{en_first} {marker} {en_rest}"))
+    return pairs
+
+
 def build_europarl(folder: Path, n_sessions: int = 6, chapters: int = 3) -> Path:
-    """Europarl v7 source release ``europarl.tgz``: txt/{de,en}/ep-YY-MM-DD.txt sessions."""
+    """Europarl v7 source release ``europarl.tgz``: txt/{de,en}/ep-YY-MM-DD.txt sessions in the
+    raw format: one paragraph a line (several sentences each, some paragraphs longer than the
+    shortest segment length), ``<CHAPTER>``, ``<SPEAKER>``, ``<P>``, ``<BRK>``, closing tags,
+    empty lines, and a German-only paragraph. Every sentence pair carries a marker token."""
     root = folder / "europarl_src"
     rng = random.Random(3)
     for lang in ("de", "en"):
         (root / "txt" / lang).mkdir(parents=True)
+    counter = 0
+
+    def paragraph(size: int) -> tuple[str, str]:
+        nonlocal counter
+        pairs = marked_pairs(size, seed=counter, first=counter)
+        counter += size
+        return " ".join(p[0] for p in pairs), " ".join(p[1] for p in pairs)
+
     for s in range(n_sessions):
         name = f"ep-00-01-{s + 10:02d}.txt"
         texts: dict[str, list[str]] = {"de": [], "en": []}
+
+        def add(de: str, en: str, texts: dict = texts) -> None:
+            texts["de"].append(de)
+            texts["en"].append(en)
+
         for c in range(1, chapters + 1):
-            title = parallel_sentences(1, seed=1000 * s + c)[0]
-            for side, lang in enumerate(("de", "en")):
-                texts[lang] += [f"<CHAPTER ID={c}>", title[side]]
+            add(f"<CHAPTER ID={c}>", f"<CHAPTER ID={c}>")
+            add(*paragraph(1))  # the title
             for speaker in range(1, 3):
-                pairs = parallel_sentences(rng.randint(4, 8), seed=1000 * s + 10 * c + speaker)
-                for side, lang in enumerate(("de", "en")):
-                    texts[lang].append(f'<SPEAKER ID={speaker} NAME="Speaker {speaker}" '
-                                       f'LANGUAGE="EN">')
-                    texts[lang] += [p[side] for p in pairs[:3]] + ["<P>"]
-                    texts[lang] += [p[side] for p in pairs[3:]]
+                tag = f'<SPEAKER ID={speaker} NAME="Speaker {speaker}" LANGUAGE="EN">'
+                add(tag, tag)
+                add(*paragraph(rng.randint(2, 4)))
+                add("<BRK>", "<BRK>")
+                add(*paragraph(rng.choice([1, 12])))  # 12 sentences: over 100 BPE tokens
+                add("", "")
+                add("<P>", "<P>")
+                add(*paragraph(rng.randint(1, 5)))
+                if speaker == 2 and c == 1:
+                    texts["de"].append("(Beifall)")  # a paragraph in one language only
+                add(*paragraph(rng.randint(2, 3)))
+                add("</SPEAKER>", "</SPEAKER>")
         for lang, lines in texts.items():
             (root / "txt" / lang / name).write_text("\n".join(lines) + "\n")
     # a session only in German: the aligner must skip it
-    (root / "txt" / "de" / "ep-00-02-01.txt").write_text("<CHAPTER ID=1>\nNur hier .\n")
+    (root / "txt" / "de" / "ep-00-02-01.txt").write_text("<CHAPTER ID=1>\nNur hier.\n")
     return _tar(folder / "europarl.tgz", root, ["txt"])
+
+
+def build_europarl_concatenated(folder: Path, documents: tuple[int, int, int] = (12, 2, 2)
+                                ) -> Path:
+    """The document-level split ``concatenated_en2de_{train,dev,test}_{en,de}.txt`` (one
+    sentence a line, ``<d>`` before each document) in a .tgz, sentences marked."""
+    root = folder / "europarl_doc_src" / "europarl"
+    root.mkdir(parents=True)
+    counter = 0
+    for split, count in zip(("train", "dev", "test"), documents):
+        lines: dict[str, list[str]] = {"de": [], "en": []}
+        for d in range(count):
+            pairs = marked_pairs(3 + d % 5, seed=counter, first=counter)
+            counter += len(pairs)
+            for side, lang in enumerate(("de", "en")):
+                lines[lang] += ["<d>"] + [p[side] for p in pairs]
+        for lang, text in lines.items():
+            (root / f"concatenated_en2de_{split}_{lang}.txt").write_text("\n".join(text) + "\n")
+    return _tar(folder / "europarl-doc.tgz", root.parent, ["europarl"])
 
 
 def build_cohan(folder: Path, name: str, sizes: tuple[int, int, int] = (60, 6, 6)) -> Path:
@@ -167,7 +229,8 @@ def build_gigaword(folder: Path, sizes: tuple[int, int, int] = (150, 20, 10)) ->
 
 
 def build_squad(folder: Path, articles: tuple[int, int] = (6, 4)) -> Path:
-    """A folder with SQuAD 1.1's ``train-v1.1.json`` and ``dev-v1.1.json``."""
+    """A folder with SQuAD 1.1's ``train-v1.1.json`` and ``dev-v1.1.json``; some answers are
+    asked about twice (two questions of one input)."""
     out = folder / "squad"
     out.mkdir(parents=True)
     for k, (name, n_articles) in enumerate(zip(("train-v1.1.json", "dev-v1.1.json"), articles)):
@@ -183,6 +246,10 @@ def build_squad(folder: Path, articles: tuple[int, int] = (6, 4)) -> Path:
                     qas.append({"id": f"{k}{a}{p}{q}", "question": f"What {sentence.lower()}",
                                 "answers": [{"text": answer,
                                              "answer_start": context.index(answer)}]})
+                    if q == 0:  # a second question about the same answer: the same input
+                        qas.append({"id": f"{k}{a}{p}{q}b", "question": f"Who {sentence.lower()}",
+                                    "answers": [{"text": answer,
+                                                 "answer_start": context.index(answer)}]})
                 paragraphs.append({"context": context, "qas": qas})
             data.append({"title": f"Article_{k}_{a}", "paragraphs": paragraphs})
         (out / name).write_text(json.dumps({"version": "1.1", "data": data}))

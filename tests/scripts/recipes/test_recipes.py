@@ -24,10 +24,14 @@ from typing import Callable
 
 import pytest
 
+from scripts.recipes.lib.prepare_text import read_lines
+
 from helpers import REPO_ROOT, run_command
 from recipe_fixtures import (
+    MARKER,
     build_cohan,
     build_europarl,
+    build_europarl_concatenated,
     build_gigaword,
     build_iwslt14,
     build_squad,
@@ -88,7 +92,7 @@ RECIPES = [
            "wmt14_en_de/data-bin", ("en", "de"), BLEU, TRANSLATION_MODELS, "wmt14_en_de/bpe"),
     Recipe("europarl7_doc/seg64", "europarl7_doc", build_europarl, "EUROPARL_ARCHIVE",
            {"EUROPARL_BPE_MERGES": "50", "EUROPARL_HOLDOUT_EVERY": "6",
-            "EUROPARL_SEGMENT_LENGTHS": "64 128", "SEGMENT_LENGTH": "64"},
+            "EUROPARL_SEGMENT_LENGTHS": "16 64", "SEGMENT_LENGTH": "64"},
            "entmax15", "relu_former_doc", "europarl7_doc/data-bin/seg64", ("en", "de"), BLEU,
            TRANSLATION_MODELS[:5], "europarl7_doc/segments/seg64"),
     Recipe("arxiv", "long_doc_summarization", lambda f: build_cohan(f, "arxiv"),
@@ -158,6 +162,36 @@ def binarized_sizes(data_bin: Path, langs: tuple) -> dict:
     return sizes
 
 
+def markers(path: Path) -> list[list[str]]:
+    """The marker tokens of each line of a BPE-segmented file, in order."""
+    from scripts.recipes.lib.prepare_text import read_lines, remove_bpe
+
+    return [MARKER.findall(remove_bpe(line)) for line in read_lines(path)]
+
+
+def assert_segments_hold_whole_pairs(segments: Path, aligned: Path, length: int | None) -> None:
+    """Every packed segment pair holds the same sentences (marker tokens) on both sides, in
+    the same order; together the segments hold every aligned sentence exactly once; and a
+    segment with more than one sentence stays below ``length`` as G-Transformer counts."""
+    from scripts.recipes.lib.prepare_text import pair_length, read_lines
+
+    for split in ("train", "valid", "test"):
+        src, tgt = markers(segments / f"{split}.en"), markers(segments / f"{split}.de")
+        assert len(src) == len(tgt) > 0, split
+        for number, (s, t) in enumerate(zip(src, tgt)):
+            assert s == t and s, (split, number, s, t)
+        aligned_markers = [m for line in markers(aligned / f"{split}.en") for m in line]
+        assert [m for line in src for m in line] == aligned_markers, split
+        if length is None:
+            continue
+        # the segment's length, pair by pair, from the BPE'd aligned sentences it holds
+        sizes = dict(zip(aligned_markers, (pair_length(s, t) for s, t in zip(
+            read_lines(aligned / f"{split}.en"), read_lines(aligned / f"{split}.de")))))
+        for line in src:
+            if len(line) > 1:
+                assert sum(sizes[m] for m in line) < length, (split, line)
+
+
 # ---------------------------------------------------------------------------- end to end
 @pytest.mark.slow
 @pytest.mark.parametrize("recipe", RECIPES, ids=IDS)
@@ -175,10 +209,33 @@ def test_prepare_train_evaluate(recipe: Recipe, tmp_path: Path):
         assert (work / "tok" / ".done").is_file()
         assert not list(work.glob("bpe*")), list(work.glob("bpe*"))
 
+    if recipe.name == "squad_qg":
+        # files of the right names but not SQuAD's JSON: one message, no traceback, and the
+        # right folder then prepares without any cleaning up
+        broken = tmp_path / "broken"
+        broken.mkdir()
+        for name in ("train.json", "dev.json", "test.json"):
+            (broken / name).write_text("<html>not found</html>")
+        bad = run_command([script(recipe, "prepare")], env={**env, recipe.variable: str(broken)},
+                          check=False)
+        assert bad.returncode == 1 and "Traceback" not in bad.stderr, bad.stderr
+        assert "train.json is not JSON" in bad.stderr
+
     prep = run_command([script(recipe, "prepare")], env=env)
     assert "outputs:" in prep.stderr
     if recipe.name == "iwslt14_de_en":
         assert "step tokenize: done already" in prep.stderr
+    if recipe.name.startswith("europarl7_doc"):
+        # raw paragraphs, tags, paragraphs longer than 16 tokens: whole pairs at every length
+        for length in (16, 64):
+            assert_segments_hold_whole_pairs(data_root / f"europarl7_doc/segments/seg{length}",
+                                             data_root / "europarl7_doc/bpe", length)
+        fixture_markers = set(MARKER.findall(
+            "".join(p.read_text() for p in (tmp_path / "download").rglob("txt/en/*.txt"))))
+        aligned = {m for line in markers(data_root / "europarl7_doc/bpe/train.en") for m in line}
+        assert len(aligned) >= 0.8 * len(fixture_markers)
+        oversized = [line for line in prep.stderr.splitlines() if "reach the limit" in line]
+        assert int(oversized[0].split("; ")[1].split()[0]) > 0, oversized
 
     # binarized data: every split of both sides, as many sentences as the text it came from
     data_bin = data_root / recipe.data_bin
@@ -218,6 +275,26 @@ def test_prepare_train_evaluate(recipe: Recipe, tmp_path: Path):
         assert 0.0 <= results[key] <= 100.0 and math.isfinite(results[key]), (key, results)
     if "sacrebleu" in recipe.metrics:
         assert results["sacrebleu_signature"].startswith("nrefs:1|case:")
+    if recipe.name == "squad_qg":
+        # several questions about one input are one multi-reference item
+        assert results["distinct_sources"] < results["sentences"]
+        # fine-tuning the trained softmax model with the sparse-softmax loss, decoded top-k
+        pretrained = save_dir / "checkpoint_last.pt"
+        tuned_env = {**env, "PRETRAINED": str(pretrained)}
+        run_command([script(recipe, "train"), "sparse_softmax", "--", *SHRINK, "--sparse-k",
+                     "3"], env=tuned_env)
+        tuned_dir = tmp_path / "ckpt" / recipe.name / "sparse_softmax-finetuned"
+        tuned = torch.load(tuned_dir / "checkpoint_last.pt", map_location="cpu",
+                           weights_only=True)
+        assert tuned["cfg"]["checkpoint"]["finetune_from_model"] == str(pretrained)
+        assert tuned["cfg"]["criterion"]._name == "sparse_softmax_cross_entropy"
+        log = (tuned_dir / "train.log").read_text()
+        assert f"loading pretrained model from {pretrained}" in log
+        decoded = run_command([script(recipe, "evaluate"), "sparse_softmax", "--",
+                               *recipe.eval_flags], env=tuned_env)
+        assert json.loads(decoded.stdout)["sentences"] == results["sentences"]
+        assert "'_name': 'translation_sparse_decoding'" in (
+            tuned_dir / "generate-test.log").read_text()
 
 
 # ---------------------------------------------------------------------------- failures
@@ -258,6 +335,32 @@ def test_corrupt_input_fails_checksum_and_leaves_nothing(recipe: Recipe, tmp_pat
     assert "checksum mismatch" in proc.stderr
     data = tmp_path / "data"
     assert not data.exists() or not any(data.rglob("*")), list(data.rglob("*"))
+
+
+@pytest.mark.slow
+def test_wrong_archive_then_the_right_one_prepares_without_cleanup(tmp_path: Path):
+    """A valid archive of another data set is refused before the fetch step counts as done,
+    with one message and no traceback; the right archive (here the document-level
+    concatenated_en2de split) then prepares, every segment holding whole sentence pairs."""
+    recipe = next(r for r in RECIPES if r.folder == "europarl7_doc")
+    wrong = build_gigaword(tmp_path / "other")
+    right = build_europarl_concatenated(tmp_path / "download")
+    env = recipe_env(recipe, tmp_path, EUROPARL_SEGMENT_LENGTHS="24")
+    bad = run_command([script(recipe, "prepare")], env={**env, recipe.variable: str(wrong)},
+                      check=False)
+    assert bad.returncode == 2, bad.stderr
+    assert "Traceback" not in bad.stderr
+    errors = [line for line in bad.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and "is not the Europarl document data" in errors[0], bad.stderr
+    assert "concatenated_en2de_train_en.txt" in errors[0]
+    work = tmp_path / "data" / "europarl7_doc"
+    assert not (work / "orig").exists() and not list(work.glob("orig.tmp.*"))
+
+    good = run_command([script(recipe, "prepare")], env={**env, recipe.variable: str(right)})
+    assert "train: 12 documents" in good.stderr
+    assert (work / "data-bin" / "seg24" / ".done").is_file()
+    assert_segments_hold_whole_pairs(work / "segments" / "seg24", work / "bpe", 24)
+    assert len(set(read_lines(work / "text" / "test.docid"))) == 2
 
 
 def test_good_checksum_is_accepted(tmp_path: Path):
@@ -338,12 +441,17 @@ def test_every_model_preset_is_accepted_by_fairseq(tmp_path: Path):
 
 
 def test_shared_helpers_are_not_copied():
-    """Data-set scripts source the one library; none defines its own step machinery."""
+    """Data-set scripts source the one library; none defines its own step machinery; the
+    text generation data sets share their train.sh and evaluate.sh."""
     assert len(ALL_SCRIPTS) == 18  # prepare, train, evaluate for 6 folders
     for path in ALL_SCRIPTS:
         text = path.read_text()
         assert 'source "$(dirname "$0")/../lib/recipe.sh"' in text, path
         assert "recipe_step()" not in text and "fairseq_cli fairseq-preprocess" not in text, path
+    for kind in ("train", "evaluate"):
+        for folder in ("gigaword_10k", "squad_qg"):
+            text = (SCRIPTS / folder / f"{kind}.sh").read_text()
+            assert f"text_generation_{kind}_main" in text and "TRAIN_ARGS" not in text
     assert shutil.which("bash")
 
 
@@ -368,13 +476,87 @@ def test_split_every_matches_fairseqs_awk_rule():
     assert taken == ["23", "46"] and len(kept) == 44
 
 
-def test_pack_documents_never_crosses_documents_or_the_limit():
-    from scripts.recipes.lib.prepare_text import pack_documents
+def test_pack_documents_keeps_pairs_whole_and_counts_as_g_transformer():
+    from scripts.recipes.lib.prepare_text import oversized_pairs, pack_documents, pair_length
 
+    assert pair_length("a b c", "d") == 5  # longer side + <s> and </s>
     docs = [[("a b", "c d"), ("e f g", "h"), ("i", "j k")], [("x", "y")],
-            [("1 2 3 4 5 6", "7")]]
-    assert pack_documents(docs, 4) == [("a b", "c d"), ("e f g i", "h j k"), ("x", "y"),
-                                       ("1 2 3 4", "7")]
+            [("1 2 3 4 5 6 7 8 9", "7"), ("z", "w"), ("", "")]]
+    # limit 9: 4 + 5 = 9 is not below it, 5 + 4 = 9 neither; the 9-word pair (11) alone
+    assert pack_documents(docs, 9) == [("a b", "c d"), ("e f g", "h"), ("i", "j k"),
+                                       ("x", "y"), ("1 2 3 4 5 6 7 8 9", "7"), ("z", "w")]
+    # limit 10: 4 + 5 = 9 is below it, 9 + 4 is not
+    assert pack_documents(docs, 10) == [("a b e f g", "c d h"), ("i", "j k"), ("x", "y"),
+                                        ("1 2 3 4 5 6 7 8 9", "7"), ("z", "w")]
+    assert oversized_pairs(docs, 10) == 1 and oversized_pairs(docs, 12) == 0
+
+
+def test_moses_sentence_splitter():
+    from scripts.recipes.lib.sentence_split import split_sentences
+
+    text = ('Mr. Smith came. He said: "Hello!" Then he left... The U.S.A. is big. See No. 5 '
+            "and Art. 3. It was 3 p.m. Yes?")
+    assert split_sentences(text) == ["Mr. Smith came.", 'He said: "Hello!"', "Then he left...",
+                                     "The U.S.A. is big.", "See No. 5 and Art. 3.",
+                                     "It was 3 p.m.", "Yes?"]
+    assert split_sentences("Herr Präsident! Wir kommen z.B. am 1. Mai. Gut.", "de") == [
+        "Herr Präsident!", "Wir kommen z.B. am 1. Mai.", "Gut."]
+    assert split_sentences("we show e.g. that it works. the end .", cased=False) == [
+        "we show e.g. that it works.", "the end ."]
+    assert split_sentences("  ") == []
+
+
+def test_europarl_raw_format_reader(tmp_path: Path):
+    from scripts.recipes.lib.corpus_formats import europarl_chapters, europarl_documents
+
+    lines = ["<CHAPTER ID=2>", "Title here.", '<SPEAKER ID=1 NAME="A">',
+             "First one. Second one! Third?", "<BRK>", "", "</SPEAKER>", "<P>", "Fourth."]
+    assert europarl_chapters(lines, "en") == {"2": [
+        ("CHAPTER", [["Title here."]]),
+        ("SPEAKER", [["First one.", "Second one!", "Third?"]]),
+        ("P", [["Fourth."]])]}
+    build_europarl(tmp_path)
+    import tarfile
+
+    with tarfile.open(tmp_path / "europarl.tgz") as tar:
+        tar.extractall(tmp_path / "x", filter="data")
+    txt = tmp_path / "x" / "txt"
+    documents, skipped = europarl_documents(txt / "en", txt / "de", "en", "de")
+    assert len(documents) == 18 and skipped == 0  # the German-only session has no partner
+    pairs = [pair for _, doc in documents for pair in doc]
+    for s, t in pairs:
+        assert MARKER.findall(s) == MARKER.findall(t) != []
+    fixture = set(MARKER.findall("".join(p.read_text() for p in (txt / "en").glob("*.txt"))))
+    assert {m for s, _ in pairs for m in MARKER.findall(s)} == fixture
+
+
+def test_concatenated_documents_reader():
+    from scripts.recipes.lib.corpus_formats import concatenated_documents
+
+    src = ["<d>", "a .", "b .", "<d>", "c ."]
+    tgt = ["<d>", "x .", "y .", "<d>", "z ."]
+    assert concatenated_documents(src, tgt, "dev") == [("dev#0", [("a .", "x ."), ("b .", "y .")]),
+                                                      ("dev#1", [("c .", "z .")])]
+    with pytest.raises(ValueError, match="line 2: a document starts on one side only"):
+        concatenated_documents(["<d>", "a"], ["<d>", "<d>"], "dev")
+
+
+def test_helper_errors_are_one_line(tmp_path: Path):
+    bad = tmp_path / "train-v1.1.json"
+    bad.write_text("{}")
+    proc = run_command([sys.executable, "-m", "scripts.recipes.lib.corpus_formats", "squad-qg",
+                        "-i", bad, "--out-dir", tmp_path], check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "corpus_formats.py squad-qg: error: missing field 'data'"]
+
+
+def test_straight_apostrophes_as_fairseq():
+    from scripts.recipes.lib.prepare_text import moses_tokenize
+
+    assert moses_tokenize(["It\u2019s here."], "en", straight_apostrophes=True) == \
+        moses_tokenize(["It's here."], "en")
+    assert moses_tokenize(["It\u2019s here."], "en") != moses_tokenize(["It's here."], "en")
 
 
 def test_gale_church_aligns_one_to_one_and_merges():
@@ -401,6 +583,36 @@ def test_format_readers():
     line = json.dumps({"article_text": ["a b .", " c "], "abstract_text": ["<S> x y . </S>",
                                                                          "<S> z </S>"]})
     assert cohan_pairs([line, ""]) == [("a b . c", "x y . z")]
+
+
+def test_multi_reference_bleu_groups_questions_of_one_input(tmp_path: Path):
+    from scripts.recipes.lib.score import bleu_scores, score
+
+    log = ["S-0\tans <sep> para", "T-0\twhat is it ?", "H-0\t-1\twho is it ?",
+           "S-1\tans <sep> para", "T-1\twho is it ?", "H-1\t-1\twho is it ?",
+           "S-2\tother <sep> para", "T-2\twhere was it ?", "H-2\t-1\twhere was it ?"]
+    path = tmp_path / "gen.txt"
+    path.write_text("\n".join(log) + "\n")
+    grouped = score(path, "bleu", bleu_orders=(4,), multi_reference=True)
+    # input 0/1 has the references "what is it ?" and "who is it ?": its hypothesis matches one
+    assert grouped["distinct_sources"] == 2 and grouped["bleu4_tokenized"] == 100.0
+    assert score(path, "bleu")["bleu4_tokenized"] < 100.0
+    assert bleu_scores(["a b c d"], [["x", "a b c d"]])["bleu4_tokenized"] == 100.0
+
+
+def test_rouge_scores_with_lsum():
+    from scripts.recipes.lib.score import rouge_scores
+
+    hyp, ref = "the cat sat on the mat. a dog ran off.", "a dog ran off. the cat sat on the mat."
+    result = rouge_scores([hyp], [ref], lsum=True)
+    # one sequence: the longest common subsequence is one sentence; sentence by sentence,
+    # both sentences are matched
+    assert result["rougeLsum"] == 100.0 and result["rougeL"] < 100.0
+    assert result["rouge1"] == 100.0 and set(result) == {"rouge1", "rouge2", "rougeL",
+                                                          "rougeLsum"}
+    assert set(rouge_scores([hyp], [ref])) == {"rouge1", "rouge2", "rougeL"}
+    with pytest.raises(ValueError, match="1 hypotheses but 2 references"):
+        rouge_scores([hyp], [ref, ref])
 
 
 def test_scores_of_a_generate_log(tmp_path: Path):
