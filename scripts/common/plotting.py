@@ -29,6 +29,9 @@ def atomic_path(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[str]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=suffix, dir=path.parent)
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would make the result private
     try:
         yield tmp
         os.replace(tmp, path)
