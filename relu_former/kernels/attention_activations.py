@@ -5,7 +5,7 @@ With z_ij = q_i . k_j / sqrt(d) over the keys j that query i may see (others get
     softmax    w_i = softmax(z_i)                                  (vanilla Transformer)
     sparsemax  w_i = argmin_{p in simplex} ||p - z_i||^2           (Martins & Astudillo 2016)
     entmax15   w_i = 1.5-entmax(z_i)                                (Peters et al. 2019)
-    relu       w_ij = ReLU(z_ij) / (gamma sqrt(n_i / 2))             (ReLUFormer, §2.1)
+    relu       w_ij = ReLU(z_ij) / (gamma sqrt(n_i / 2))             (ReLUFormer, sec. 4.1)
     rela       out_i = g * RMSNorm(sum_j ReLU(z_ij) v_j)             (ReLA, Zhang et al. 2021)
 
     out_i = sum_j w_ij v_j for the first four. ReLA's output is normalised over the head size

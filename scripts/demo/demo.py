@@ -1,26 +1,32 @@
-"""The relu-former demo: real German-English translation, offline, side by side.
+"""The relu-former demo: real translation and summarization, offline, side by side.
 
-What it does (``make demo`` runs it with the default size):
+What it does (``make demo`` runs it with the default size), one step at a time:
 
-1. Builds a De-En corpus from the GNU gettext catalogs installed on the machine
-   (``scripts/demo/gettext_corpus.py``; falls back, saying so, to a generated task when there are
-   none), Moses-tokenises and lower-cases it and learns a joint BPE
-   (``scripts/recipes/lib/prepare_text.py``, the recipes' helpers), then ``fairseq-preprocess``.
-2. Trains, with the same small size, data and update/time budget, through the real
-   ``fairseq-train --user-dir relu_former``:
-   a softmax Transformer, a ReLUFormer (ReLU attention + the regularisers) and a Transformer
-   trained with the sparse-softmax criterion (decoded with sparse-softmax top-k).
-3. Packs consecutive sentences of each catalog into long documents and trains a
-   Transpooler (or Pyramidion) encoder against a vanilla encoder on them.
-4. Decodes the test split with ``fairseq-generate``, scores it with sacreBLEU, measures each
-   model's attention (``scripts/analysis/analyze_attention.py``) and prints a table; writes
-   ``OUT/report.md`` with the table and PNGs (loss curves, softmax-vs-ReLU heat map, entropy
-   and zero share per layer).
+1. Translation data: a De-En corpus from the GNU gettext catalogs installed on the machine
+   (``scripts/demo/gettext_corpus.py``; falls back, saying so, to a generated task when there
+   are none), Moses-tokenised, lower-cased, joint BPE (``scripts/recipes/lib/prepare_text.py``,
+   the recipes' helpers), ``fairseq-preprocess``.
+2. Summarization data: the manual pages installed on the machine, the page as the input and
+   its one-line NAME description as the summary (``scripts/demo/manpage_corpus.py``,
+   ``scripts/demo/summary_data.py``; a generated task when there are none), SentencePiece,
+   inputs of 1,024 tokens.
+3. Translation models, with the same size, data and update/time budget, through the real
+   ``fairseq-train --user-dir relu_former``: a softmax Transformer, a ReLUFormer (ReLU
+   attention + the regularisers), a Transformer trained from scratch with the sparse-softmax
+   criterion; then the softmax Transformer continued for the same number of updates once with
+   label-smoothed cross-entropy and once with sparse-softmax.
+4. Summarization models: a vanilla encoder, a Transpooler and a Pyramidion of one size and
+   budget, trained at the same time so that the machine's load slows each alike.
+5. Decoding with ``fairseq-generate`` (sparse-softmax models with top-k decoding), sacreBLEU
+   for translation, ROUGE-1/2/L for summaries (``scripts/recipes/lib/score.py``, the recipes'
+   scorer), training and decoding speed of the pooling models relative to the vanilla one.
+6. Attention of every translation model (``scripts/analysis/analyze_attention.py``), plots,
+   and ``OUT/report.md`` with both tables.
 
     python -m scripts.demo.demo                 # default size, < 20 min on 2 idle cores
-    python -m scripts.demo.demo --full          # bigger models, 5x the training budget
+    python -m scripts.demo.demo --full          # bigger models, longer training
     python -m scripts.demo.demo --tiny          # seconds per model: a smoke test (tests use it)
-    python -m scripts.demo.demo --locale-dir /nonexistent   # the generated-task fallback
+    python -m scripts.demo.demo --locale-dir /nonexistent --man-dir /nonexistent  # fallbacks
 """
 
 from __future__ import annotations
@@ -37,27 +43,31 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Callable, Dict, List, Sequence
 
 from scripts.common.fairseq_cli import fairseq_command
 from scripts.common.fairseq_log import parse_json_log_line
 from scripts.common.plotting import line_plot, markdown_table, write_text_atomic
 from scripts.demo.gettext_corpus import Pair, build_corpus, write_corpus
+from scripts.demo.summary_data import SOURCE as DOC
+from scripts.demo.summary_data import TARGET as SUM
+from scripts.demo.summary_data import SummaryScale, build_summary_data
 from scripts.recipes.lib.prepare_text import (
     BpeEncoder,
     learn_bpe,
     moses_detokenize,
     moses_tokenize,
-    pack_documents,
     read_lines,
     write_lines,
 )
+from scripts.recipes.lib.score import rouge_scores
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SRC, TGT = "de", "en"
 USER_DIR = str(REPO_ROOT / "relu_former")
 # The generated fallback must be big enough for BPE and batching to behave like real data.
 MIN_GETTEXT_TRAIN_PAIRS = 200
+Say = Callable[[str], None]
 
 
 # ----------------------------------------------------------------------------- sizes
@@ -75,27 +85,40 @@ class Scale:
     ffn: int
     heads: int
     max_tokens: int            # tokens per batch
-    max_update: int            # update budget of a sentence-level model ...
+    max_update: int            # update budget of a translation model ...
     time_budget_s: float       # ... and its wall-clock cap (whichever comes first)
-    doc_max_tokens: int        # BPE tokens per document segment
-    doc_max_update: int
-    doc_time_budget_s: float
+    finetune_update: int       # updates of each continuation of the softmax Transformer
     beam: int
     warmup: int
     lr: float
     analysis_sentences: int
     generated_train: int       # training pairs of the generated fallback task
+    summary: SummaryScale
     heldout_per_mille: int = 15  # share of catalog pairs in valid, and again in test
 
 
 SCALES = {
     # tiny holds out more, so that a fixture catalog of a few hundred pairs has a test set
-    "tiny": Scale("tiny", 400, 40, 150, 1, 32, 64, 2, 1200, 20, 60.0, 48, 10, 60.0, 2, 10,
-                  3e-3, 20, 400, heldout_per_mille=80),
-    "default": Scale("default", 30000, 500, 3000, 2, 128, 256, 4, 2048, 800, 400.0, 128, 300,
-                     360.0, 4, 300, 2e-3, 300, 20000),
-    "full": Scale("full", None, 1000, 6000, 3, 256, 1024, 4, 4096, 3000, 1800.0, 256, 1000,
-                  1200.0, 5, 1000, 1e-3, 500, 60000),
+    "tiny": Scale("tiny", 400, 40, 150, 1, 32, 64, 2, 1200, 20, 60.0, 10, 2, 10, 3e-3, 20, 400,
+                  SummaryScale(source_tokens=64, target_tokens=16, vocab=200, layers=2, dim=32,
+                               ffn=64, heads=2, max_tokens=512, max_update=10,
+                               time_budget_s=60.0, warmup=5, lr=3e-3, max_test=20,
+                               min_train_docs=30, heldout_per_mille=150, generated_docs=120),
+                  heldout_per_mille=80),
+    "default": Scale("default", 30000, 500, 3000, 2, 128, 256, 4, 2048, 800, 400.0, 300, 4,
+                     300, 2e-3, 300, 20000,
+                     SummaryScale(source_tokens=1024, target_tokens=40, vocab=4000, layers=2,
+                                  dim=64, ffn=128, heads=4, max_tokens=4096, max_update=200,
+                                  time_budget_s=300.0, warmup=50, lr=2e-3, max_test=100,
+                                  min_train_docs=200, heldout_per_mille=40,
+                                  generated_docs=400)),
+    "full": Scale("full", None, 1000, 6000, 3, 256, 1024, 4, 4096, 3000, 1800.0, 1000, 5, 1000,
+                  1e-3, 500, 60000,
+                  SummaryScale(source_tokens=2048, target_tokens=48, vocab=8000, layers=3,
+                               dim=128, ffn=256, heads=4, max_tokens=8192, max_update=1500,
+                               time_budget_s=1800.0, warmup=150, lr=1e-3, max_test=200,
+                               min_train_docs=200, heldout_per_mille=60,
+                               generated_docs=2000)),
 }
 
 
@@ -109,17 +132,21 @@ class Run:
     label: str
     arch: str
     train_flags: List[str]
-    data: str = "sentences"  # or "documents"
+    data: str = "sentences"  # or "summaries"
     generate_flags: List[str] = field(default_factory=list)
+    parent: Run | None = None  # fine-tuned from this run's last checkpoint
     # measured
     losses: List[tuple] = field(default_factory=list)  # (update, training nll in bits)
     wps: List[float] = field(default_factory=list)
     params: int | None = None
     updates: int = 0
     train_seconds: float = math.nan
+    train_cpu: float = math.nan       # CPU seconds of the whole fairseq-train process
     valid_nll: float = math.nan
     bleu: float = math.nan
     tok_bleu: float = math.nan
+    rouge: Dict[str, float] = field(default_factory=dict)
+    decode_seconds: float = math.nan  # fairseq-generate's own time for the test split
     entropy: float = math.nan
     zeros: float = math.nan
     note: str = ""
@@ -137,27 +164,29 @@ def registered_names() -> Dict[str, set]:
             "task": set(TASK_REGISTRY)}
 
 
-def model_flags(scale: Scale) -> List[str]:
+def model_flags(layers: int, dim: int, ffn: int, heads: int) -> List[str]:
     return [
-        "--encoder-layers", str(scale.layers), "--decoder-layers", str(scale.layers),
-        "--encoder-embed-dim", str(scale.dim), "--decoder-embed-dim", str(scale.dim),
-        "--encoder-ffn-embed-dim", str(scale.ffn), "--decoder-ffn-embed-dim", str(scale.ffn),
-        "--encoder-attention-heads", str(scale.heads),
-        "--decoder-attention-heads", str(scale.heads), "--share-all-embeddings",
+        "--encoder-layers", str(layers), "--decoder-layers", str(layers),
+        "--encoder-embed-dim", str(dim), "--decoder-embed-dim", str(dim),
+        "--encoder-ffn-embed-dim", str(ffn), "--decoder-ffn-embed-dim", str(ffn),
+        "--encoder-attention-heads", str(heads),
+        "--decoder-attention-heads", str(heads), "--share-all-embeddings",
     ]
 
 
-def plan_runs(scale: Scale, names: Dict[str, set], args: argparse.Namespace,
-              say=print) -> List[Run]:
-    """The comparison, with whatever the plugin registers; a missing name is said, not fatal."""
-    smoothed = ["--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1"]
+SMOOTHED = ["--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1"]
+
+
+def translation_runs(scale: Scale, names: Dict[str, set], args: argparse.Namespace,
+                     say: Say = print) -> List[Run]:
+    """The translation comparison, with whatever the plugin registers; a missing name is said."""
     runs = []
     if "relu_former_iwslt_de_en" in names["arch"]:
         # The softmax baseline goes through the same attention module as ReLUFormer, so the
-        # only difference between the two rows is the activation (DESIGN.md 2.4).
+        # only difference between the two rows is the activation.
         base = "relu_former_iwslt_de_en"
         softmax = ["--attention-activation", "softmax"]
-        runs.append(Run("softmax", "Transformer (softmax)", base, softmax + smoothed))
+        runs.append(Run("softmax", "Transformer (softmax)", base, softmax + SMOOTHED))
         relu_criterion = ("regularized_label_smoothed_cross_entropy"
                           if "regularized_label_smoothed_cross_entropy" in names["criterion"]
                           else None)
@@ -169,51 +198,59 @@ def plan_runs(scale: Scale, names: Dict[str, set], args: argparse.Namespace,
             say("note: criterion regularized_label_smoothed_cross_entropy is not registered; "
                 "ReLUFormer runs without its regularisers")
             runs.append(Run("relu", "ReLUFormer (unregularised)", base,
-                            ["--attention-activation", "relu"] + smoothed))
+                            ["--attention-activation", "relu"] + SMOOTHED))
     else:
         say("note: arch relu_former_iwslt_de_en is not registered; using fairseq's transformer")
         base, softmax = "transformer", []
-        runs.append(Run("softmax", "Transformer (softmax)", base, smoothed))
-    if "sparse_softmax_cross_entropy" in names["criterion"]:
-        decode = []
-        if "translation_sparse_decoding" in names["task"] and args.sparse_decode_k > 0:
-            decode = ["--task", "translation_sparse_decoding",
-                      "--sparse-softmax-k", str(max(args.sparse_decode_k, scale.beam))]
-        runs.append(Run("sparse", "Transformer + sparse-softmax", base, softmax + [
-            "--criterion", "sparse_softmax_cross_entropy", "--sparse-k", str(args.sparse_k),
-            "--label-smoothing", "0.1"], generate_flags=decode))
-    else:
-        say("note: criterion sparse_softmax_cross_entropy is not registered; skipping that run")
-    if not args.no_documents:
-        runs += document_runs(scale, names, base, softmax + smoothed, say)
+        runs.append(Run("softmax", "Transformer (softmax)", base, SMOOTHED))
+    if "sparse_softmax_cross_entropy" not in names["criterion"]:
+        say("note: criterion sparse_softmax_cross_entropy is not registered; skipping its runs")
+        return runs
+    sparse = ["--criterion", "sparse_softmax_cross_entropy", "--sparse-k", str(args.sparse_k),
+              "--label-smoothing", "0.1"]
+    decode, top = [], "full-softmax decoding"
+    if "translation_sparse_decoding" in names["task"] and args.sparse_decode_k > 0:
+        k = max(args.sparse_decode_k, scale.beam)
+        decode = ["--task", "translation_sparse_decoding", "--sparse-softmax-k", str(k)]
+        top = f"top-{k} decoding"
+    runs.append(Run("sparse", f"Transformer + sparse-softmax, from scratch ({top})", base,
+                    softmax + sparse, generate_flags=decode))
+    parent = runs[0]
+    n = scale.finetune_update
+    runs.append(Run("finetune_ce", f"softmax Transformer +{n} updates label-smoothed CE", base,
+                    softmax + SMOOTHED, parent=parent))
+    runs.append(Run("finetune_sparse", f"softmax Transformer +{n} updates sparse-softmax ({top})",
+                    base, softmax + sparse, generate_flags=decode, parent=parent))
     return runs
 
 
-def document_runs(scale: Scale, names: Dict[str, set], base: str, flags: List[str],
-                  say=print) -> List[Run]:
-    """A pooling encoder and the vanilla encoder it shortens, on packed documents.
+def summary_runs(summary: SummaryScale, names: Dict[str, set], say: Say = print) -> List[Run]:
+    """A vanilla encoder, a Transpooler and a Pyramidion: one architecture, pooling apart.
 
-    Both go through the same architecture; the vanilla one has ``--pooling-schedule none``,
-    so the only difference is the pooling (to a quarter of the segment length, after the last
-    encoder layer: a Transpooler).
+    All three are ``pyramidion_base`` with full attention; ``--pooling-schedule none`` is the
+    vanilla encoder, ``last:L/4`` pools once after the last layer (Transpooler), ``1:L/2,2:L/4``
+    halves the length after each of the first two layers (Pyramidion).
     """
-    positions = ["--max-source-positions", str(scale.doc_max_tokens + 8),
-                 "--max-target-positions", str(scale.doc_max_tokens + 8)]
-    arch = "transpooler_base"
+    arch = "pyramidion_base"
     if arch not in names["arch"]:
-        say(f"note: {arch} is not registered; the document part trains a vanilla encoder only")
-        return [Run("doc_vanilla", "Vanilla encoder (documents)", base, flags + positions,
-                    data="documents")]
-    pooled = max(1, scale.doc_max_tokens // 4)
+        say(f"note: {arch} is not registered; skipping the summarization part")
+        return []
+    length = summary.source_tokens
+    half, quarter = length // 2, length // 4
+    common = ["--max-source-positions", str(length),
+              "--max-target-positions", str(summary.target_tokens + 8),
+              "--attention-block-size", "0", *SMOOTHED]
     return [
-        Run("doc_vanilla", "Vanilla encoder (documents)", arch,
-            flags + positions + ["--pooling-schedule", "none"], data="documents"),
-        Run("doc_pooled", f"Transpooler {scale.doc_max_tokens}->{pooled} (documents)", arch,
-            flags + positions + ["--pooling-schedule", f"last:{pooled}"], data="documents"),
+        Run("sum_vanilla", f"Vanilla encoder ({length} tokens)", arch,
+            common + ["--pooling-schedule", "none"], data="summaries"),
+        Run("sum_transpooler", f"Transpooler {length}->{quarter}", arch,
+            common + ["--pooling-schedule", f"last:{quarter}"], data="summaries"),
+        Run("sum_pyramidion", f"Pyramidion {length}->{half}->{quarter}", arch,
+            common + ["--pooling-schedule", f"1:{half},2:{quarter}"], data="summaries"),
     ]
 
 
-# ----------------------------------------------------------------------------- corpus
+# ----------------------------------------------------------------------------- data
 
 def generated_corpus(n_train: int, seed: int = 1) -> Dict[str, List[Pair]]:
     """A learnable stand-in for a language pair, for machines without gettext catalogs.
@@ -270,8 +307,8 @@ def make_corpus(args: argparse.Namespace, scale: Scale, raw: Path, say=print) ->
     return f"{origin}: {sizes} sentence pairs"
 
 
-def prepare(raw: Path, prep: Path, merges: int, doc_max_tokens: int, say=print) -> None:
-    """Moses-tokenise + lower-case, learn a joint BPE, apply it, pack documents."""
+def prepare(raw: Path, prep: Path, merges: int, say: Say = print) -> None:
+    """Moses-tokenise + lower-case, learn a joint BPE, apply it."""
     tokenised = {}
     for split in ("train", "valid", "test"):
         for lang in (SRC, TGT):
@@ -285,21 +322,6 @@ def prepare(raw: Path, prep: Path, merges: int, doc_max_tokens: int, say=print) 
     encoder = BpeEncoder(codes)
     for (split, lang), lines in tokenised.items():
         write_lines(prep / "sentences" / f"{split}.{lang}", encoder.encode_lines(lines))
-    for split in ("train", "valid", "test"):
-        src = read_lines(prep / "sentences" / f"{split}.{SRC}")
-        tgt = read_lines(prep / "sentences" / f"{split}.{TGT}")
-        catalogs = read_lines(raw / f"{split}.catalog")
-        documents: List[list] = []
-        for i, catalog in enumerate(catalogs):
-            if i == 0 or catalog != catalogs[i - 1]:
-                documents.append([])
-            documents[-1].append((src[i], tgt[i]))
-        segments = pack_documents(documents, doc_max_tokens)
-        write_lines(prep / "documents" / f"{split}.{SRC}", (s for s, _ in segments))
-        write_lines(prep / "documents" / f"{split}.{TGT}", (t for _, t in segments))
-        if split == "train":
-            say(f"  packed {len(src)} training sentences into {len(segments)} documents of "
-                f"<= {doc_max_tokens} BPE tokens")
 
 
 # ----------------------------------------------------------------------------- fairseq CLI
@@ -316,22 +338,39 @@ def threads_per_job(args: argparse.Namespace) -> int:
     return max(1, args.threads // args.jobs)
 
 
-def in_parallel(step, runs: Sequence[Run], jobs: int) -> None:
+
+def in_parallel(step: Callable[[Run, int], None], runs: Sequence[Run], jobs: int) -> None:
     """Run ``step(run, position)`` for every run, ``jobs`` at a time; re-raise the first error.
 
-    Small models use one core poorly, so two single-threaded runs side by side finish about
-    twice as fast as two two-threaded runs one after the other.
+    A run with a ``parent`` starts once its parent is done. Small models use one core poorly,
+    so two single-threaded runs side by side finish about twice as fast as two two-threaded
+    runs one after the other.
     """
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    futures: Dict[str, Future] = {}
+
+    def after_parent(run: Run, position: int) -> None:
+        # parents are submitted first, so they are running or done: no deadlock
+        if run.parent is not None and run.parent.key in futures:
+            futures[run.parent.key].result()
+        step(run, position)
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(step, run, i % jobs) for i, run in enumerate(runs)]
-        for future in futures:
+        for i, run in enumerate(runs):
+            futures[run.key] = pool.submit(after_parent, run, i % jobs)
+        for future in futures.values():
             future.result()
 
 
-def stream(command: Sequence[str], log_path: Path, on_line, env: Dict[str, str]) -> int:
-    """Run a command, tee its merged output to ``log_path`` and feed each line to ``on_line``."""
+def stream(command: Sequence[str], log_path: Path, on_line: Callable[[str], None],
+           env: Dict[str, str]) -> tuple[int, float]:
+    """Run a command, tee its merged output to ``log_path``, feed each line to ``on_line``.
+
+    Returns the exit status and the CPU seconds (user + system) the process used: unlike
+    wall-clock time, the CPU time of a run hardly changes when other processes load the
+    machine, so speed ratios computed from it hold on a busy machine too.
+    """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w", encoding="utf-8") as log, subprocess.Popen(
             [str(c) for c in command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -339,17 +378,19 @@ def stream(command: Sequence[str], log_path: Path, on_line, env: Dict[str, str])
         for line in proc.stdout:
             log.write(line)
             on_line(line.rstrip("\n"))
-    return proc.returncode
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, usage.ru_utime + usage.ru_stime
 
 
-def preprocess(text: Path, dest: Path, env: Dict[str, str], srcdict: Path | None = None) -> None:
-    command = [fairseq_command("fairseq-preprocess"), "--source-lang", SRC, "--target-lang", TGT,
+def preprocess(text: Path, dest: Path, env: Dict[str, str], src: str = SRC,
+               tgt: str = TGT) -> None:
+    command = [fairseq_command("fairseq-preprocess"), "--source-lang", src, "--target-lang", tgt,
                "--trainpref", text / "train", "--validpref", text / "valid",
                "--testpref", text / "test", "--destdir", dest, "--joined-dictionary",
                "--workers", "1"]
-    if srcdict is not None:
-        command += ["--srcdict", srcdict]
-    if stream(command, dest.parent / f"preprocess.{dest.name}.log", lambda _: None, env):
+    code, _ = stream(command, dest.parent / f"preprocess.{dest.name}.log", lambda _: None, env)
+    if code:
         raise SystemExit(f"fairseq-preprocess failed; see {dest.parent}/preprocess.{dest.name}"
                          ".log")
 
@@ -380,33 +421,56 @@ def parse_log_line(line: str, run: Run) -> str | None:
     return tag
 
 
+
+def train_command(run: Run, data_bin: Path, work: Path, scale: Scale,
+                  args: argparse.Namespace) -> tuple[List, int, float]:
+    """The fairseq-train command of one run, its update budget and its wall-clock cap."""
+    if run.data == "summaries":
+        s = scale.summary
+        size, max_tokens, lr, warmup = ((s.layers, s.dim, s.ffn, s.heads), s.max_tokens, s.lr,
+                                        s.warmup)
+        max_update, budget = s.max_update, s.time_budget_s
+    else:
+        size, max_tokens, lr, warmup = ((scale.layers, scale.dim, scale.ffn, scale.heads),
+                                        scale.max_tokens, scale.lr, scale.warmup)
+        max_update, budget = scale.max_update, scale.time_budget_s
+    schedule = ["--lr", str(lr), "--lr-scheduler", "inverse_sqrt", "--warmup-updates",
+                str(warmup), "--warmup-init-lr", "1e-07"]
+    start = []
+    if run.parent is not None:
+        # A continuation: the parent's weights, a fresh optimizer, and a constant learning
+        # rate equal to the one the parent's inverse-sqrt schedule ended at.
+        max_update = scale.finetune_update
+        budget = scale.time_budget_s * scale.finetune_update / scale.max_update
+        final_lr = lr * math.sqrt(warmup / max(run.parent.updates, warmup))
+        schedule = ["--lr", f"{final_lr:.6g}", "--lr-scheduler", "fixed"]
+        start = ["--finetune-from-model", work / run.parent.key / "checkpoint_last.pt"]
+    budget *= args.budget_scale
+    command = [
+        fairseq_command("fairseq-train"), data_bin, "--user-dir", USER_DIR, "--arch", run.arch,
+        *model_flags(*size), "--dropout", "0.1", "--cpu", "--seed", str(args.seed),
+        "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "0.0",
+        *schedule, *start, "--max-tokens", str(max_tokens),
+        "--max-update", str(max_update), "--stop-time-hours", f"{budget / 3600:.6f}",
+        # validate and save once, at the end: every second goes to training
+        "--validate-interval", "1000", "--save-interval", "1000", "--no-epoch-checkpoints",
+        "--save-dir", work / run.key, "--log-format", "json",
+        "--log-interval", str(max(1, min(25, max_update // 20))), "--no-progress-bar",
+        "--num-workers", "0",
+        # fairseq's batcher drops a whole split smaller than this multiple (8 by default)
+        "--required-batch-size-multiple", "1",
+        "--skip-invalid-size-inputs-valid-test", *run.train_flags,
+    ]
+    return command, max_update, budget
+
+
 def train(run: Run, data_bin: Path, work: Path, scale: Scale, args: argparse.Namespace,
           position: int = 0) -> None:
     """Train one model with ``fairseq-train``, folding its log into ``run``."""
     from tqdm import tqdm
 
-    documents = run.data == "documents"
-    max_update = scale.doc_max_update if documents else scale.max_update
-    budget = scale.doc_time_budget_s if documents else scale.time_budget_s
-    budget *= args.budget_scale
-    log_interval = max(1, min(25, max_update // 20))
-    command = [
-        fairseq_command("fairseq-train"), data_bin, "--user-dir", USER_DIR, "--arch", run.arch,
-        *model_flags(scale), "--dropout", "0.1", "--cpu", "--seed", str(args.seed),
-        "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "0.0",
-        "--lr", str(scale.lr), "--lr-scheduler", "inverse_sqrt",
-        "--warmup-updates", str(scale.warmup), "--warmup-init-lr", "1e-07",
-        "--max-tokens", str(scale.max_tokens * (2 if documents else 1)),
-        "--max-update", str(max_update), "--stop-time-hours", f"{budget / 3600:.6f}",
-        # validate and save once, at the end: every second goes to training
-        "--validate-interval", "1000", "--save-interval", "1000", "--no-epoch-checkpoints",
-        "--save-dir", work / run.key, "--log-format", "json",
-        "--log-interval", str(log_interval), "--no-progress-bar", "--num-workers", "0",
-        # fairseq's batcher drops a whole split smaller than this multiple (8 by default)
-        "--required-batch-size-multiple", "1",
-        "--skip-invalid-size-inputs-valid-test", *run.train_flags,
-    ]
-    bar = tqdm(total=max_update, desc=f"train {run.key:<11}", unit="upd", leave=True,
+    command, max_update, budget = train_command(run, data_bin, work, scale, args)
+    bar = tqdm(total=max_update, desc=f"train {run.key:<15}", unit="upd", leave=True,
                disable=args.quiet, dynamic_ncols=True, mininterval=1.0, position=position)
     started = time.time()
 
@@ -416,12 +480,16 @@ def train(run: Run, data_bin: Path, work: Path, scale: Scale, args: argparse.Nam
             bar.set_postfix(nll=f"{run.losses[-1][1]:.2f}",
                             budget=f"{time.time() - started:.0f}/{budget:.0f}s")
 
-    code = stream(command, work / run.key / "train.log", on_line, child_env(threads_per_job(args)))
+    code, run.train_cpu = stream(command, work / run.key / "train.log", on_line,
+                                 child_env(threads_per_job(args)))
     bar.update(run.updates - bar.n)
     bar.close()
     if code != 0 or not (work / run.key / "checkpoint_last.pt").is_file():
         tail = (work / run.key / "train.log").read_text()[-3000:]
         raise RuntimeError(f"fairseq-train failed for {run.key} (exit {code}):\n{tail}")
+    write_text_atomic(work / run.key / "cpu.json", json.dumps({"train_cpu": run.train_cpu}))
+    if run.updates < max_update:
+        run.note = f"stopped by the {budget:.0f} s time cap after {run.updates} updates"
 
 
 def trained_before(run: Run, work: Path) -> bool:
@@ -434,26 +502,45 @@ def trained_before(run: Run, work: Path) -> bool:
         parse_log_line(line, fresh)
     if math.isnan(fresh.train_seconds):  # interrupted: train again
         return False
+    cpu = work / run.key / "cpu.json"
+    if cpu.is_file():
+        fresh.train_cpu = float(json.loads(cpu.read_text())["train_cpu"])
     run.__dict__.update(fresh.__dict__)
     return True
 
 
-def generate(run: Run, data_bin: Path, work: Path, raw: Path, scale: Scale,
-             args: argparse.Namespace, position: int = 0) -> None:
-    """Decode the test split and score it: sacreBLEU on detokenised text, and tokenised BLEU."""
-    import sacrebleu
+_TRANSLATED = re.compile(r"Translated [\d,]+ sentences \([\d,]+ tokens\) in ([\d.]+)s")
+
+
+def generate(run: Run, data_bin: Path, work: Path, scale: Scale, args: argparse.Namespace,
+             position: int = 0) -> None:
+    """Decode the test split and score it.
+
+    Translation: sacreBLEU on detokenised text and fairseq's tokenised BLEU. Summaries:
+    ROUGE-1/2/L F1 against the untouched reference summaries, with the recipes' scorer.
+    """
     from tqdm import tqdm
 
-    n_test = len(read_lines(work / "prep" / run.data / f"test.{SRC}"))
+    summaries = run.data == "summaries"
+    prep = work / "prep" / run.data
+    n_test = len(read_lines(prep / f"test.{DOC if summaries else SRC}"))
+    if summaries:
+        s = scale.summary
+        decode = ["--post-process", "sentencepiece", "--max-len-a", "0",
+                  "--max-len-b", str(s.target_tokens), "--max-tokens", str(8 * s.source_tokens),
+                  "--max-source-positions", str(s.source_tokens),
+                  "--max-target-positions", str(s.target_tokens + 8)]
+    else:
+        decode = ["--remove-bpe", "--max-tokens", "6000"]
     command = [
         fairseq_command("fairseq-generate"), data_bin, "--user-dir", USER_DIR,
         "--path", work / run.key / "checkpoint_last.pt", "--gen-subset", "test",
-        "--beam", str(scale.beam), "--max-tokens", "6000", "--remove-bpe", "--cpu",
+        "--beam", str(scale.beam), *decode, "--cpu",
         "--num-workers", "0", "--required-batch-size-multiple", "1",
         "--skip-invalid-size-inputs-valid-test", *run.generate_flags,
     ]
     hypotheses: Dict[int, str] = {}
-    bar = tqdm(total=n_test, desc=f"decode {run.key:<10}", unit="sent", leave=True,
+    bar = tqdm(total=n_test, desc=f"decode {run.key:<15}", unit="sent", leave=True,
                disable=args.quiet, dynamic_ncols=True, mininterval=1.0, position=position)
 
     def on_line(line: str) -> None:
@@ -464,15 +551,25 @@ def generate(run: Run, data_bin: Path, work: Path, raw: Path, scale: Scale,
         match = re.search(r"BLEU4? = ([\d.]+)", line)
         if match:
             run.tok_bleu = float(match.group(1))
+        match = _TRANSLATED.search(line)
+        if match:
+            run.decode_seconds = float(match.group(1))
 
-    code = stream(command, work / run.key / "generate.log", on_line,
-                  child_env(threads_per_job(args)))
+    code, _ = stream(command, work / run.key / "generate.log", on_line,
+                     child_env(threads_per_job(args)))
     bar.close()
     if code != 0:
         tail = (work / run.key / "generate.log").read_text()[-3000:]
         raise RuntimeError(f"fairseq-generate failed for {run.key} (exit {code}):\n{tail}")
-    references = read_lines(raw / run.data / f"test.{TGT}")
-    ordered = [hypotheses.get(i, "") for i in range(len(references))]
+    ordered = [hypotheses.get(i, "") for i in range(n_test)]
+    if summaries:
+        write_lines(work / run.key / "test.hyp", ordered)
+        references = read_lines(prep / "test.reference")
+        run.rouge = rouge_scores(ordered, references)
+        return
+    import sacrebleu
+
+    references = read_lines(work / "raw" / f"test.{TGT}")
     detok = moses_detokenize(ordered, TGT)
     write_lines(work / run.key / "test.hyp.detok", detok)
     # The models see lower-cased text, so BLEU is case-insensitive.
@@ -491,13 +588,14 @@ def heatmap_sentence(prep: Path, low: int = 6, high: int = 14) -> int:
     return 0
 
 
+
 def analyse_attention(runs: List[Run], data_bin: Path, out: Path, sentence: int,
                       max_sentences: int, threads: int) -> List[Path]:
     """Entropy and zero share of every model's attention on the test split, and the figures.
 
-    Uses ``scripts/analysis/analyze_attention.py``: the table numbers are means over every attention
-    row of every attention module; the per-layer plots and the heat map compare the softmax
-    Transformer with the ReLUFormer.
+    Uses ``scripts/analysis/analyze_attention.py``: the table numbers are means over every
+    attention row of every attention module; the per-layer plots and the heat map compare the
+    softmax Transformer with the ReLUFormer.
     """
     import torch
 
@@ -525,19 +623,51 @@ def analyse_attention(runs: List[Run], data_bin: Path, out: Path, sentence: int,
 
 # ----------------------------------------------------------------------------- report
 
-TABLE_HEADERS = ["model", "data", "params", "updates", "train s", "words/s", "valid nll",
-                 "BLEU", "tok BLEU", "attn entropy", "attn zeros"]
+TABLE_HEADERS = ["model", "params", "updates", "train s", "words/s", "valid nll", "BLEU",
+                 "tok BLEU", "attn entropy", "attn zeros"]
+SUMMARY_HEADERS = ["model", "params", "updates", "train s", "train CPU s", "valid nll",
+                   "ROUGE-1", "ROUGE-2", "ROUGE-L", "train speed", "decode s", "decode speed"]
+
+
+def _dashes(row: list) -> list:
+    # not measured reads better as "-" than nan
+    return ["-" if isinstance(v, float) and math.isnan(v) else v for v in row]
+
+
+def _median(values: Sequence[float]) -> float:
+    return sorted(values)[len(values) // 2] if values else math.nan
 
 
 def table_rows(runs: Sequence[Run]) -> List[list]:
+    """The translation table."""
+    return [_dashes([run.label, run.params if run.params is not None else "-", run.updates,
+                     run.train_seconds, _median(run.wps), run.valid_nll, run.bleu,
+                     run.tok_bleu, run.entropy, run.zeros])
+            for run in runs if run.data == "sentences"]
+
+
+def summary_rows(runs: Sequence[Run]) -> List[list]:
+    """The summarization table; speeds are relative to the first (vanilla) row.
+
+    Training speed: CPU seconds per update of the vanilla run over this run's. Decoding
+    speed: fairseq-generate's own time for the test split, vanilla over this run.
+    """
+    runs = [run for run in runs if run.data == "summaries"]
+    if not runs:
+        return []
+    base = runs[0]
+
+    def per_update(run: Run) -> float:
+        return run.train_cpu / run.updates if run.updates else math.nan
+
     rows = []
     for run in runs:
-        median_wps = sorted(run.wps)[len(run.wps) // 2] if run.wps else math.nan
-        rows.append([run.label, run.data, run.params if run.params is not None else "-",
-                     run.updates, run.train_seconds, median_wps, run.valid_nll, run.bleu,
-                     run.tok_bleu, run.entropy, run.zeros])
-        # not measured (the document models are not analysed) reads better as "-" than nan
-        rows[-1] = ["-" if isinstance(v, float) and math.isnan(v) else v for v in rows[-1]]
+        rows.append(_dashes([
+            run.label, run.params if run.params is not None else "-", run.updates,
+            run.train_seconds, run.train_cpu, run.valid_nll,
+            run.rouge.get("rouge1", math.nan), run.rouge.get("rouge2", math.nan),
+            run.rouge.get("rougeL", math.nan), per_update(base) / per_update(run),
+            run.decode_seconds, base.decode_seconds / run.decode_seconds]))
     return rows
 
 
@@ -548,28 +678,47 @@ def loss_plot(runs: Sequence[Run], path: Path) -> Path:
                      "update", "training nll (bits)")
 
 
+
 def write_report(out: Path, runs: Sequence[Run], context: Dict[str, str],
                  figures: Sequence[Path]) -> Path:
-    table = markdown_table(TABLE_HEADERS, table_rows(runs), digits=3)
     notes = [f"- {run.label}: {run.note}" for run in runs if run.note]
     images = {p.name: p for p in figures}
     parts = [
         "# relu-former demo report\n",
-        f"Corpus: {context['corpus']}.  ",
-        f"Size `{context['scale']}`: {context['model']}.  ",
         f"Machine: {context['machine']}. Total wall time {context['wall']}.\n",
-        table,
+        "## Translation\n",
+        f"Corpus: {context['corpus']}.  ",
+        f"Size `{context['scale']}`: {context['model']}.\n",
+        markdown_table(TABLE_HEADERS, table_rows(runs), digits=3),
         "Columns: `train s` is fairseq's own training time (no start-up); `words/s` the median "
         "of its per-interval target words per second; `valid nll` the full-softmax "
         "cross-entropy on valid (bits); `BLEU` sacreBLEU on detokenised, case-insensitive test "
         "output; `tok BLEU` fairseq's BLEU on the tokenised text (the paper's kind); attention "
         "entropy (nats) and share of exactly-zero weights are means over every attention row "
         "of every layer and head on the test split "
-        "(`scripts/analysis/analyze_attention.py`). Every "
-        "model gets the same update budget and the same wall-clock cap, whichever comes "
-        "first.\n",
-        *([("\n".join(notes) + "\n")] if notes else []),
+        "(`scripts/analysis/analyze_attention.py`). The first three models are trained from "
+        "scratch with the same update budget and wall-clock cap, whichever comes first; the "
+        "last two continue the softmax Transformer's last checkpoint, each for the same "
+        "number of updates, with a fresh Adam and a constant learning rate (the one the "
+        "softmax run ended at).\n",
     ]
+    if context.get("summary_corpus"):
+        parts += [
+            "## Long-input summarization\n",
+            f"Corpus: {context['summary_corpus']}.  ",
+            f"Size: {context['summary_model']}.\n",
+            markdown_table(SUMMARY_HEADERS, summary_rows(runs), digits=3),
+            "Columns: ROUGE-1/2/L are F1 x 100 (rouge-score, Porter stemmer) of the decoded "
+            "summaries against the pages' own NAME descriptions "
+            "(`scripts/recipes/lib/score.py`, the recipes' scorer); `train CPU s` the CPU "
+            "time of the whole fairseq-train process; `train speed` the vanilla encoder's "
+            "CPU seconds per update divided by this model's (above 1: faster); `decode s` "
+            "fairseq-generate's own time for the test split and `decode speed` the vanilla "
+            "encoder's time divided by this model's. The three models train, and then "
+            "decode, at the same time, so that the machine's load affects each alike.\n",
+        ]
+    if notes:
+        parts.append("\n".join(notes) + "\n")
     captions = [
         ("demo_loss.png", "Training curves of every run"),
         ("analyze_attention_heatmap.png",
@@ -595,9 +744,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--full", action="store_const", dest="scale", const="full",
                       help="a longer, better run: every pair, 3+3 layers of width 256, "
-                           "3000 updates per model (estimated 1.5-2 h on 2 cores)")
+                           "3000 updates per translation model, 2,048-token summarization "
+                           "inputs (not measured; hours on 2 cores)")
     size.add_argument("--tiny", action="store_const", dest="scale", const="tiny",
-                      help="a smoke test: 400 pairs, 1 layer of width 32, 20 updates per model")
+                      help="a smoke test: 400 pairs, 1 layer of width 32, 20 updates per "
+                           "model, 64-token summarization inputs")
     parser.set_defaults(scale="default")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "demo_out",
                         help="report folder (report.md, PNGs; work files in OUT/work; "
@@ -607,24 +758,31 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "(default: %(default)s)")
     parser.add_argument("--lang", default=SRC,
                         help="catalog language used as the source side (default: de)")
+    parser.add_argument("--man-dir", type=Path, default=Path("/usr/share/man"),
+                        help="where the manual pages are: <dir>/man<section>/*.gz "
+                             "(default: %(default)s)")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                         help="CPU threads in all, shared by the --jobs processes (default: "
                              "all cores)")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
-                        help="models trained (and decoded) at the same time, each with "
-                             "--threads / --jobs threads (default: 2, or 1 on one core)")
+                        help="translation models trained (and decoded) at the same time, "
+                             "each with --threads / --jobs threads (default: 2, or 1 on one "
+                             "core); the three summarization models always run together")
     parser.add_argument("--budget-scale", type=float, default=1.0,
                         help="multiply every model's wall-clock training cap (default 1)")
     parser.add_argument("--sparse-k", type=int, default=20,
                         help="k of the sparse-softmax training criterion (default 20)")
     parser.add_argument("--sparse-decode-k", type=int, default=5,
-                        help="k of sparse-softmax decoding of that model, raised to the beam "
-                             "if smaller; 0 decodes with the full softmax (default 5)")
-    parser.add_argument("--no-documents", action="store_true",
-                        help="skip the long-document part (Transpooler/Pyramidion vs vanilla)")
+                        help="k of sparse-softmax decoding of the sparse-softmax models, "
+                             "raised to the beam if smaller; 0 decodes with the full softmax "
+                             "(default 5)")
+    parser.add_argument("--no-summaries", action="store_true",
+                        help="skip the long-input summarization part")
+    parser.add_argument("--no-translation", action="store_true",
+                        help="skip the translation part (and the attention analysis)")
     parser.add_argument("--resume", action="store_true",
-                        help="reuse the corpus, data and finished trainings already in OUT/work "
-                             "(same size and corpus flags); decode and report again")
+                        help="reuse the corpora, data and finished trainings already in "
+                             "OUT/work (same size and corpus flags); decode and report again")
     parser.add_argument("--seed", type=int, default=1, help="training seed (default 1)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
@@ -634,6 +792,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error("--budget-scale must be positive")
     if args.sparse_k < 1 or args.sparse_decode_k < 0:
         parser.error("--sparse-k must be >= 1 and --sparse-decode-k >= 0")
+    if args.no_summaries and args.no_translation:
+        parser.error("--no-summaries and --no-translation leave nothing to run")
     return args
 
 
@@ -642,89 +802,153 @@ def machine_line() -> str:
     return f"{os.cpu_count()} CPU cores, load average {load} (1/5/15 min) at the end"
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
+
+@dataclass
+class Demo:
+    """One demo run's settings and folders, and how it reports progress."""
+
+    args: argparse.Namespace
+    scale: Scale
+    work: Path
+    resume: bool
+    started: float = field(default_factory=time.time)
+
+    def say(self, message: str) -> None:
+        print(f"[demo {time.time() - self.started:6.0f}s] {message}", flush=True)
+
+    def bin(self, data: str) -> Path:
+        return self.work / "bin" / data
+
+    def cached(self, name: str) -> str | None:
+        """A data step's description saved by an earlier run (``--resume``), if any."""
+        path = self.work / f"{name}.txt"
+        return path.read_text().strip() if self.resume and path.is_file() else None
+
+
+def start(args: argparse.Namespace) -> Demo:
+    """Check ``--resume`` against the work folder's settings, or empty it."""
     scale = SCALES[args.scale]
-    out: Path = args.out
-    work, raw, prep = out / "work", out / "work" / "raw", out / "work" / "prep"
+    work = args.out / "work"
     stamp = work / "settings.json"
     settings = {"scale": scale.name, "locale_dir": str(args.locale_dir), "lang": args.lang,
-                "documents": not args.no_documents}
-    resume = args.resume and stamp.is_file() and (work / "corpus.txt").is_file()
+                "man_dir": str(args.man_dir)}
+    resume = args.resume and stamp.is_file()
     if resume and json.loads(stamp.read_text()) != settings:
         raise SystemExit(f"--resume: {work} was made with {stamp.read_text()}, not "
                          f"{json.dumps(settings)}; drop --resume to start afresh")
     if not resume and work.exists():
         shutil.rmtree(work)
-    started = time.time()
+    work.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(stamp, json.dumps(settings))
+    return Demo(args, scale, work, resume)
 
-    def say(message: str) -> None:
-        print(f"[demo {time.time() - started:6.0f}s] {message}", flush=True)
 
-    say(f"size {scale.name}; report in {out}")
-    bins = {"sentences": work / "bin" / "sentences", "documents": work / "bin" / "documents"}
-    if resume:
-        corpus = (work / "corpus.txt").read_text().strip()
-        say(f"1-2/5 reusing the corpus and data in {work}: {corpus}")
-    else:
-        say("1/5 building the corpus")
-        corpus = make_corpus(args, scale, raw, say)
-        say(f"  {corpus}")
-        for data in ("sentences", "documents"):  # raw references of each test set, for scoring
-            (raw / data).mkdir(parents=True, exist_ok=True)
-        shutil.copy(raw / f"test.{TGT}", raw / "sentences" / f"test.{TGT}")
-        say("2/5 Moses tokenisation, BPE, document packing, fairseq-preprocess")
-        prepare(raw, prep, scale.bpe_merges, scale.doc_max_tokens, say)
-        write_lines(raw / "documents" / f"test.{TGT}", moses_detokenize(
-            [line.replace("@@ ", "") for line in read_lines(prep / "documents" / f"test.{TGT}")],
-            TGT))
-        env = child_env(args.threads)
-        preprocess(prep / "sentences", bins["sentences"], env)
-        if not args.no_documents:
-            preprocess(prep / "documents", bins["documents"], env,
-                       srcdict=bins["sentences"] / f"dict.{SRC}.txt")
-        write_text_atomic(work / "corpus.txt", corpus + "\n")
-        write_text_atomic(stamp, json.dumps(settings))
-    names = registered_names()
-    runs = plan_runs(scale, names, args, say)
-    done = [run for run in runs if resume and trained_before(run, work)]
+def translation_data(demo: Demo) -> str:
+    """Step 1: the gettext corpus, tokenised, BPE'd and binarised."""
+    corpus = demo.cached("corpus")
+    if corpus:
+        demo.say(f"1/6 reusing the translation data in {demo.work}: {corpus}")
+        return corpus
+    demo.say("1/6 translation data: the corpus, Moses tokenisation, BPE, fairseq-preprocess")
+    raw, prep = demo.work / "raw", demo.work / "prep"
+    corpus = make_corpus(demo.args, demo.scale, raw, demo.say)
+    demo.say(f"  {corpus}")
+    prepare(raw, prep, demo.scale.bpe_merges, demo.say)
+    preprocess(prep / "sentences", demo.bin("sentences"), child_env(demo.args.threads))
+    write_text_atomic(demo.work / "corpus.txt", corpus + "\n")
+    return corpus
+
+
+def summarization_data(demo: Demo) -> str:
+    """Step 2: the manual-page corpus, SentencePiece, cut to length, binarised."""
+    corpus = demo.cached("summary_corpus")
+    if corpus:
+        demo.say(f"2/6 reusing the summarization data in {demo.work}: {corpus}")
+        return corpus
+    demo.say("2/6 summarization data: manual pages, SentencePiece, fairseq-preprocess")
+    prep = demo.work / "prep" / "summaries"
+    prep.mkdir(parents=True, exist_ok=True)
+    corpus = build_summary_data(demo.args.man_dir, demo.scale.summary,
+                                demo.work / "raw" / "summaries", prep, demo.say)
+    demo.say(f"  {corpus}")
+    preprocess(prep, demo.bin("summaries"), child_env(demo.args.threads), src=DOC, tgt=SUM)
+    write_text_atomic(demo.work / "summary_corpus.txt", corpus + "\n")
+    return corpus
+
+
+def train_all(demo: Demo, runs: List[Run], jobs: int, step: str) -> None:
+    """Train every run not already trained (``--resume``), ``jobs`` at a time."""
+    done = [run for run in runs if demo.resume and trained_before(run, demo.work)]
     if done:
-        say("  reusing the trained " + ", ".join(r.key for r in done) + " (--resume)")
+        demo.say("  reusing the trained " + ", ".join(r.key for r in done) + " (--resume)")
     todo = [run for run in runs if run not in done]
-    say(f"3/5 training {len(todo)} models: " + ", ".join(r.label for r in todo))
-    in_parallel(lambda run, pos: train(run, bins[run.data], work, scale, args, pos), todo,
-                args.jobs)
-    for run in runs:
-        documents = run.data == "documents"
-        if run.updates < (scale.doc_max_update if documents else scale.max_update):
-            budget = scale.doc_time_budget_s if documents else scale.time_budget_s
-            run.note = (f"stopped by the {budget * args.budget_scale:.0f} s time cap after "
-                        f"{run.updates} updates")
-    say("4/5 decoding the test split")
-    in_parallel(lambda run, pos: generate(run, bins[run.data], work, raw, scale, args, pos),
-                runs, args.jobs)
-    say("5/5 attention analysis, plots, report")
-    sentence_runs = [run for run in runs if run.data == "sentences"]
-    figures = analyse_attention(sentence_runs, bins["sentences"], out, heatmap_sentence(prep),
-                                scale.analysis_sentences, args.threads)
-    figures.append(loss_plot(runs, out / "demo_loss.png"))
-    wall = time.time() - started
-    context = {
-        "corpus": corpus, "scale": scale.name,
+    demo.say(f"{step} training {len(todo)} models: " + ", ".join(r.label for r in todo))
+    in_parallel(lambda run, pos: train(run, demo.bin(run.data), demo.work, demo.scale,
+                                       demo.args, pos), todo, jobs)
+
+
+def decode_all(demo: Demo, runs: List[Run], jobs: int) -> None:
+    in_parallel(lambda run, pos: generate(run, demo.bin(run.data), demo.work, demo.scale,
+                                          demo.args, pos), runs, jobs)
+
+
+def describe(demo: Demo) -> Dict[str, str]:
+    scale, args, s = demo.scale, demo.args, demo.scale.summary
+    return {
+        "scale": scale.name,
         "model": (f"{scale.layers}+{scale.layers} layers, width {scale.dim}, FFN {scale.ffn}, "
                   f"{scale.heads} heads, joint BPE {scale.bpe_merges} merges, beam {scale.beam}; "
                   f"budget per model {scale.max_update} updates or "
-                  f"{scale.time_budget_s * args.budget_scale:.0f} s (documents: "
-                  f"{scale.doc_max_update} updates or "
-                  f"{scale.doc_time_budget_s * args.budget_scale:.0f} s, segments of <= "
-                  f"{scale.doc_max_tokens} tokens), {args.jobs} models at a time with "
+                  f"{scale.time_budget_s * args.budget_scale:.0f} s, continuations "
+                  f"{scale.finetune_update} updates; {args.jobs} models at a time with "
                   f"{threads_per_job(args)} thread(s) each"),
-        "machine": machine_line(), "wall": f"{wall / 60:.1f} min",
+        "summary_model": (f"{s.layers}+{s.layers} layers, width {s.dim}, FFN {s.ffn}, "
+                          f"{s.heads} heads, full attention, inputs of {s.source_tokens} "
+                          f"tokens, summaries of at most {s.target_tokens}, beam {scale.beam}; "
+                          f"{s.max_update} updates of {s.max_tokens} source tokens or "
+                          f"{s.time_budget_s * args.budget_scale:.0f} s per model, the three "
+                          "at once with one thread each"),
+        "machine": machine_line(),
     }
-    report = write_report(out, runs, context, figures)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    demo = start(args)
+    demo.say(f"size {demo.scale.name}; report in {args.out}")
+    context: Dict[str, str] = {"corpus": "skipped (--no-translation)", "summary_corpus": ""}
+    if not args.no_translation:
+        context["corpus"] = translation_data(demo)
+    if not args.no_summaries:
+        context["summary_corpus"] = summarization_data(demo)
+    names = registered_names()
+    translation = ([] if args.no_translation
+                   else translation_runs(demo.scale, names, args, demo.say))
+    summaries = [] if args.no_summaries else summary_runs(demo.scale.summary, names, demo.say)
+    if not summaries:
+        context["summary_corpus"] = ""
+    train_all(demo, translation, args.jobs, "3/6")
+    # the summarization models side by side, one thread each, so that load slows each alike
+    train_all(demo, summaries, len(summaries), "4/6")
+    demo.say("5/6 decoding the test splits")
+    decode_all(demo, translation, args.jobs)
+    decode_all(demo, summaries, len(summaries))
+    demo.say("6/6 attention analysis, plots, report")
+    figures = []
+    if translation:
+        figures = analyse_attention(translation, demo.bin("sentences"), args.out,
+                                    heatmap_sentence(demo.work / "prep"),
+                                    demo.scale.analysis_sentences, args.threads)
+    figures.append(loss_plot(translation + summaries, args.out / "demo_loss.png"))
+    wall = time.time() - demo.started
+    context.update(describe(demo), wall=f"{wall / 60:.1f} min")
+    report = write_report(args.out, translation + summaries, context, figures)
     print()
-    print(markdown_table(TABLE_HEADERS, table_rows(runs)))
-    say(f"done in {wall / 60:.1f} min; report: {report}")
+    if translation:
+        print(markdown_table(TABLE_HEADERS, table_rows(translation)))
+    if summaries:
+        print(markdown_table(SUMMARY_HEADERS, summary_rows(summaries)))
+    demo.say(f"done in {wall / 60:.1f} min; report: {report}")
     return 0
 
 

@@ -8,11 +8,13 @@ import pytest
 import torch
 
 from relu_former.kernels.successive_halving import (
-    hard_topk,
-    iterative_soft_topk,
     num_rounds,
     pair_weights,
     successive_halving_topk,
+)
+from relu_former.kernels.topk_baselines import (
+    hard_topk,
+    iterative_soft_topk,
     successive_halving_topk_loop,
 )
 from relu_former.kernels.topk_similarity import ncc_similarity
@@ -136,14 +138,6 @@ def test_gradcheck(options):
     assert torch.autograd.gradcheck(pool, (values, scores))
 
 
-def test_gradcheck_iterative_soft_topk():
-    values = torch.randn(2, 7, 3, dtype=F64, requires_grad=True)
-    scores = _separated_scores(2, 7).requires_grad_(True)
-    assert torch.autograd.gradcheck(
-        lambda v, s: iterative_soft_topk(v, s, 3, alpha=4.0).values, (values, scores)
-    )
-
-
 @pytest.mark.parametrize("options", OPTIONS)
 def test_batched_equals_per_example_reference(options):
     values, scores = _inputs(4, 45, seed=1)
@@ -251,39 +245,6 @@ def test_scores_may_have_a_trailing_unit_dimension():
     )
 
 
-def test_hard_topk_matches_sort_and_pads_short_examples():
-    values, scores = _inputs(2, 9)
-    pad = torch.zeros(2, 9, dtype=torch.bool)
-    pad[1, 2:] = True
-    out = hard_topk(values, scores, 4, pad)
-    order = scores[0].argsort(descending=True)[:4]
-    torch.testing.assert_close(out.values[0], values[0, order])
-    assert out.padding_mask[1].tolist() == [False, False, True, True]
-    assert (out.values[1, 2:] == 0).all()
-    back = hard_topk(values, scores, 4, pad, sort_back=True)
-    torch.testing.assert_close(back.values[0], values[0, order.sort().values])
-    torch.testing.assert_close(back.values[1, :2], values[1, :2])
-
-
-def test_iterative_soft_topk_formula_and_padding():
-    values, scores = _inputs(2, 6)
-    out = iterative_soft_topk(values, scores, 2, alpha=3.0)
-    remaining = torch.ones(6, dtype=torch.bool)
-    for j in range(2):
-        peak = scores[0][remaining].max()
-        w = torch.softmax((-3.0 * (scores[0] - peak) ** 2).masked_fill(~remaining, -1e300), 0)
-        torch.testing.assert_close(out.values[0, j], w @ values[0])
-        torch.testing.assert_close(out.scores[0, j], w @ scores[0])
-        remaining[torch.where(remaining, scores[0], -1.0).argmax()] = False
-    # Large alpha on separated scores approaches the hard top-k; padding is never picked.
-    sep = _separated_scores(2, 6)
-    pad = torch.tensor([[False] * 6, [False] * 4 + [True] * 2])
-    sharp = iterative_soft_topk(values, sep + 10 * pad, 5, pad, alpha=1e6)
-    _assert_same(sharp, hard_topk(values, sep, 5, pad))
-    back = iterative_soft_topk(values, sep, 3, alpha=1e6, sort_back=True)
-    _assert_same(back, hard_topk(values, sep, 3, sort_back=True))
-
-
 def test_ncc_similarity():
     values, scores = _inputs(2, 20)
     exact = hard_topk(values, scores, 5)
@@ -368,9 +329,11 @@ def test_non_contiguous_values():
     torch.testing.assert_close(grads[0], grads[1])
 
 
+@pytest.mark.parametrize("nearly_sorted", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
-def test_numpy_rank_equals_torch_stable_descending_sort(dtype):
-    """The CPU fast path ranks exactly as torch's stable sort: ties, -0.0, -inf, padding."""
+def test_numpy_rank_equals_torch_stable_descending_sort(dtype, nearly_sorted):
+    """The CPU fast path ranks exactly as torch's stable sort: ties, -0.0, -inf, padding;
+    with either numpy sort (the one for nearly sorted rows gets random rows here too)."""
     from relu_former.kernels.successive_halving import _rank
 
     gen = torch.Generator().manual_seed(3)
@@ -383,4 +346,8 @@ def test_numpy_rank_equals_torch_stable_descending_sort(dtype):
     pad = torch.rand(5, 301, generator=gen) < 0.2
     expected = torch.sort(scores.masked_fill(pad, float("-inf")), dim=1, descending=True,
                           stable=True).indices
-    assert torch.equal(_rank(scores, pad), expected)
+    assert torch.equal(_rank(scores, pad, nearly_sorted), expected)
+    rows = scores.sort(dim=1, descending=True).values  # the case the merge sort is for
+    rows[:, 1::9] = rows[:, 2::9]  # out-of-order pairs and ties
+    expected = torch.sort(rows, dim=1, descending=True, stable=True).indices
+    assert torch.equal(_rank(rows, torch.zeros_like(pad), nearly_sorted), expected)

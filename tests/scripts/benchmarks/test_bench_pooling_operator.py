@@ -1,4 +1,4 @@
-"""scripts/bench_pooling_operator.py: a --quick run at tiny sizes writes a table of numbers."""
+"""bench_pooling_operator: a --quick run at tiny sizes writes a table of numbers."""
 
 from __future__ import annotations
 
@@ -49,6 +49,13 @@ def test_quick_run_writes_tables_and_plots(tmp_path, capsys):
                if column != "case")
     assert all(_is_number(cell) for row in read_markdown_table(report, "ours ms")
                for cell in row.values())
+    parts = {row["part"]: float(row["ms"]) for row in read_markdown_table(report, "part", "ms")}
+    assert list(parts)[:2] == ["ours (sorted before every round)", "no_sort"]
+    difference = parts["difference (the sort share)"]
+    ranking = parts["of which the ranking calls (sorts of the scores)"]
+    rest = parts["of which reading scores and vectors in rank order, not position order"]
+    # cells have 3 significant digits
+    assert ranking > 0 and ranking + rest == pytest.approx(difference, rel=0.02, abs=2e-3)
     for name in ("time_vs_n", "time_vs_k", "nccs_vs_n", "nccs_vs_k"):
         assert (tmp_path / f"bench_pooling_operator_{name}.png").stat().st_size > 1000
 
