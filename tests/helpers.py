@@ -125,3 +125,24 @@ def preprocess(raw: Path, dest: Path, src: str = "de", tgt: str = "en",
     ])
     assert (dest / f"dict.{src}.txt").is_file()
     return dest
+
+
+def read_markdown_table(markdown: str, *leading: str) -> list[dict[str, str]]:
+    """The body rows, as ``{column: cell}``, of the first Markdown table in ``markdown`` whose
+    header starts with the columns ``leading``; columns are then checked by name, not place."""
+    lines = markdown.splitlines()
+    for start, line in enumerate(lines):
+        if not line.startswith("|"):
+            continue
+        header = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if header[: len(leading)] != list(leading):
+            continue
+        rows = []
+        for body in lines[start + 2:]:
+            if not body.startswith("|"):
+                break
+            cells = [cell.strip() for cell in body.strip().strip("|").split("|")]
+            assert len(cells) == len(header), f"ragged row {body!r} under {header}"
+            rows.append(dict(zip(header, cells)))
+        return rows
+    raise AssertionError(f"no table whose header starts with {leading}:\n{markdown[:3000]}")
