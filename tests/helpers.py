@@ -146,3 +146,22 @@ def read_markdown_table(markdown: str, *leading: str) -> list[dict[str, str]]:
             rows.append(dict(zip(header, cells)))
         return rows
     raise AssertionError(f"no table whose header starts with {leading}:\n{markdown[:3000]}")
+
+
+def pooling_inputs(batch: int, length: int, dim: int = 3, seed: int = 0):
+    """float64 vectors [batch, length, dim] (normal) and scores [batch, length] (uniform)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    values = torch.randn(batch, length, dim, generator=gen, dtype=torch.float64)
+    scores = torch.rand(batch, length, generator=gen, dtype=torch.float64)
+    return values, scores
+
+
+def separated_scores(batch: int, length: int, seed: int = 0):
+    """float64 scores [batch, length], distinct and 0.05 apart, in random order."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    ranks = torch.stack([torch.randperm(length, generator=gen) for _ in range(batch)])
+    return ranks.to(torch.float64) * 0.05

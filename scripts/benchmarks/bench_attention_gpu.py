@@ -28,13 +28,12 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from scripts.common.benchmarking import interleaved_median_seconds
+from scripts.common.benchmarking import MIB, interleaved_median_seconds
 from scripts.common.plotting import markdown_table, write_text_atomic
 
 CASES = ("sdpa", "relu_flex", "relu_flex_stats", "relu_tiled")
 FULL_LENGTHS = (1024, 2048, 4096, 8192)
 QUICK_LENGTHS = (1024, 2048)
-MIB = 2.0**20
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -51,6 +50,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=10, help="timed rounds (default 10)")
     parser.add_argument("--out", type=Path, default=None,
                         help="folder for bench_attention_gpu.md")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch intra-op CPU threads for the host side (default 1)")
     args = parser.parse_args(argv)
     if args.lengths is None:
         args.lengths = list(QUICK_LENGTHS if args.quick else FULL_LENGTHS)
@@ -131,6 +132,7 @@ def report(args: argparse.Namespace, results) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    torch.set_num_threads(args.threads)
     if torch.cuda.is_available():
         text = report(args, measure(args))
     else:
