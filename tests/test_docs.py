@@ -62,7 +62,7 @@ REGISTERED = [(kind, name) for kind, names in plugin_names().items() for name in
 
 # Whatever a user cannot open from a clone: the developers' notes and the issue tracker.
 OUTSIDE_REFERENCES = [
-    r"(?-i:DESIGN\.md)",
+    r"(?-i:\bDESIGN(?:\.md\b|\s*§))",
     r"\.\./shared\b",
     r"\bshared/DESIGN",
     r"\bissues?\s*#?\d+",
