@@ -422,6 +422,13 @@ def parse_log_line(line: str, run: Run) -> str | None:
 
 
 
+def final_learning_rate(lr: float, warmup: int, updates: int) -> float:
+    """The learning rate of fairseq's inverse_sqrt schedule (from ~0) after ``updates``."""
+    if updates < warmup:
+        return lr * max(updates, 1) / warmup
+    return lr * math.sqrt(warmup / updates)
+
+
 def train_command(run: Run, data_bin: Path, work: Path, scale: Scale,
                   args: argparse.Namespace) -> tuple[List, int, float]:
     """The fairseq-train command of one run, its update budget and its wall-clock cap."""
@@ -437,21 +444,25 @@ def train_command(run: Run, data_bin: Path, work: Path, scale: Scale,
     schedule = ["--lr", str(lr), "--lr-scheduler", "inverse_sqrt", "--warmup-updates",
                 str(warmup), "--warmup-init-lr", "1e-07"]
     start = []
+    budget *= args.budget_scale
+    stop_after = budget
     if run.parent is not None:
         # A continuation: the parent's weights, a fresh optimizer, and a constant learning
-        # rate equal to the one the parent's inverse-sqrt schedule ended at.
+        # rate equal to the one the parent's schedule ended at.
         max_update = scale.finetune_update
-        budget = scale.time_budget_s * scale.finetune_update / scale.max_update
-        final_lr = lr * math.sqrt(warmup / max(run.parent.updates, warmup))
-        schedule = ["--lr", f"{final_lr:.6g}", "--lr-scheduler", "fixed"]
+        budget = scale.time_budget_s * args.budget_scale * max_update / scale.max_update
+        schedule = ["--lr", f"{final_learning_rate(lr, warmup, run.parent.updates):.6g}",
+                    "--lr-scheduler", "fixed"]
         start = ["--finetune-from-model", work / run.parent.key / "checkpoint_last.pt"]
-    budget *= args.budget_scale
+        # fairseq's --stop-time-hours counts the training time stored in the checkpoint too
+        stop_after = budget + (0 if math.isnan(run.parent.train_seconds)
+                               else run.parent.train_seconds)
     command = [
         fairseq_command("fairseq-train"), data_bin, "--user-dir", USER_DIR, "--arch", run.arch,
         *model_flags(*size), "--dropout", "0.1", "--cpu", "--seed", str(args.seed),
         "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "0.0",
         *schedule, *start, "--max-tokens", str(max_tokens),
-        "--max-update", str(max_update), "--stop-time-hours", f"{budget / 3600:.6f}",
+        "--max-update", str(max_update), "--stop-time-hours", f"{stop_after / 3600:.6f}",
         # validate and save once, at the end: every second goes to training
         "--validate-interval", "1000", "--save-interval", "1000", "--no-epoch-checkpoints",
         "--save-dir", work / run.key, "--log-format", "json",
