@@ -697,22 +697,25 @@ def write_report(out: Path, runs: Sequence[Run], context: Dict[str, str],
     parts = [
         "# relu-former demo report\n",
         f"Machine: {context['machine']}. Total wall time {context['wall']}.\n",
-        "## Translation\n",
-        f"Corpus: {context['corpus']}.  ",
-        f"Size `{context['scale']}`: {context['model']}.\n",
-        markdown_table(TABLE_HEADERS, table_rows(runs), digits=3),
-        "Columns: `train s` is fairseq's own training time (no start-up); `words/s` the median "
-        "of its per-interval target words per second; `valid nll` the full-softmax "
-        "cross-entropy on valid (bits); `BLEU` sacreBLEU on detokenised, case-insensitive test "
-        "output; `tok BLEU` fairseq's BLEU on the tokenised text (the paper's kind); attention "
-        "entropy (nats) and share of exactly-zero weights are means over every attention row "
-        "of every layer and head on the test split "
-        "(`scripts/analysis/analyze_attention.py`). The first three models are trained from "
-        "scratch with the same update budget and wall-clock cap, whichever comes first; the "
-        "last two continue the softmax Transformer's last checkpoint, each for the same "
-        "number of updates, with a fresh Adam and a constant learning rate (the one the "
-        "softmax run ended at).\n",
     ]
+    if table_rows(runs):
+        parts += [
+            "## Translation\n",
+            f"Corpus: {context['corpus']}.  ",
+            f"Size `{context['scale']}`: {context['model']}.\n",
+            markdown_table(TABLE_HEADERS, table_rows(runs), digits=3),
+            "Columns: `train s` is fairseq's own training time (no start-up); `words/s` the median "
+            "of its per-interval target words per second; `valid nll` the full-softmax "
+            "cross-entropy on valid (bits); `BLEU` sacreBLEU on detokenised, case-insensitive test "
+            "output; `tok BLEU` fairseq's BLEU on the tokenised text (the paper's kind); attention "
+            "entropy (nats) and share of exactly-zero weights are means over every attention row "
+            "of every layer and head on the test split "
+            "(`scripts/analysis/analyze_attention.py`). The first three models are trained from "
+            "scratch with the same update budget and wall-clock cap, whichever comes first; the "
+            "last two continue the softmax Transformer's last checkpoint, each for the same "
+            "number of updates, with a fresh Adam and a constant learning rate (the one the "
+            "softmax run ended at).\n",
+        ]
     if context.get("summary_corpus"):
         parts += [
             "## Long-input summarization\n",
