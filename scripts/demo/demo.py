@@ -348,6 +348,8 @@ def in_parallel(step: Callable[[Run, int], None], runs: Sequence[Run], jobs: int
     """
     from concurrent.futures import Future, ThreadPoolExecutor
 
+    if not runs:
+        return
     futures: Dict[str, Future] = {}
 
     def after_parent(run: Run, position: int) -> None:
@@ -896,6 +898,8 @@ def train_all(demo: Demo, runs: List[Run], jobs: int, step: str) -> None:
     if done:
         demo.say("  reusing the trained " + ", ".join(r.key for r in done) + " (--resume)")
     todo = [run for run in runs if run not in done]
+    if not todo:
+        return
     demo.say(f"{step} training {len(todo)} models: " + ", ".join(r.label for r in todo))
     in_parallel(lambda run, pos: train(run, demo.bin(run.data), demo.work, demo.scale,
                                        demo.args, pos), todo, jobs)
