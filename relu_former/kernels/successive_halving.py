@@ -1,4 +1,4 @@
-r"""Successive-halving soft top-k pooling (Pietruszka et al., 2020) and two baselines.
+r"""Successive-halving soft top-k pooling (Pietruszka et al., 2020).
 
 Input: n vectors :math:`x_i \in \mathbb{R}^d` with scalar scores :math:`v_i`; output: k vectors
 that approximate the k best-scored ones, differentiably in the scores.
@@ -32,38 +32,38 @@ output is right-padded: real slots first. For ``k >= n`` no round runs and the n
 the vectors, so every round runs on the [B, L] scores alone and records, per round, which two
 slots each new slot merged and with what weights. Walking these records back from the k output
 slots gives each output's :math:`2^r` source positions and their coefficients (products of
-weights along the path). These groups partition the input, so they invert into one output slot
-and one coefficient per input position, and the vectors are read once, in order, each added into
-its slot (``index_add_``; backward reads them again and saves nothing of size [B, n, d]). The
-per-round work on scores is O(BL) plus the sort; the work on vectors is O(BLd) once, instead of
-once per round. ``successive_halving_topk_loop`` is the plain per-example,
-per-round version (the published code's approach, with every pair's vectors materialised): a
-reference for tests and the benchmark baseline.
+weights along the path). These groups partition the input: each output is the coefficient-
+weighted sum of its sources, gathered a few examples at a time (so that reads in rank order stay
+in the cache) and written once. Backward inverts the partition into one output slot and one
+coefficient per input position and reads the output gradient in input order; nothing of size
+[B, n, d] is saved. The per-round work on scores is O(BL) plus the sort; the work on vectors is
+O(BLd) once, instead of once per round.
 
 **The sorting step.** ``sort=False`` pairs by position instead of by rank (the published
 ablation). With ``resort=False`` the sequence is sorted once before the first round; later rounds
 pair by position in the order the previous round produced, which is close to sorted because a
 pooled score is a weighted mean dominated by the pair's winner. ``resort=True`` (default) sorts
-before every round as the published code does.
+before every round as the published code does; since the rows are then nearly sorted, rounds
+after the first use a sort that is fast on such input (numpy's timsort of int64 keys on the CPU,
+the same indices as torch's stable sort).
 
-Baselines, same signature and output:
-
-* ``hard_topk``: exact top-k by score (:func:`torch.topk`); gradients reach the selected vectors
-  but never the scores through them.
-* ``iterative_soft_topk`` (Goyal et al., 2018, "A Continuous Relaxation of Beam Search"): k
-  steps; step j takes the highest remaining score :math:`m_j`, weights every remaining item by
-  :math:`\operatorname{softmax}_i(-\alpha (v_i - m_j)^2)`, emits the weighted sum of vectors and
-  scores, then removes the arg-max item. O(nk) work; the published comparison uses
-  :math:`\alpha = 1`.
+The baselines (exact top-k, Goyal et al.'s iterative soft top-k) and the per-example loop the
+tests compare this operator with are in :mod:`relu_former.kernels.topk_baselines`.
 """
 
 from __future__ import annotations
 
+import math
 from typing import List, NamedTuple, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+try:  # numpy ranks faster on the CPU; torch alone works too
+    import numpy as np
+except ImportError:  # pragma: no cover - fairseq installs numpy
+    np = None
 
 PAIRINGS = ("first_last", "halves")
 
@@ -76,7 +76,7 @@ class PooledSequence(NamedTuple):
     padding_mask: Tensor  # [B, k'] bool
 
 
-def _check_inputs(
+def check_inputs(
     values: Tensor, scores: Tensor, k: int, padding_mask: Tensor | None
 ) -> Tuple[Tensor, Tensor]:
     """Validate shapes and k; return (scores as [B, n], padding mask as bool [B, n])."""
@@ -106,7 +106,7 @@ def _check_inputs(
     return scores, padding_mask.to(torch.bool)
 
 
-def _check_options(pairing: str, base: float, temperature: float | None) -> None:
+def check_options(pairing: str, base: float, temperature: float | None) -> None:
     if pairing not in PAIRINGS:
         raise ValueError(f"pairing must be one of {PAIRINGS}, got {pairing!r}")
     if temperature is not None and not temperature > 0:
@@ -142,14 +142,14 @@ def pair_weights(
     else:
         # softmax over (base ** v_a, base ** v_b); base ** v must stay finite, so use bounded
         # scores (the published scorer is a sigmoid) or the temperature form for raw scores.
-        log_base = float(torch.log(torch.tensor(float(base))))
+        log_base = math.log(base)
         z = torch.exp(score_a * log_base) - torch.exp(score_b * log_base)
     w_a = torch.where(pad_b, 1.0, torch.sigmoid(z)).masked_fill(pad_a, 0.0)
     w_b = torch.where(pad_a, 1.0, torch.sigmoid(-z)).masked_fill(pad_b, 0.0)
     return w_a, w_b
 
 
-def _pairing_order(length: int, pairing: str, device: torch.device) -> Tensor:
+def pairing_order(length: int, pairing: str, device: torch.device) -> Tensor:
     """Positions [a_1..a_h, b_1..b_h] of a ranked sequence: slot j merges a_j with b_j."""
     half = length // 2
     if pairing == "halves":
@@ -159,11 +159,17 @@ def _pairing_order(length: int, pairing: str, device: torch.device) -> Tensor:
     )
 
 
-def _rank(scores: Tensor, pad: Tensor) -> Tensor:
-    """Indices sorting each row by score, descending, padding last; ties keep position order."""
+def _rank(scores: Tensor, pad: Tensor, nearly_sorted: bool = False) -> Tensor:
+    """Indices sorting each row by score, descending, padding last; ties keep position order.
+
+    ``nearly_sorted`` says the row is almost in descending order already (as a round's
+    output is, see :func:`successive_halving_topk`); the CPU path then uses a sort that
+    runs in about linear time on such input.
+    """
     key = scores.detach().masked_fill(pad, float("-inf"))
-    if key.device.type == "cpu" and key.dtype in _FLOAT32_EXACT and key.shape[1] < 2**31:
-        return _rank_cpu_float32(key)
+    if (np is not None and key.device.type == "cpu" and key.dtype in _FLOAT32_EXACT
+            and key.shape[1] < 2**31):
+        return _rank_cpu_float32(key, nearly_sorted)
     return torch.sort(key, dim=1, descending=True, stable=True).indices
 
 
@@ -171,21 +177,26 @@ def _rank(scores: Tensor, pad: Tensor) -> Tensor:
 _FLOAT32_EXACT = (torch.float32, torch.float16, torch.bfloat16)
 
 
-def _rank_cpu_float32(key: Tensor) -> Tensor:
+def _rank_cpu_float32(key: Tensor, nearly_sorted: bool = False) -> Tensor:
     """``torch.sort(key, descending=True, stable=True).indices`` computed by numpy.
 
-    torch's CPU sort dominated the operator (about 7x slower than numpy's vectorised sort of
-    int64 here). Each score becomes an int64 whose high 32 bits order the floats (descending)
-    and whose low 32 bits are the position, so every key is distinct and a plain sort of the
-    keys is the stable descending sort; the low bits are then the indices.
+    torch's CPU sort is several times slower than numpy's sort of int64. Each score becomes an
+    int64 whose high 32 bits order the floats (descending) and whose low 32 bits are the
+    position, so every key is distinct and any sort of the keys is the stable descending
+    sort; the low bits are then the indices. The keys are built in numpy too (torch's int64
+    bitwise operations took several times as long as the sort). Random input gets numpy's
+    default (vectorised quicksort); nearly sorted input its merge sort (timsort), which runs in
+    about linear time on input made of few ascending runs, about five times faster here.
     """
-    keys = (key.float() + 0.0).view(torch.int32).long()  # + 0.0 turns -0.0 into 0.0
-    # IEEE floats order like sign-magnitude integers; flip the negative ones' magnitude bits
-    keys = torch.where(keys >= 0, keys, keys ^ 0x7FFFFFFF).neg_()
+    bits = (key.float() + 0.0).numpy().view(np.int32)  # + 0.0 turns -0.0 into 0.0
+    # IEEE floats order like sign-magnitude integers: flipping a negative one's magnitude bits
+    # orders them as two's complement integers; bitwise not then reverses the order
+    keys = np.invert(bits ^ ((bits >> 31) & 0x7FFFFFFF)).astype(np.int64)
     keys <<= 32
-    keys |= torch.arange(key.shape[1])
-    keys.numpy().sort(axis=1)  # in place, through the shared memory
-    return keys.bitwise_and_(0xFFFFFFFF)
+    keys |= np.arange(key.shape[1], dtype=np.int64)
+    keys.sort(axis=1, kind="stable" if nearly_sorted else None)
+    keys &= 0xFFFFFFFF
+    return torch.from_numpy(keys)
 
 
 def _real_first(pad: Tensor) -> Tensor:
@@ -197,12 +208,12 @@ def _real_first(pad: Tensor) -> Tensor:
     return torch.empty_like(positions).scatter_(1, dest, positions)
 
 
-def _gather_rows(values: Tensor, index: Tensor) -> Tensor:
-    """values[b, index[b, j]] for values [B, n, d] and index [B, m] -> [B, m, d]."""
-    batch, length, dim = values.shape
-    offsets = torch.arange(batch, device=index.device).unsqueeze(1) * length
-    flat = values.reshape(batch * length, dim).index_select(0, (index + offsets).reshape(-1))
-    return flat.view(batch, index.shape[1], dim)
+def _paired(ranked: Tensor, pairing: str) -> Tensor:
+    """Slot order [a_1..a_h, b_1..b_h] of a ranked row (slot j merges a_j with b_j)."""
+    if pairing == "halves":
+        return ranked
+    half = ranked.shape[1] // 2
+    return torch.cat([ranked[:, :half], ranked[:, half:].flip(1)], 1)
 
 
 def successive_halving_topk(
@@ -232,8 +243,8 @@ def successive_halving_topk(
         temperature: if given, pair weights softmax(v_a / T, v_b / T) instead; base is unused.
         pairing: "first_last" (rank i with rank L+1-i, published) or "halves" (i with L/2+i).
     """
-    scores, pad = _check_inputs(values, scores, k, padding_mask)
-    _check_options(pairing, base, temperature)
+    scores, pad = check_inputs(values, scores, k, padding_mask)
+    check_options(pairing, base, temperature)
     batch, length, _ = values.shape
     device = values.device
     out_len = min(k, length)
@@ -260,12 +271,15 @@ def successive_halving_topk(
     for r in range(rounds):
         cur = s.shape[1]
         half = cur // 2
-        order = _pairing_order(cur, pairing, device)
         if sort and (resort or r == 0):
-            order = _rank(s, pad)[:, order]
+            # A round's output is nearly sorted already: slot j holds the j-th best item's
+            # pair, whose score is dominated by that item's.
+            order = _paired(_rank(s, pad, nearly_sorted=r > 0), pairing)
+            s_p, pad_p = s.gather(1, order), pad.gather(1, order)
         else:
+            order = pairing_order(cur, pairing, device)
+            s_p, pad_p = s.index_select(1, order), pad.index_select(1, order)
             order = order.expand(batch, cur)
-        s_p, pad_p = s.gather(1, order), pad.gather(1, order)
         w_a, w_b = pair_weights(
             s_p[:, :half], s_p[:, half:], pad_p[:, :half], pad_p[:, half:], base, temperature
         )
@@ -285,20 +299,10 @@ def successive_halving_topk(
     s, pad = s.gather(1, final), pad.gather(1, final)
 
     leaves, coef = _walk_back(final, (~pad).to(s.dtype), merges)
-    leaves = leaves.reshape(batch, -1)
     if start is not None:
         start = torch.cat([start, torch.arange(length, full, device=device).expand(batch, -1)], 1)
-        leaves = start.gather(1, leaves)
-    # The leaves partition the k' 2^r positions: invert them into the slot and coefficient of
-    # every input position (positions added to reach k' 2^r are dropped; their coefficient is 0).
-    slots = torch.arange(out_len, device=device).expand(batch, full // out_len, out_len)
-    slot_of = torch.empty_like(leaves).scatter_(1, leaves, slots.reshape(batch, -1))
-    coef_of = coef.new_zeros(batch, full).scatter(1, leaves, coef.reshape(batch, -1))
-    del leaves, coef
-    slot_of = slot_of[:, :length] + torch.arange(batch, device=device).unsqueeze(1) * out_len
-    if batch * out_len < 2**31:  # index_add_ and index_select take int32: half the memory
-        slot_of = slot_of.to(torch.int32)
-    pooled = _SlotWeightedSum.apply(values, slot_of, coef_of[:, :length].to(values.dtype), out_len)
+        leaves = start.gather(1, leaves.reshape(batch, -1)).view(leaves.shape)
+    pooled = _LeafWeightedSum.apply(values, leaves, coef.to(values.dtype))
     return PooledSequence(pooled, s, pad)
 
 
@@ -335,173 +339,67 @@ def _walk_back(
 _SLICE_ELEMENTS = 1 << 18
 
 
-def _row_slices(batch: int, length: int, dim: int):
-    """(r0, r1) ranges of input positions, each about _SLICE_ELEMENTS vector elements."""
-    step = max(1, _SLICE_ELEMENTS // (batch * dim))
-    for r0 in range(0, length, step):
-        yield r0, min(r0 + step, length)
+def _slices(total: int, elements_per_item: int):
+    """(i0, i1) ranges of ``total`` items, each about _SLICE_ELEMENTS elements."""
+    step = max(1, _SLICE_ELEMENTS // max(1, elements_per_item))
+    for i0 in range(0, total, step):
+        yield i0, min(i0 + step, total)
 
 
-class _SlotWeightedSum(torch.autograd.Function):
-    """pooled[b, j] = sum of coef[b, i] * values[b, i] over the positions i with slot[b, i] = j.
+class _LeafWeightedSum(torch.autograd.Function):
+    """pooled[b, j] = sum over t of coef[b, t, j] * values[b, leaves[b, t, j]].
 
-    ``slot`` holds b * k' + j (rows of the flattened output). The vectors are read once, in order,
-    and added into the (small) output; backward reads them again instead of saving anything.
+    The leaves of the k' output slots partition the (padded) positions 0 .. k' 2^r - 1;
+    positions from n on were added by the operator and have coefficient 0. Forward gathers the
+    leaves' vectors slot by slot, so it writes each output once and reads the input in an
+    order that does not slow it down whatever the ranking did (adding every input into its
+    slot instead scatters the writes, which was slower after sorting than without). Backward
+    inverts the partition and reads the (small) output gradient for every input position in
+    order. Nothing of size [B, n, d] is saved or allocated besides the input gradient.
     """
 
     @staticmethod
-    def forward(ctx, values, slot, coef, out_len):
-        ctx.save_for_backward(values, slot, coef)
+    def forward(ctx, values, leaves, coef):
         batch, length, dim = values.shape
-        pooled = values.new_zeros(batch * out_len, dim)
-        for r0, r1 in _row_slices(batch, length, dim):
-            part = values[:, r0:r1] * coef[:, r0:r1].unsqueeze(-1)
-            pooled.index_add_(0, slot[:, r0:r1].reshape(-1), part.reshape(-1, dim))
-        return pooled.view(batch, out_len, dim)
+        _, leaf_count, out_len = leaves.shape
+        ctx.save_for_backward(values, leaves, coef)
+        pooled = values.new_empty(batch, out_len, dim)
+        leaves = leaves.clamp_max(length - 1)  # added positions: coefficient 0, any real row
+        # A few examples at a time, so that the rows read in rank order stay in cache.
+        for b0, b1 in _slices(batch, length * dim):
+            rows = values[b0:b1].reshape((b1 - b0) * length, dim)
+            offsets = (torch.arange(b1 - b0, device=values.device) * length).view(-1, 1, 1)
+            part = rows.index_select(0, (leaves[b0:b1] + offsets).reshape(-1))
+            part = part.view(b1 - b0, leaf_count, out_len, dim).mul_(coef[b0:b1].unsqueeze(-1))
+            torch.sum(part, 1, out=pooled[b0:b1])
+        return pooled
 
     @staticmethod
     def backward(ctx, grad_pooled):
-        values, slot, coef = ctx.saved_tensors
+        values, leaves, coef = ctx.saved_tensors
         batch, length, dim = values.shape
-        grad_rows_of = grad_pooled.reshape(-1, dim)
+        _, leaf_count, out_len = leaves.shape
+        full = leaf_count * out_len
+        flat_leaves = leaves.reshape(batch, full)
+        slots = torch.arange(out_len, device=values.device).expand(batch, leaf_count, out_len)
+        slots = slots + (torch.arange(batch, device=values.device) * out_len).view(batch, 1, 1)
+        # slot and coefficient of every input position (positions from n on are dropped)
+        slot_of = torch.empty_like(flat_leaves).scatter_(1, flat_leaves, slots.reshape(batch, -1))
+        slot_of = slot_of[:, :length]
+        coef_of = coef.new_zeros(batch, full).scatter_(1, flat_leaves, coef.reshape(batch, -1))
+        coef_of = coef_of[:, :length]
+        grad_rows = grad_pooled.reshape(batch * out_len, dim)
         grad_values = torch.empty_like(values) if ctx.needs_input_grad[0] else None
-        grad_coef = torch.empty_like(coef) if ctx.needs_input_grad[2] else None
-        for r0, r1 in _row_slices(batch, length, dim):
-            rows = grad_rows_of.index_select(0, slot[:, r0:r1].reshape(-1)).view(
+        grad_coef_of = coef.new_zeros(batch, full) if ctx.needs_input_grad[2] else None
+        for r0, r1 in _slices(length, batch * dim):
+            rows = grad_rows.index_select(0, slot_of[:, r0:r1].reshape(-1)).view(
                 batch, r1 - r0, dim
             )
             if grad_values is not None:
-                torch.mul(rows, coef[:, r0:r1].unsqueeze(-1), out=grad_values[:, r0:r1])
-            if grad_coef is not None:
-                grad_coef[:, r0:r1] = rows.mul_(values[:, r0:r1]).sum(-1)
-        return grad_values, None, grad_coef, None
-
-
-def successive_halving_topk_loop(
-    values: Tensor,
-    scores: Tensor,
-    k: int,
-    padding_mask: Tensor | None = None,
-    *,
-    sort: bool = True,
-    resort: bool = True,
-    sort_back: bool = False,
-    base: float = 20.0,
-    temperature: float | None = None,
-    pairing: str = "first_last",
-) -> PooledSequence:
-    """Same operator, one example and one round at a time, both members of every pair gathered.
-
-    The published code's approach (a Python loop over the batch); kept as the reference the
-    batched operator is tested against and as the benchmark's per-example baseline. Each example
-    drops its padding and pads only to its own k' 2^r_b.
-    """
-    scores, pad = _check_inputs(values, scores, k, padding_mask)
-    _check_options(pairing, base, temperature)
-    batch, length, dim = values.shape
-    out_len = min(k, length)
-    pooled, pooled_scores, pooled_pad = [], [], []
-    for b in range(batch):
-        real = (~pad[b]).nonzero().squeeze(1)
-        full = out_len << num_rounds(max(real.numel(), 1), out_len)
-        extra = full - real.numel()
-        x = torch.cat([values[b, real], values.new_zeros(extra, dim)])
-        s = torch.cat([scores[b, real], scores.new_zeros(extra)])
-        p = torch.cat([pad.new_zeros(real.numel()), pad.new_ones(extra)])
-        pos = torch.cat([real, torch.arange(length, length + extra, device=real.device)])
-        first = True
-        while x.shape[0] > out_len:
-            half = x.shape[0] // 2
-            order = _pairing_order(x.shape[0], pairing, x.device)
-            if sort and (resort or first):
-                key = s.detach().masked_fill(p, float("-inf"))
-                order = torch.sort(key, descending=True, stable=True).indices[order]
-            a, c = order[:half], order[half:]
-            w_a, w_b = pair_weights(s[a], s[c], p[a], p[c], base, temperature)
-            x = w_a.to(x.dtype).unsqueeze(1) * x[a] + w_b.to(x.dtype).unsqueeze(1) * x[c]
-            s = w_a * s[a] + w_b * s[c]
-            p, pos = p[a] & p[c], pos[a]
-            first = False
-        if sort_back:
-            final = torch.argsort(pos + p.long() * (length + full))
-        elif sort and full == out_len:
-            final = torch.sort(
-                s.detach().masked_fill(p, float("-inf")), descending=True, stable=True
-            ).indices
-        else:
-            final = torch.arange(out_len, device=x.device)
-        pooled.append(x[final])
-        pooled_scores.append(s[final])
-        pooled_pad.append(p[final])
-    return PooledSequence(torch.stack(pooled), torch.stack(pooled_scores), torch.stack(pooled_pad))
-
-
-def hard_topk(
-    values: Tensor,
-    scores: Tensor,
-    k: int,
-    padding_mask: Tensor | None = None,
-    *,
-    sort_back: bool = False,
-) -> PooledSequence:
-    """Exact top-k' by score (padding never selected; slots beyond an example's real items are
-    padding with value 0). Score order, or original order with ``sort_back``."""
-    scores, pad = _check_inputs(values, scores, k, padding_mask)
-    length = values.shape[1]
-    out_len = min(k, length)
-    key = scores.detach().masked_fill(pad, float("-inf"))
-    index = torch.topk(key, out_len, dim=1, sorted=True).indices
-    chosen_pad = pad.gather(1, index)
-    if sort_back:
-        index = index.gather(1, torch.argsort(index + chosen_pad.long() * length, dim=1))
-        chosen_pad = pad.gather(1, index)
-    pooled = _gather_rows(values, index).masked_fill(chosen_pad.unsqueeze(-1), 0.0)
-    return PooledSequence(pooled, scores.gather(1, index).masked_fill(chosen_pad, 0.0), chosen_pad)
-
-
-def iterative_soft_topk(
-    values: Tensor,
-    scores: Tensor,
-    k: int,
-    padding_mask: Tensor | None = None,
-    *,
-    alpha: float = 1.0,
-    sort_back: bool = False,
-) -> PooledSequence:
-    """Goyal et al. (2018) iterative soft top-k: k' peaked softmaxes over the remaining items.
-
-    Step j: m = max remaining score, w = softmax(-alpha (v - m)^2) over the remaining items,
-    emit (w @ x, w @ v), remove the arg-max. Batched over examples, sequential over the k' steps.
-    """
-    scores, pad = _check_inputs(values, scores, k, padding_mask)
-    if not alpha > 0:
-        raise ValueError(f"alpha must be > 0, got {alpha!r}")
-    batch, length, _ = values.shape
-    out_len = min(k, length)
-    s = scores.masked_fill(pad, 0.0)
-    taken = pad.clone()
-    rows = torch.arange(batch, device=values.device)
-    pooled, pooled_scores, pooled_pad, winners = [], [], [], []
-    for _ in range(out_len):
-        left = ~taken.all(1, keepdim=True)
-        best = s.detach().masked_fill(taken, float("-inf")).max(1)
-        peak = s.gather(1, best.indices.unsqueeze(1)) * left  # differentiable max
-        logits = (-alpha * (s - peak) ** 2).masked_fill(taken & left, float("-inf"))
-        weights = torch.softmax(logits, dim=1) * left
-        pooled.append(torch.bmm(weights.unsqueeze(1).to(values.dtype), values).squeeze(1))
-        pooled_scores.append((weights * s).sum(1))
-        pooled_pad.append(~left.squeeze(1))
-        winners.append(best.indices)
-        taken = taken.index_put((rows, best.indices), torch.ones_like(rows, dtype=torch.bool))
-    result = PooledSequence(
-        torch.stack(pooled, 1), torch.stack(pooled_scores, 1), torch.stack(pooled_pad, 1)
-    )
-    if not sort_back:
-        return result
-    where = torch.stack(winners, 1) + result.padding_mask.long() * length
-    final = torch.argsort(where, dim=1)
-    return PooledSequence(
-        _gather_rows(result.values, final),
-        result.scores.gather(1, final),
-        result.padding_mask.gather(1, final),
-    )
+                torch.mul(rows, coef_of[:, r0:r1].unsqueeze(-1), out=grad_values[:, r0:r1])
+            if grad_coef_of is not None:
+                grad_coef_of[:, r0:r1] = rows.mul_(values[:, r0:r1]).sum(-1)
+        grad_coef = None
+        if grad_coef_of is not None:
+            grad_coef = grad_coef_of.gather(1, flat_leaves).view(coef.shape)
+        return grad_values, None, grad_coef

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from relu_former.kernels.successive_halving import hard_topk
+from relu_former.kernels.topk_baselines import hard_topk
 
 _TARGET_BLOCK = 256
 

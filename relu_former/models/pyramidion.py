@@ -2,7 +2,7 @@
 
 The encoder is fairseq's, run layer by layer; after the layers that ``--pooling-schedule``
 names, a :class:`~relu_former.modules.pooling.TokenPooler` keeps a soft top-k of the states
-(successive halving, DESIGN.md 4). A Transpooler pools once, after the last layer; a
+(successive halving, Pietruszka et al. 2022). A Transpooler pools once, after the last layer; a
 Pyramidion pools after several layers, so deeper layers and the decoder's cross-attention
 work on ever shorter sequences. Encoder layers optionally attend within blocks
 (``--attention-block-size``). With pooling off the same model is the vanilla (full
@@ -12,10 +12,11 @@ changes, since blocks add no parameters.
 ``--pooling-schedule`` takes either
 
 - ``LAYER:LENGTH[,LAYER:LENGTH...]``: after encoder layer ``LAYER`` (1-based; ``last`` or a
-  negative number counts from the end) pool to ``LENGTH`` states, e.g. ``1:4096,2:2048`` or
-  ``last:2048``; or
+  negative number counts from the end) pool to ``LENGTH`` states, e.g. ``2:4096,3:2048`` or
+  ``last:2048``; on the command line a negative layer needs the ``=`` form
+  (``--pooling-schedule=-1:2048``), since argparse takes ``-1:2048`` for an option; or
 - one length per encoder layer, e.g. ``8192,4096,2048`` for 3 layers: after layer i pool to
-  the i-th length when it is shorter than the previous entry (the first always applies).
+  the i-th length when it differs from the previous entry (the first always applies).
 
 Lengths must shrink along the layers. A sentence shorter than a length is not pooled
 further (it keeps ``min(length, T)`` slots), and the pooled padding mask goes to the decoder,
@@ -33,6 +34,7 @@ from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import TransformerConfig
 from torch import Tensor, nn
 
+from relu_former.errors import OptionError
 from relu_former.models.relu_former import (
     ReLUFormerEncoder,
     ReLUFormerModel,
@@ -41,81 +43,125 @@ from relu_former.models.relu_former import (
 from relu_former.modules.blockwise import apply_blockwise
 from relu_former.modules.pooling import SCORERS, TokenPooler
 
+SCHEDULE_FLAG = "--pooling-schedule"
+_NO_POOLING = ("none", "off")
+_FORMS = ("LAYER:LENGTH pairs such as '2:4096,3:2048' or 'last:2048', one length per encoder "
+          "layer such as '8192,8192,4096', or 'none'")
+
 
 def _schedule_int(text: str, spec: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise ValueError(
-            f"--pooling-schedule {spec!r}: {text!r} is not an integer; write "
-            "LAYER:LENGTH pairs such as '1:4096,2:2048' or one integer length per layer"
+        raise OptionError(
+            SCHEDULE_FLAG, f"{spec!r}: {text!r} is not an integer; write {_FORMS}"
         ) from None
+
+
+def _layer_number(text: str, spec: str, num_layers: int) -> int:
+    """1-based layer of ``LAYER`` in ``LAYER:LENGTH`` (``last`` and negatives from the end)."""
+    text = text.strip().lower()
+    layer = -1 if text == "last" else _schedule_int(text, spec)
+    if not -num_layers <= layer <= num_layers or layer == 0:
+        raise OptionError(
+            SCHEDULE_FLAG,
+            f"{spec!r}: layer {layer} does not exist; the encoder has {num_layers} layers "
+            f"(use 1..{num_layers}, 'last', or -1..-{num_layers} counting from the end)",
+        )
+    return layer if layer > 0 else num_layers + 1 + layer
+
+
+def _schedule_from_pairs(items: List[str], spec: str, num_layers: int) -> Dict[int, int]:
+    schedule: Dict[int, int] = {}
+    for item in items:
+        layer_text, length_text = item.split(":", 1)
+        layer = _layer_number(layer_text, spec, num_layers)
+        if layer in schedule:
+            raise OptionError(SCHEDULE_FLAG, f"{spec!r}: layer {layer} appears twice")
+        schedule[layer] = _schedule_int(length_text.strip(), spec)
+    return schedule
+
+
+def _schedule_from_lengths(items: List[str], spec: str, num_layers: int) -> Dict[int, int]:
+    lengths = [_schedule_int(item, spec) for item in items]
+    if len(lengths) != num_layers:
+        raise OptionError(
+            SCHEDULE_FLAG,
+            f"{spec!r} gives {len(lengths)} lengths but the encoder has {num_layers} layers "
+            "(--encoder-layers); give one length per layer or LAYER:LENGTH pairs",
+        )
+    # pool after a layer whose entry differs from the previous one (a longer entry is kept
+    # so that the shrink check below reports it)
+    return {layer: length for layer, length in enumerate(lengths, start=1)
+            if layer == 1 or length != lengths[layer - 2]}
+
+
+def _check_lengths_shrink(schedule: Dict[int, int], spec: str) -> None:
+    previous_layer, previous_length = None, None
+    for layer in sorted(schedule):
+        length = schedule[layer]
+        if length <= 0:
+            raise OptionError(
+                SCHEDULE_FLAG,
+                f"{spec!r}: layer {layer} pools to {length} states; lengths (k) must be positive",
+            )
+        if previous_length is not None and length >= previous_length:
+            raise OptionError(
+                SCHEDULE_FLAG,
+                f"{spec!r} lengthens: layer {layer} pools to {length} after layer "
+                f"{previous_layer} pooled to {previous_length}; lengths must shrink from "
+                "layer to layer",
+            )
+        previous_layer, previous_length = layer, length
 
 
 def parse_pooling_schedule(spec: str | None, num_layers: int) -> Dict[int, int]:
     """Map ``--pooling-schedule`` to ``{layer (1-based): pooled length}``; ``{}`` = no pooling.
 
-    Accepts ``None``, ``''``, ``'none'`` or ``'off'`` for no pooling; see the module
-    docstring for the two forms. Raises ``ValueError`` naming the flag on anything else.
+    ``None`` (the flag not given and no arch default) and ``'none'``/``'off'`` mean no
+    pooling; see the module docstring for the two forms. Anything else that is not a valid
+    schedule, an empty string included, raises :class:`OptionError` naming the flag.
     """
-    spec = (spec or "").strip()
-    if spec.lower() in ("", "none", "off"):
+    if spec is None:
         return {}
-    items = [item.strip() for item in spec.split(",")]
+    text = spec.strip()
+    if not text:
+        raise OptionError(SCHEDULE_FLAG, f"is empty; write {_FORMS}")
+    if text.lower() in _NO_POOLING:
+        return {}
+    items = [item.strip() for item in text.split(",")]
     if any(not item for item in items):
-        raise ValueError(f"--pooling-schedule {spec!r} has an empty entry")
+        raise OptionError(SCHEDULE_FLAG, f"{spec!r} has an empty entry")
     with_layer = [":" in item for item in items]
-    schedule: Dict[int, int] = {}
     if all(with_layer):
-        for item in items:
-            layer_text, length_text = item.split(":", 1)
-            layer_text = layer_text.strip().lower()
-            layer = -1 if layer_text == "last" else _schedule_int(layer_text, spec)
-            length = _schedule_int(length_text.strip(), spec)
-            if not -num_layers <= layer <= num_layers or layer == 0:
-                raise ValueError(
-                    f"--pooling-schedule {spec!r}: layer {layer} does not exist; the encoder "
-                    f"has {num_layers} layers (use 1..{num_layers}, or 'last')"
-                )
-            layer = layer if layer > 0 else num_layers + 1 + layer
-            if layer in schedule:
-                raise ValueError(f"--pooling-schedule {spec!r}: layer {layer} appears twice")
-            schedule[layer] = length
+        schedule = _schedule_from_pairs(items, spec, num_layers)
     elif not any(with_layer):
-        lengths = [_schedule_int(item, spec) for item in items]
-        if len(lengths) != num_layers:
-            raise ValueError(
-                f"--pooling-schedule {spec!r} gives {len(lengths)} lengths but the encoder "
-                f"has {num_layers} layers (--encoder-layers); give one length per layer or "
-                "LAYER:LENGTH pairs"
-            )
-        previous = None
-        for layer, length in enumerate(lengths, start=1):
-            if previous is None or length < previous:
-                schedule[layer] = length
-            elif length > previous:
-                schedule[layer] = length  # reported below as a lengthening schedule
-            previous = length
+        schedule = _schedule_from_lengths(items, spec, num_layers)
     else:
-        raise ValueError(
-            f"--pooling-schedule {spec!r} mixes LAYER:LENGTH pairs and plain lengths; use one form"
+        raise OptionError(
+            SCHEDULE_FLAG, f"{spec!r} mixes LAYER:LENGTH pairs and plain lengths; use one form"
         )
-    previous_layer, previous_length = None, None
-    for layer in sorted(schedule):
-        length = schedule[layer]
-        if length <= 0:
-            raise ValueError(
-                f"--pooling-schedule {spec!r}: layer {layer} pools to {length} states; "
-                "lengths (k) must be positive"
-            )
-        if previous_length is not None and length >= previous_length:
-            raise ValueError(
-                f"--pooling-schedule {spec!r} lengthens: layer {layer} pools to {length} "
-                f"after layer {previous_layer} pooled to {previous_length}; lengths must "
-                "shrink from layer to layer"
-            )
-        previous_layer, previous_length = layer, length
+    _check_lengths_shrink(schedule, spec)
     return schedule
+
+
+def check_schedule_pools(schedule: Dict[int, int], spec: str, max_source_positions: int) -> None:
+    """Refuse a schedule whose every length keeps all states of the longest input.
+
+    Successive halving keeps ``min(k, n)`` states, so such a model would train without any
+    pooling (silently the vanilla or blockwise baseline).
+    """
+    if not schedule:
+        return
+    shortest = min(schedule.values())
+    if shortest >= max_source_positions:
+        raise OptionError(
+            SCHEDULE_FLAG,
+            f"{spec!r} pools to {shortest} states at the least, but --max-source-positions is "
+            f"{max_source_positions}: no input is long enough to be pooled, so the model would "
+            "train without pooling. Raise --max-source-positions above that length, give "
+            "shorter lengths, or write 'none' for no pooling",
+        )
 
 
 class PyramidionEncoder(ReLUFormerEncoder):
@@ -132,13 +178,17 @@ class PyramidionEncoder(ReLUFormerEncoder):
             getattr(cfg, "pooling_schedule", None), len(self.layers)
         )
         if self.pooling_schedule and self.encoder_layerdrop > 0:
-            raise ValueError(
+            raise OptionError(
+                "--encoder-layerdrop",
                 "--encoder-layerdrop drops layers at random, so a --pooling-schedule could "
                 "not say after which layer to pool; set one of them to 0/none"
             )
         self.block_size = int(getattr(cfg, "attention_block_size", 0) or 0)
         if self.block_size < 0:
-            raise ValueError(f"--attention-block-size must be >= 0, got {self.block_size}")
+            raise OptionError(
+                "--attention-block-size",
+                f"must be >= 0 (0 = full attention), got {self.block_size}",
+            )
         self.poolers = nn.ModuleDict({
             str(layer): TokenPooler(
                 embed_tokens.embedding_dim,
@@ -224,7 +274,8 @@ class SourceLengthCheck:
         self.truncate = bool(getattr(args, "truncate_source", False)) or bool(
             getattr(getattr(task, "cfg", None), "truncate_source", False)
         )
-        self.checked: int | None = None
+        # The split checked last, held weakly: an id() could be reused by a reloaded split.
+        self.checked: weakref.ref | None = None
 
     def __call__(self, limit: int) -> None:
         task = self.task() if self.task is not None else None
@@ -233,17 +284,20 @@ class SourceLengthCheck:
             return
         dataset = datasets.get(self.split)
         sizes = getattr(dataset, "src_sizes", None)
-        if sizes is None or len(sizes) == 0 or id(dataset) == self.checked:
+        if sizes is None or len(sizes) == 0:
+            return
+        if self.checked is not None and self.checked() is dataset:
             return
         longest = int(max(sizes))
         if longest > limit:
-            raise ValueError(
+            raise OptionError(
+                "--max-source-positions",
                 f"split {self.split!r} has a source of {longest} tokens, longer than "
                 f"--max-source-positions {limit}: pass --truncate-source to cut sources to "
                 f"that length, or raise --max-source-positions to at least {longest} "
                 "(fairseq-train would silently skip those sentences)"
             )
-        self.checked = id(dataset)
+        self.checked = weakref.ref(dataset)
 
 
 @register_model("pyramidion")
@@ -259,9 +313,10 @@ class PyramidionModel(ReLUFormerModel):
         super().add_args(parser)
         parser.add_argument(
             "--pooling-schedule", type=str, metavar="SPEC",
-            help="where and how far the encoder pools: LAYER:LENGTH pairs ('1:4096,2:2048', "
-                 "'last:2048') or one length per layer ('8192,4096,2048'); 'none' "
-                 "turns pooling off (vanilla or blockwise baseline); default per --arch",
+            help="where and how far the encoder pools: LAYER:LENGTH pairs ('2:4096,3:2048', "
+                 "'last:2048'; a negative LAYER counts from the end and needs the = form, "
+                 "--pooling-schedule=-1:2048) or one length per layer ('8192,8192,4096'); "
+                 "'none' turns pooling off (vanilla or blockwise baseline); default per --arch",
         )
         parser.add_argument(
             "--pooling-scorer", choices=sorted(SCORERS), metavar="NAME",
@@ -288,14 +343,17 @@ class PyramidionModel(ReLUFormerModel):
         parser.add_argument(
             "--attention-block-size", type=int, metavar="N",
             help="encoder tokens attend within blocks of N tokens (e.g. 128, 512); "
-                 "0 = full attention (default; deep_pyramidion and "
-                 "blockwise_transformer_base: 512)",
+                 "0 = full attention (default 512 in every pyramidion arch, as in the paper)",
         )
 
     @classmethod
     def build_model(cls, args, task):
         pyramidion_base(args)
-        parse_pooling_schedule(args.pooling_schedule, args.encoder_layers)  # fail before data
+        # fail before any data is loaded
+        schedule = parse_pooling_schedule(args.pooling_schedule, args.encoder_layers)
+        max_source = getattr(args, "max_source_positions", None)
+        if max_source is not None:
+            check_schedule_pools(schedule, args.pooling_schedule, max_source)
         model = super().build_model(args, task)
         model.source_length_check = SourceLengthCheck(args, task)
         return model
@@ -329,12 +387,18 @@ def _pooling_defaults(args, schedule: str, block_size: int) -> None:
     relu_former_architecture(args)
 
 
+# The presets follow the paper (Pietruszka et al., 2022): pooling right after the first
+# encoder layer was clearly worse there, and every encoder attends within blocks of 512 tokens
+# (a no-op for sequences of 512 tokens or fewer). docs/pyramidion.md says which of the paper's
+# models each one is.
+
+
 @register_model_architecture("pyramidion", "pyramidion")
 def pyramidion_base(args) -> None:
-    """3 + 3 layers of transformer-base width; 8192 -> 4096 after layer 1 -> 2048 after 2."""
+    """3 + 3 layers, blocks of 512; 8192 -> 4096 after layer 2 -> 2048 after layer 3."""
     _default(args, "encoder_layers", 3)
     _default(args, "decoder_layers", 3)
-    _pooling_defaults(args, "1:4096,2:2048", 0)
+    _pooling_defaults(args, "2:4096,3:2048", 512)
 
 
 register_model_architecture("pyramidion", "pyramidion_base")(pyramidion_base)
@@ -342,8 +406,8 @@ register_model_architecture("pyramidion", "pyramidion_base")(pyramidion_base)
 
 @register_model_architecture("pyramidion", "transpooler_base")
 def transpooler_base(args) -> None:
-    """Transformer base (6 + 6) pooling once, after the last encoder layer, to 2048 states."""
-    _pooling_defaults(args, "last:2048", 0)
+    """6 + 6 layers, blocks of 512, pooling once, after the last encoder layer, to 2048."""
+    _pooling_defaults(args, "last:2048", 512)
 
 
 @register_model_architecture("pyramidion", "deep_pyramidion")
@@ -354,5 +418,5 @@ def deep_pyramidion(args) -> None:
 
 @register_model_architecture("pyramidion", "blockwise_transformer_base")
 def blockwise_transformer_base(args) -> None:
-    """The blockwise baseline: transformer base (6 + 6), blocks of 512, no pooling."""
+    """The blockwise baseline: 6 + 6 layers, blocks of 512, no pooling."""
     _pooling_defaults(args, "none", 512)

@@ -1,4 +1,4 @@
-"""The feed-forward block read as a key-value memory (DESIGN.md §2.3, the paper's §3).
+"""The feed-forward block read as a key-value memory (the ReLUFormer paper, section 3).
 
 fc1's rows are memory keys, fc2's columns the values, and the FFN width is the number of slots:
 

@@ -2,7 +2,7 @@
 
 A scorer gives every token a score in (0, 1]; the pooling layer keeps a soft top-k of the
 tokens by those scores with the successive-halving operator
-(:func:`relu_former.kernels.successive_halving.successive_halving_topk`, DESIGN.md 4.1),
+(:func:`relu_former.kernels.successive_halving.successive_halving_topk`),
 turning ``[T, B, C]`` encoder states into ``[min(k, T), B, C]`` plus their padding mask.
 Because the operator mixes each surviving token with a weaker partner, weighted by a softmax
 of the two scores, the scores receive gradients and a trainable scorer learns what to keep.
@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from relu_former.errors import OptionError
 from relu_former.kernels.successive_halving import successive_halving_topk
 
 
@@ -129,8 +130,8 @@ SCORERS: Dict[str, Type[TokenScorer]] = {
 def build_scorer(name: str, embed_dim: int) -> TokenScorer:
     """The scorer registered as ``name`` (one of :data:`SCORERS`)."""
     if name not in SCORERS:
-        raise ValueError(
-            f"--pooling-scorer {name!r} is unknown; choose one of {', '.join(SCORERS)}"
+        raise OptionError(
+            "--pooling-scorer", f"{name!r} is unknown; choose one of {', '.join(SCORERS)}"
         )
     return SCORERS[name](embed_dim)
 
@@ -152,9 +153,9 @@ class TokenPooler(nn.Module):
                  keep_order: bool = True) -> None:
         super().__init__()
         if base <= 1.0:
-            raise ValueError(f"--pooling-base must be > 1, got {base}")
+            raise OptionError("--pooling-base", f"must be > 1 (published: 20), got {base}")
         if temperature is not None and temperature <= 0:
-            raise ValueError(f"--pooling-temperature must be > 0, got {temperature}")
+            raise OptionError("--pooling-temperature", f"must be > 0, got {temperature}")
         self.scorer = build_scorer(scorer, embed_dim)
         self.base = float(base)
         self.temperature = temperature

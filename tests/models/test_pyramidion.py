@@ -13,9 +13,11 @@ from fairseq.data import Dictionary
 from fairseq.models.transformer import TransformerConfig, TransformerEncoder
 from fairseq.sequence_generator import SequenceGenerator
 
+from relu_former.errors import OptionError
 from relu_former.models.pyramidion import (
     PyramidionEncoder,
     PyramidionModel,
+    SourceLengthCheck,
     parse_pooling_schedule,
     pyramidion_base,
 )
@@ -33,7 +35,7 @@ from helpers import FairseqRun, preprocess
     ("8192,4096,4096", 3, {1: 8192, 2: 4096}),
     ("100,100,50", 3, {1: 100, 3: 50}),
     ("none", 3, {}),
-    ("", 3, {}),
+    (" Off ", 3, {}),
     (None, 3, {}),
 ])
 def test_schedule_forms(spec, layers, expect):
@@ -56,11 +58,46 @@ def test_schedule_forms(spec, layers, expect):
     ("1:64,32", "mixes"),
     ("64,32", "one length per layer"),
     ("1:64,", "empty entry"),
+    ("", "is empty; write"),
+    ("  ", "is empty; write"),
 ])
 def test_bad_schedules_name_the_flag(spec, message):
-    with pytest.raises(ValueError, match=message) as err:
+    with pytest.raises(OptionError, match=message) as err:
         parse_pooling_schedule(spec, 3)
-    assert "--pooling-schedule" in str(err.value) or "--encoder-layers" in str(err.value)
+    assert err.value.flag == "--pooling-schedule"
+    assert str(err.value).startswith("--pooling-schedule")
+
+
+def test_negative_layers_parse_on_the_command_line_with_the_equals_form():
+    """argparse takes ``-1:16`` after a space for an option; ``=-1:16`` reaches the model."""
+    from fairseq import options
+
+    def parse(*flags):
+        parser = options.get_training_parser()
+        return options.parse_args_and_arch(
+            parser, ["data", "--arch", "pyramidion_base", "--user-dir", "relu_former", *flags])
+
+    args = parse("--pooling-schedule=-1:16")
+    assert parse_pooling_schedule(args.pooling_schedule, args.encoder_layers) == {3: 16}
+    with pytest.raises(SystemExit):  # argparse: "argument --pooling-schedule: expected one"
+        parse("--pooling-schedule", "-1:16")
+
+
+def test_a_schedule_that_cannot_pool_below_max_source_positions_is_refused():
+    """pyramidion_base keeps min(k, n) states: with inputs of at most 1024 tokens its
+    4096/2048 schedule would pool nothing, silently; the model refuses to be built."""
+    dictionary = toy_dictionary()
+    for schedule in ("2:64,3:32", "last:64", "64,64,64"):
+        with pytest.raises(OptionError, match=r"--max-source-positions is 32: no input") as err:
+            build_model(dictionary, max_source_positions=32, pooling_schedule=schedule)
+        assert err.value.flag == "--pooling-schedule"
+    build_model(dictionary, max_source_positions=32, pooling_schedule="2:64,3:31")
+    build_model(dictionary, max_source_positions=32, pooling_schedule="none")
+    args = argparse.Namespace(max_source_positions=1024)
+    pyramidion_base(args)
+    task = argparse.Namespace(source_dictionary=dictionary, target_dictionary=dictionary)
+    with pytest.raises(OptionError, match=r"'2:4096,3:2048' pools to 2048 states at the least"):
+        PyramidionModel.build_model(args, task)
 
 
 # ---------------------------------------------------------------- in-process encoder / model
@@ -179,6 +216,30 @@ def test_too_long_input_names_the_flags():
     encoder = build_encoder(dictionary, max_source_positions=16)
     with pytest.raises(ValueError, match="--max-source-positions 16.*--truncate-source"):
         encoder(token_batch(dictionary, [17], left_pad=False), None)
+
+
+class _Split:
+    """A loaded split as the check sees it: its source sizes."""
+
+    def __init__(self, sizes):
+        self.src_sizes = sizes
+
+
+def test_source_length_check_runs_again_on_a_reloaded_split_with_a_reused_id():
+    """The check remembers the split it checked, not its id(): a split loaded again can get
+    the id of the freed one, and must still be checked."""
+    task = argparse.Namespace(datasets={"train": _Split([5, 9])})
+    check = SourceLengthCheck(argparse.Namespace(train_subset="train"), task)
+    check(10)
+    old_id = id(task.datasets["train"])
+    for _ in range(1000):  # CPython hands a freed object's memory to the next one of its size
+        task.datasets["train"] = _Split([5, 30])
+        if id(task.datasets["train"]) == old_id:
+            break
+    with pytest.raises(OptionError, match="has a source of 30 tokens, longer than "
+                                          "--max-source-positions 10"):
+        check(10)
+    check(30)  # a checked split is not checked again; a longer limit is fine
 
 
 def test_layerdrop_with_pooling_is_refused():
@@ -300,3 +361,21 @@ def test_training_sources_longer_than_max_positions_fail_clearly(long_data_bin):
     assert model.max_positions()[0] == 100
     model, task = model_and_task("--max-source-positions", "256")
     assert model.max_positions()[0] == 256
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flags,message", [
+    (["--max-source-positions", "1024"],
+     "--pooling-schedule: '2:4096,3:2048' pools to 2048 states at the least, but "
+     "--max-source-positions is 1024: no input is long enough to be pooled"),
+    (["--pooling-schedule", ""], "--pooling-schedule: is empty; write"),
+])
+def test_schedules_that_would_not_pool_stop_fairseq_train_in_one_line(fairseq_run, flags,
+                                                                      message):
+    """pyramidion_base below its schedule used to train without pooling, and '' meant none."""
+    proc = fairseq_run.train("--encoder-layers", "3", *flags, arch="pyramidion_base",
+                             check=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"fairseq-train: error: {message}"), last

@@ -133,11 +133,90 @@ def test_criterion_adds_the_regularisers_in_a_training_step(toy_data_bin):
     ("--cross-attention-activation", "tanh", "'tanh' is unknown for --cross-attention-activation"),
     ("--ffn-activation", "gelu", "'gelu' is unknown for --ffn-activation"),
     ("--attention-key-chunk-size", "-4", "--attention-key-chunk-size must be an integer >= 0"),
+    ("--relu-gamma", "1e-30", "--relu-gamma must be >= 0.001"),
+    ("--relu-gamma", "abc", "--relu-gamma must be a number"),
+    ("--relu-attention-scaling", "rms", "'rms' is unknown for --relu-attention-scaling"),
+    ("--attention-entropy-margin-side", "sideways",
+     "argument --attention-entropy-margin-side: invalid choice: 'sideways'"),
+    ("--attention-norm-row-sum", "values",
+     "argument --attention-norm-row-sum: invalid choice: 'values'"),
 ])
 def test_bad_flags_give_a_clear_error(flag, value, message, toy_data_bin, capsys):
     with pytest.raises(SystemExit):
-        parse(toy_data_bin, flag, value)
+        parse(toy_data_bin, "--criterion", "regularized_label_smoothed_cross_entropy", flag,
+              value)
     assert message in capsys.readouterr().err
+
+
+def test_new_flags_reach_every_relu_attention(toy_data_bin):
+    _, _, model = build(toy_data_bin, "--relu-attention-scaling", "layernorm",
+                        "--cross-attention-activation", "softmax")
+    modules = attention_modules(model)
+    assert modules["encoder.layers.0.self_attn"].relu_scaling == "layernorm"
+    assert modules["encoder.layers.0.self_attn"].relu_output_norm is not None
+    assert modules["decoder.layers.0.encoder_attn"].activation == "softmax"
+    assert modules["decoder.layers.0.encoder_attn"].relu_output_norm is None
+    args, _, model = build(toy_data_bin)
+    assert args.relu_attention_scaling == "factor"
+    assert all(m.relu_scaling == "factor" for m in attention_modules(model).values())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flags, message", [
+    (["--relu-learn-gamma", "--relu-attention-scaling", "none"],
+     "fairseq-train: error: --relu-learn-gamma learns the gamma"),
+    (["--attention-entropy-margin-side", "sideways"], "--attention-entropy-margin-side"),
+    (["--relu-gamma", "1e-20"], "--relu-gamma must be >= 0.001"),
+])
+def test_bad_ablation_flags_stop_before_training(flags, message, fairseq_run):
+    proc = fairseq_run.train("--criterion", "regularized_label_smoothed_cross_entropy", *flags,
+                             arch="relu_former_iwslt_de_en", check=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert message in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert "num_updates" not in proc.stdout + proc.stderr  # not a single update ran
+    assert not (fairseq_run.work / "checkpoints" / "checkpoint_last.pt").exists()
+
+
+# The ablations of the paper's Table 5 that change the model or the criterion; learned gamma
+# and key chunks are covered by the relu case of test_train_and_generate_end_to_end. Each
+# criterion-only reading rides along with a model variant, to keep the CLI runs few.
+ABLATION_RUNS = {
+    "no_factor": (["--relu-attention-scaling", "none", "--attention-entropy-margin-side",
+                   "above"], dict(relu_scaling="factor")),
+    "layernorm": (["--relu-attention-scaling", "layernorm", "--attention-norm-row-sum",
+                   "weights"], dict(relu_scaling="layernorm")),
+    "self_relu_only": (["--cross-attention-activation", "softmax",
+                        "--attention-entropy-loss-weight", "0"], dict(activation="softmax")),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", list(ABLATION_RUNS))
+def test_ablation_variants_train_decode_and_reload(variant, fairseq_run):
+    flags, _ = ABLATION_RUNS[variant]
+    proc = fairseq_run.train("--criterion", "regularized_label_smoothed_cross_entropy",
+                             "--label-smoothing", "0.1", *flags, arch="relu_former_iwslt_de_en")
+    log = proc.stdout + proc.stderr
+    losses = [float(x) for x in re.findall(r"train_inner .* loss=([\d.]+)", log)]
+    first, last = first_and_last(losses)
+    assert last < first, losses
+    assert re.search(r"attn_norm_loss[= ][\d.]+", log)
+    fairseq_run.generate()
+    path = str(fairseq_run.work / "checkpoints" / "checkpoint_last.pt")
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([path])
+    modules = attention_modules(models[0])
+    self_attn = modules["encoder.layers.0.self_attn"]
+    cross = modules["decoder.layers.0.encoder_attn"]
+    if variant == "no_factor":
+        assert self_attn.relu_scaling == cross.relu_scaling == "none"
+    if variant == "layernorm":
+        assert self_attn.relu_output_norm is not None and cross.relu_output_norm is not None
+    if variant == "self_relu_only":
+        assert self_attn.activation == "relu" and cross.activation == "softmax"
+    models[0].eval()
+    out, _ = models[0](**sample(task)["net_input"])
+    assert torch.isfinite(out).all()
 
 
 def test_missing_entmax_names_the_flag(toy_data_bin, monkeypatch):

@@ -65,7 +65,7 @@ def test_never_takes_the_fused_softmax_path(activation, monkeypatch):
 
 
 def relu_reference(module, x, memory, padding=None, mask=None):
-    """The module's relu output from its own projections and the §2.1 formula, in float64."""
+    """The module's relu output from its projections and the factor's formula, in float64."""
     tgt_len, bsz, _ = x.shape
     key = x if memory is None else memory
     q = module.q_proj(x).double().view(tgt_len, bsz, HEADS, -1).permute(1, 2, 0, 3)

@@ -30,7 +30,7 @@ WORK=$DATA_ROOT/gigaword_10k
 
 RECIPE_EXPECT=("train.src.txt train.tgt.txt dev.src.txt dev.tgt.txt test.src.txt test.tgt.txt")
 recipe_fetch "$WORK/orig" GIGAWORD_ARCHIVE "Gigaword summarization data" \
-    "Fetch the Gigaword headline data in UNILM's layout (org_data/{train,dev,test}.{src,tgt}.txt, \
+    "Fetch the Gigaword headline data in UniLM's layout (org_data/{train,dev,test}.{src,tgt}.txt, \
 linked from https://github.com/microsoft/unilm/tree/master/unilm-v1 'Gigaword'; Rush et al.'s \
 release https://github.com/harvardnlp/sent-summary holds the same text), copy it here, and \
 run: GIGAWORD_ARCHIVE=/path/to/archive-or-folder $0"

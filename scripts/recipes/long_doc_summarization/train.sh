@@ -6,8 +6,8 @@ RECIPE_USAGE="usage: DATASET=arxiv|pubmed scripts/recipes/long_doc_summarization
 MODEL: transformer | blockwise | transpooler | pyramidion | deep_pyramidion
   transformer: vanilla encoder-decoder, transformer base (6+6, 512/2048, 8 heads);
   blockwise: blockwise_transformer_base (encoder attends in blocks of 512, no pooling);
-  transpooler: transpooler_base (pools once after the encoder, to 2048 states);
-  pyramidion: pyramidion_base (3+3 layers, 8192 -> 4096 -> 2048);
+  transpooler: transpooler_base (blocks of 512, pools once after the encoder, to 2048 states);
+  pyramidion: pyramidion_base (3+3 layers, blocks of 512, 8192 -> 4096 (layer 2) -> 2048 (layer 3));
   deep_pyramidion: 6+6 layers, blocks of 512, 8192 -> 4096 (layer 2) -> 2048 (layer 4).
   Change the schedule with -- --pooling-schedule SPEC (see the README's pyramidion section).
 Defaults are the Pyramidion paper's: Adam, lr 5e-4, polynomial decay over TOTAL_UPDATES

@@ -214,10 +214,19 @@ def build_cohan(folder: Path, name: str, sizes: tuple[int, int, int] = (60, 6, 6
     return archive
 
 
-def build_gigaword(folder: Path, sizes: tuple[int, int, int] = (150, 20, 10)) -> Path:
-    """UNILM's Gigaword ``org_data`` layout (Rush et al.'s lower-cased, tokenised text)."""
+def build_gigaword(folder: Path, sizes: tuple[int, int, int] = (150, 20, 10),
+                   published_10k: int = 0) -> Path:
+    """UniLM's Gigaword ``org_data`` layout (Rush et al.'s lower-cased, tokenised text); with
+    ``published_10k`` also a ``train.10k.{src,tgt}`` subset of that many pairs, in WordPiece
+    form (``##`` continuations)."""
     root = folder / "gigaword_src" / "org_data"
     root.mkdir(parents=True)
+    if published_10k:
+        pairs = parallel_sentences(published_10k, seed=40, min_words=8, max_words=14)
+        src = [en.lower().replace("man", "m ##an") for _, en in pairs]
+        (root.parent / "train.10k.src").write_text("\n".join(src) + "\n")
+        (root.parent / "train.10k.tgt").write_text(
+            "\n".join(" ".join(s.split()[:4]) for s in src) + "\n")
     for k, (split, size) in enumerate(zip(("train", "dev", "test"), sizes)):
         pairs = parallel_sentences(size, seed=30 + k, min_words=8, max_words=14)
         src = [en.lower().replace(".", " .").replace("?", " ?").replace("!", " !")
@@ -225,7 +234,8 @@ def build_gigaword(folder: Path, sizes: tuple[int, int, int] = (150, 20, 10)) ->
         tgt = [" ".join(s.split()[:4]) for s in src]  # the "headline": the first words
         (root / f"{split}.src.txt").write_text("\n".join(src) + "\n")
         (root / f"{split}.tgt.txt").write_text("\n".join(tgt) + "\n")
-    return _tar(folder / "gigaword.tgz", root.parent, ["org_data"])
+    members = ["org_data"] + (["train.10k.src", "train.10k.tgt"] if published_10k else [])
+    return _tar(folder / "gigaword.tgz", root.parent, members)
 
 
 def build_squad(folder: Path, articles: tuple[int, int] = (6, 4)) -> Path:

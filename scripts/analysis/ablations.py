@@ -1,0 +1,316 @@
+"""ReLUFormer's ablations side by side (the shape of the paper's Table 5), offline.
+
+Every variant trains through the real ``fairseq-train --user-dir relu_former`` with the same
+size, data, seed and update budget, on a translation corpus built from the GNU gettext
+catalogs installed on the machine (``scripts/demo/gettext_corpus.py``; ``--lang`` picks the
+catalog language, translated into English). Then each model decodes the test split
+(``fairseq-generate``, so the checkpoint is reloaded from disk) and its attention is measured on
+the valid split (``scripts/analysis/analyze_attention.py``). The table:
+
+    BLEU / tok BLEU   sacreBLEU on detokenised, lower-cased text / fairseq's tokenised BLEU
+    entropy, zeros    mean attention row entropy (nats) and share of exactly-zero weights, over
+                      every attention row of every layer and head (held-out data)
+    L_norm, L_ent     the two regulariser terms on held-out data (ReLU attention only): L_norm
+                      on the ReLU score sums, L_ent with C = 0.7 on each side of the margin
+    converged         training finished with finite losses and its valid nll fell below 90%
+                      of its first logged training nll; a run that fairseq stops (NaN, inf) is
+                      reported as diverged, not raised
+
+The variants (flags on top of the shared ones; all relu ones use ``relu_former``'s defaults
+unless named):
+
+    softmax             --attention-activation softmax, label-smoothed cross-entropy
+    relu_former         ReLU attention with the factor and both regularisers
+    no_regularisers     both regulariser weights 0 (the factor alone)
+    norm_only           L_ent weight 0
+    entropy_only        L_norm weight 0
+    margin_above        --attention-entropy-margin-side above
+    norm_on_weights     --attention-norm-row-sum weights
+    no_factor           --relu-attention-scaling none, no regularisers
+    layernorm           --relu-attention-scaling layernorm, no regularisers
+    self_relu_only      --cross-attention-activation softmax (ReLU in self-attention only)
+    learned_gamma       --relu-learn-gamma
+
+    python -m scripts.analysis.ablations                      # about 15 min on 2 loaded cores
+    python -m scripts.analysis.ablations --lang fr --variants softmax relu_former no_factor
+    python -m scripts.analysis.ablations --tiny               # seconds per model: a smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Dict, List, Sequence
+
+from scripts.common.plotting import markdown_table, write_text_atomic
+from scripts.demo.demo import (
+    REPO_ROOT,
+    SCALES,
+    SRC,
+    TGT,
+    Run,
+    child_env,
+    generate,
+    in_parallel,
+    machine_line,
+    make_corpus,
+    model_flags,
+    prepare,
+    preprocess,
+    threads_per_job,
+    train,
+)
+
+ARCH = "relu_former_iwslt_de_en"
+SMOOTHED = ["--label-smoothing", "0.1"]
+REGULARISED = ["--attention-activation", "relu",
+               "--criterion", "regularized_label_smoothed_cross_entropy", *SMOOTHED]
+UNREGULARISED = [*REGULARISED, "--attention-norm-loss-weight", "0",
+                 "--attention-entropy-loss-weight", "0"]
+
+# key -> (label, flags); the order is the table's.
+VARIANTS: Dict[str, tuple] = {
+    "softmax": ("Transformer (softmax)", [
+        "--attention-activation", "softmax", "--criterion", "label_smoothed_cross_entropy",
+        *SMOOTHED]),
+    "relu_former": ("ReLUFormer (factor + both regularisers)", REGULARISED),
+    "no_regularisers": ("- without regularisers (factor alone)", UNREGULARISED),
+    "norm_only": ("- L_norm only", [*REGULARISED, "--attention-entropy-loss-weight", "0"]),
+    "entropy_only": ("- L_ent only", [*REGULARISED, "--attention-norm-loss-weight", "0"]),
+    "margin_above": ("- L_ent penalising entropy above C log n",
+                     [*REGULARISED, "--attention-entropy-margin-side", "above"]),
+    "norm_on_weights": ("- L_norm on the applied weights' row sums",
+                        [*REGULARISED, "--attention-norm-row-sum", "weights"]),
+    "no_factor": ("ReLU without the variance factor",
+                  [*UNREGULARISED, "--relu-attention-scaling", "none"]),
+    "layernorm": ("ReLU + LayerNorm (no factor)",
+                  [*UNREGULARISED, "--relu-attention-scaling", "layernorm"]),
+    "self_relu_only": ("ReLUFormer, softmax cross-attention",
+                       [*REGULARISED, "--cross-attention-activation", "softmax"]),
+    "learned_gamma": ("ReLUFormer, learned gamma", [*REGULARISED, "--relu-learn-gamma"]),
+}
+
+# The sizes: "tiny" is the demo's smoke-test size; "default" fits all eleven variants into
+# about 15 minutes on two busy cores (two models at a time, one thread each).
+ABLATION_SCALES = {
+    "tiny": replace(SCALES["tiny"], max_update=12, analysis_sentences=10),
+    "default": replace(SCALES["default"], name="default", max_train=12000, max_test=200,
+                       bpe_merges=1500, layers=2, dim=64, ffn=128, heads=4, max_tokens=1024,
+                       max_update=250, time_budget_s=420.0, warmup=80, lr=3e-3,
+                       analysis_sentences=60),
+}
+
+HEADERS = ["variant", "updates", "BLEU", "tok BLEU", "valid nll", "entropy", "zeros", "L_norm",
+           "L_ent below", "L_ent above", "converged"]
+
+
+@dataclass
+class Result:
+    """What one variant measured, besides the demo's ``Run`` figures."""
+
+    converged: bool = False
+    diverged: str = ""
+    first_nll: float = math.nan
+    norm_loss: float = math.nan
+    entropy_below: float = math.nan
+    entropy_above: float = math.nan
+
+
+def plan(keys: Sequence[str]) -> List[Run]:
+    return [Run(key, VARIANTS[key][0], ARCH, list(VARIANTS[key][1])) for key in keys]
+
+
+def train_variant(run: Run, result: Result, data_bin: Path, work: Path, scale,
+                  args: argparse.Namespace, position: int) -> None:
+    """Train one variant; a run that fairseq stops is recorded as diverged."""
+    try:
+        train(run, data_bin, work, scale, args, position)
+    except RuntimeError as error:
+        lines = [line for line in str(error).splitlines() if line.strip()]
+        reason = next((line for line in reversed(lines)
+                       if re.search(r"nan|inf|overflow|Error", line, flags=re.I)), lines[-1])
+        result.diverged = reason.strip()[-160:]
+    if run.losses:
+        result.first_nll = run.losses[0][1]
+    finite = all(math.isfinite(nll) for _, nll in run.losses) and math.isfinite(run.valid_nll)
+    result.converged = (not result.diverged and finite
+                        and run.valid_nll < 0.9 * result.first_nll)
+
+
+def measure_attention(run: Run, result: Result, data_bin: Path, work: Path, scale,
+                      args: argparse.Namespace) -> None:
+    """Entropy, zeros and the regulariser terms of every attention row on the valid split."""
+    import relu_former.plugin  # noqa: F401  (registers the models before a checkpoint loads)
+    from scripts.analysis import analyze_attention as aa
+
+    checkpoint = work / run.key / "checkpoint_last.pt"
+    options = aa.parse_args([str(data_bin), "--path", str(checkpoint), "--out",
+                             str(work / run.key / "analysis"), "--gen-subset", "valid",
+                             "--max-sentences", str(scale.analysis_sentences)])
+    analysis = aa.analyze(str(checkpoint), run.label, options)
+    total = aa.RowSums()
+    for (module, _, _), sums in analysis.sums.items():
+        if module.endswith("attn"):
+            total.add(sums)
+    means = total.means()
+    run.entropy, run.zeros = means["entropy"], means["zeros"]
+    result.norm_loss = means["norm_loss"]
+    result.entropy_below = means["entropy_below"]
+    result.entropy_above = means["entropy_above"]
+
+
+def table_rows(runs: Sequence[Run], results: Dict[str, Result]) -> List[list]:
+    rows = []
+    for run in runs:
+        result = results[run.key]
+        row = [run.label, run.updates, run.bleu, run.tok_bleu, run.valid_nll, run.entropy,
+               run.zeros, result.norm_loss, result.entropy_below, result.entropy_above,
+               "yes" if result.converged else ("diverged" if result.diverged else "no")]
+        rows.append(["-" if isinstance(v, float) and math.isnan(v) else v for v in row])
+    return rows
+
+
+def write_report(out: Path, runs: Sequence[Run], results: Dict[str, Result],
+                 context: Dict[str, str]) -> Path:
+    notes = []
+    for run in runs:
+        result = results[run.key]
+        if result.diverged:
+            notes.append(f"- {run.label}: stopped by fairseq: `{result.diverged}`")
+        if run.note:
+            notes.append(f"- {run.label}: {run.note}")
+    text = "\n".join([
+        "# ReLUFormer ablations\n",
+        f"Command: `{context['command']}`  ",
+        f"Corpus: {context['corpus']}.  ",
+        f"Model: {context['model']}.  ",
+        f"Machine: {context['machine']}. Wall time {context['wall']}.\n",
+        markdown_table(HEADERS, table_rows(runs, results), digits=3),
+        *([("\n".join(notes) + "\n")] if notes else []),
+        "Flags of each variant:\n",
+        *[f"- `{run.key}`: `{' '.join(run.train_flags)}`" for run in runs],
+        "",
+    ])
+    path = write_text_atomic(out / "ablations.md", text)
+    write_text_atomic(out / "ablations.json", json.dumps(
+        {run.key: {"label": run.label, "updates": run.updates, "bleu": run.bleu,
+                   "tok_bleu": run.tok_bleu, "valid_nll": run.valid_nll,
+                   "entropy": run.entropy, "zeros": run.zeros, **vars(results[run.key])}
+         for run in runs}, indent=1, default=str))
+    return path
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n", 1)[1])
+    parser.add_argument("--tiny", action="store_const", dest="scale", const="tiny",
+                        default="default",
+                        help="a smoke test: 400 pairs, 1 layer of width 32, 12 updates each")
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS),
+                        metavar="VARIANT",
+                        help=f"which variants to run (default: all: {', '.join(VARIANTS)})")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "ablations_out",
+                        help="report folder (ablations.md, ablations.json; work files in "
+                             "OUT/work; default: ablations_out)")
+    parser.add_argument("--locale-dir", type=Path, default=Path("/usr/share/locale"),
+                        help="where the gettext catalogs are: <dir>/<lang>/LC_MESSAGES/*.mo "
+                             "(default: %(default)s)")
+    parser.add_argument("--lang", default=SRC,
+                        help="catalog language used as the source side, into English "
+                             "(default: de)")
+    parser.add_argument("--max-update", type=int, default=None,
+                        help="update budget of every variant (default: the size's; 300)")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                        help="CPU threads in all, shared by the --jobs processes (default: "
+                             "all cores)")
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                        help="variants trained at the same time (default 2, or 1 on one core)")
+    parser.add_argument("--budget-scale", type=float, default=1.0,
+                        help="multiply every variant's wall-clock cap (default 1)")
+    parser.add_argument("--seed", type=int, default=1, help="training seed (default 1)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    args = parser.parse_args(argv)
+    if args.threads < 1 or args.jobs < 1:
+        parser.error("--threads and --jobs must be at least 1")
+    if args.budget_scale <= 0:
+        parser.error(f"--budget-scale must be positive, got {args.budget_scale}")
+    if args.max_update is not None and args.max_update < 1:
+        parser.error(f"--max-update must be at least 1, got {args.max_update}")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    scale = ABLATION_SCALES[args.scale]
+    if args.max_update is not None:
+        scale = replace(scale, max_update=args.max_update)
+    out: Path = args.out
+    work, raw, prep = out / "work", out / "work" / "raw", out / "work" / "prep"
+    if work.exists():
+        shutil.rmtree(work)
+    started = time.time()
+
+    def say(message: str) -> None:
+        print(f"[ablations {time.time() - started:6.0f}s] {message}", flush=True)
+
+    say(f"size {scale.name}, {len(args.variants)} variants; report in {out}")
+    say("1/4 building the corpus")
+    corpus = make_corpus(args, scale, raw, say)
+    say(f"  {corpus}")
+    (raw / "sentences").mkdir(parents=True, exist_ok=True)
+    shutil.copy(raw / f"test.{TGT}", raw / "sentences" / f"test.{TGT}")
+    say("2/4 Moses tokenisation, BPE, fairseq-preprocess")
+    prepare(raw, prep, scale.bpe_merges, scale.doc_max_tokens, say)
+    data_bin = work / "bin" / "sentences"
+    preprocess(prep / "sentences", data_bin, child_env(args.threads))
+
+    runs = plan(args.variants)
+    results = {run.key: Result() for run in runs}
+    say(f"3/4 training {len(runs)} variants, {scale.max_update} updates each, "
+        f"{args.jobs} at a time")
+    in_parallel(lambda run, pos: train_variant(run, results[run.key], data_bin, work, scale,
+                                               args, pos), runs, args.jobs)
+    for run in runs:
+        if not results[run.key].diverged and run.updates < scale.max_update:
+            run.note = (f"stopped by the {scale.time_budget_s * args.budget_scale:.0f} s time "
+                        f"cap after {run.updates} updates")
+    trained = [run for run in runs if (work / run.key / "checkpoint_last.pt").is_file()
+               and not results[run.key].diverged]
+    say("4/4 decoding the test split and measuring attention on valid")
+    in_parallel(lambda run, pos: generate(run, data_bin, work, raw, scale, args, pos), trained,
+                args.jobs)
+    import torch
+
+    torch.set_num_threads(threads_per_job(args))
+    for run in trained:
+        measure_attention(run, results[run.key], data_bin, work, scale, args)
+    wall = time.time() - started
+    context = {
+        "command": "python -m scripts.analysis.ablations " + " ".join(
+            sys.argv[1:] if argv is None else argv),
+        "corpus": corpus,
+        "model": (f"{ARCH} at {scale.layers}+{scale.layers} layers, width {scale.dim}, FFN "
+                  f"{scale.ffn}, {scale.heads} heads; {' '.join(model_flags(scale)[-1:])}; "
+                  f"{scale.max_update} updates of {scale.max_tokens} tokens, lr {scale.lr}, "
+                  f"warm-up {scale.warmup}, seed {args.seed}, beam {scale.beam}; "
+                  f"{args.jobs} variants at a time with {threads_per_job(args)} thread(s) each"),
+        "machine": machine_line(), "wall": f"{wall / 60:.1f} min",
+    }
+    report = write_report(out, runs, results, context)
+    print()
+    print(markdown_table(HEADERS, table_rows(runs, results), digits=3))
+    say(f"done in {wall / 60:.1f} min; report: {report}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

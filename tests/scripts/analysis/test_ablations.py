@@ -1,0 +1,97 @@
+"""The ablation script: a tiny real run through the CLI, and a diverged run as a result."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+
+import pytest
+
+from scripts.analysis import ablations
+
+from helpers import REPO_ROOT, run_command
+
+
+def fixture_catalogs(locale_dir):
+    """The demo tests' gettext fixture (real .mo files), loaded from its file."""
+    path = REPO_ROOT / "tests" / "scripts" / "demo" / "catalog_fixtures.py"
+    spec = importlib.util.spec_from_file_location("catalog_fixtures", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.write_fixture_catalogs(locale_dir)
+
+
+def printed_table(stdout: str) -> dict:
+    lines = [line for line in stdout.splitlines() if line.startswith("| ")]
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    assert header == ablations.HEADERS
+    rows = {}
+    for line in lines[2:]:
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        rows[cells[0]] = dict(zip(header, cells))
+    return rows
+
+
+@pytest.mark.slow
+def test_tiny_ablation_run_prints_the_table(tmp_path):
+    locale = fixture_catalogs(tmp_path / "locale")
+    out = tmp_path / "out"
+    variants = ["softmax", "no_factor"]
+    proc = run_command([sys.executable, "-m", "scripts.analysis.ablations", "--tiny",
+                        "--quiet", "--jobs", "1", "--threads", "1", "--locale-dir", locale,
+                        "--out", out, "--variants", *variants], timeout=900)
+    assert "3/4 training 2 variants" in proc.stdout  # progress output
+    rows = printed_table(proc.stdout)
+    assert list(rows) == [ablations.VARIANTS[key][0] for key in variants]
+    for key in variants:
+        row = rows[ablations.VARIANTS[key][0]]
+        # trained its budget, decoded the test split from the reloaded checkpoint, measured
+        assert int(row["updates"]) == ablations.ABLATION_SCALES["tiny"].max_update
+        assert math.isfinite(float(row["BLEU"])) and math.isfinite(float(row["entropy"]))
+        assert (out / "work" / key / "generate.log").is_file()
+    assert rows["Transformer (softmax)"]["L_norm"] == "-"  # softmax is not regularised
+    assert float(rows["ReLU without the variance factor"]["L_norm"]) >= 0
+    report = (out / "ablations.md").read_text()
+    assert "--relu-attention-scaling none" in report and "Wall time" in report
+
+
+def test_a_diverged_run_is_a_result(tmp_path, monkeypatch):
+    def fairseq_stops(run, *args):
+        run.losses = [(1, 9.0), (2, 7.5)]
+        raise RuntimeError("fairseq-train failed for no_factor (exit 1):\n...\n"
+                           "FloatingPointError: Minimum loss scale reached (0.0001). Your "
+                           "loss is probably exploding (nan)")
+
+    monkeypatch.setattr(ablations, "train", fairseq_stops)
+    run = ablations.plan(["no_factor"])[0]
+    result = ablations.Result()
+    ablations.train_variant(run, result, tmp_path, tmp_path, None, None, 0)
+    assert not result.converged and "loss is probably exploding" in result.diverged
+    row = ablations.table_rows([run], {run.key: result})[0]
+    assert row[-1] == "diverged" and row[2] == "-"  # no BLEU, no crash
+    path = ablations.write_report(tmp_path, [run], {run.key: result}, dict(
+        command="x", corpus="c", model="m", machine="n", wall="1 min"))
+    assert "stopped by fairseq" in path.read_text()
+
+
+def test_converged_means_the_loss_fell(tmp_path, monkeypatch):
+    def trains(run, *args):
+        run.losses = [(1, 10.0), (2, 6.0)]
+        run.valid_nll = 9.5 if run.key == "layernorm" else 5.0  # 0.9 x 10 is the line
+
+    monkeypatch.setattr(ablations, "train", trains)
+    results = {}
+    for run in ablations.plan(["layernorm", "relu_former"]):
+        results[run.key] = ablations.Result()
+        ablations.train_variant(run, results[run.key], tmp_path, tmp_path, None, None, 0)
+    assert not results["layernorm"].converged and not results["layernorm"].diverged
+    assert results["relu_former"].converged
+
+
+def test_bad_arguments_are_refused(capsys):
+    for flags in (["--variants", "nope"], ["--jobs", "0"], ["--max-update", "0"],
+                  ["--budget-scale", "-1"]):
+        with pytest.raises(SystemExit):
+            ablations.parse_args(flags)
+        assert flags[0] in capsys.readouterr().err
