@@ -673,14 +673,18 @@ def summary_rows(runs: Sequence[Run]) -> List[list]:
     def per_update(run: Run) -> float:
         return run.train_cpu / run.updates if run.updates else math.nan
 
+    def ratio(numerator: float, denominator: float) -> float:
+        # fairseq prints times to 0.1 s: a tiny decode may read 0.0
+        return numerator / denominator if denominator > 0 else math.nan
+
     rows = []
     for run in runs:
         rows.append(_dashes([
             run.label, run.params if run.params is not None else "-", run.updates,
             run.train_seconds, run.train_cpu, run.valid_nll,
             run.rouge.get("rouge1", math.nan), run.rouge.get("rouge2", math.nan),
-            run.rouge.get("rougeL", math.nan), per_update(base) / per_update(run),
-            run.decode_seconds, base.decode_seconds / run.decode_seconds]))
+            run.rouge.get("rougeL", math.nan), ratio(per_update(base), per_update(run)),
+            run.decode_seconds, ratio(base.decode_seconds, run.decode_seconds)]))
     return rows
 
 

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from scripts.common.plotting import format_number
 from scripts.demo import demo
 from scripts.demo.summary_data import build_summary_data
 from scripts.recipes.lib.score import rouge_scores
@@ -102,12 +103,15 @@ def test_tiny_summarization_demo_on_fixture_man_pages_reports_rouge_and_speed(tm
         expected = rouge_scores(hypotheses, references)
         for column, name in (("ROUGE-1", "rouge1"), ("ROUGE-2", "rouge2"),
                              ("ROUGE-L", "rougeL")):
-            assert float(row[column]) == pytest.approx(expected[name], rel=2e-3, abs=1e-3)
+            assert row[column] == format_number(expected[name], 3)  # the table's rounding
             assert 0 <= float(row[column]) <= 100
         assert float(row["ROUGE-1"]) >= float(row["ROUGE-2"])
-        for column in ("train CPU s", "train speed", "decode s", "decode speed", "valid nll"):
+        for column in ("train CPU s", "train speed", "valid nll"):
             value = float(row[column])
             assert math.isfinite(value) and value > 0, (label, column, row)
+        # fairseq prints decoding times to 0.1 s: a tiny decode may take "0.0" (ratio "-")
+        assert float(row["decode s"]) >= 0
+        assert row["decode speed"] == "-" or float(row["decode speed"]) > 0
         assert int(row["updates"]) == 10
         # every model saw inputs of exactly 64 tokens: 63 pieces and the end of sentence
         log = (out / "work" / key / "train.log").read_text()
@@ -214,6 +218,8 @@ def test_summary_speeds_are_relative_to_the_vanilla_row():
     assert pyramidion["train speed"] == 2.0  # 4 CPU s per update against 2
     assert pyramidion["decode speed"] == 3.0
     assert (pyramidion["ROUGE-1"], pyramidion["ROUGE-2"], pyramidion["ROUGE-L"]) == (30, 10, 25)
+    runs[1].decode_seconds = 0.0  # below fairseq's 0.1 s resolution: no ratio
+    assert dict(zip(header, demo.summary_rows(runs)[1]))["decode speed"] == "-"
 
 
 def test_without_catalogs_it_says_so_and_prepares_the_generated_task(tmp_path, capsys):
