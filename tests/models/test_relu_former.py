@@ -212,7 +212,8 @@ ABLATION_RUNS = {
 def test_ablation_variants_train_decode_and_reload(variant, fairseq_run):
     flags, _ = ABLATION_RUNS[variant]
     proc = fairseq_run.train("--criterion", "regularized_label_smoothed_cross_entropy",
-                             "--label-smoothing", "0.1", *flags, arch="relu_former_iwslt_de_en")
+                             "--label-smoothing", "0.1", "--attention-activation", "relu",
+                             *flags, arch="relu_former_iwslt_de_en")
     log = proc.stdout + proc.stderr
     losses = [float(x) for x in re.findall(r"train_inner .* loss=([\d.]+)", log)]
     first, last = first_and_last(losses)
