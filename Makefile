@@ -3,6 +3,7 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
+# constraints.txt is the one place torch is pinned; every pip call passes it.
 PIP_INSTALL := $(PIP) install --disable-pip-version-check -q -c constraints.txt
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
@@ -11,16 +12,19 @@ PYTEST_ARGS ?=
 
 install: $(STAMP)
 
-# Order matters (DESIGN.md 1.1): torch, cython and numpy first, because fairseq-fixed builds
-# its C++/Cython parts against them with --no-build-isolation; --no-deps keeps its metadata
-# (torchaudio) from pulling a second torch. The stamp makes a second run a no-op.
-$(STAMP): requirements.txt constraints.txt setup.py
-	test -x $(PY) || python3 -m venv $(VENV)
-	$(PIP_INSTALL) torch==2.13.0 cython numpy setuptools wheel
+$(VENV)/bin/python:
+	python3 -m venv $(VENV)
+
+# Order matters: torch, cython and numpy first, because fairseq-fixed builds its C++/Cython
+# parts against them with --no-build-isolation; --no-deps keeps its metadata (torchaudio) from
+# pulling a second torch, and requirements.txt lists its runtime dependencies instead
+# (docs/install.md). The stamp makes a second run a no-op.
+$(STAMP): requirements.txt requirements-dev.txt constraints.txt setup.py | $(VENV)/bin/python
+	$(PIP_INSTALL) torch cython numpy setuptools wheel
 	$(PY) -c "import fairseq" 2>/dev/null || \
 		$(PIP_INSTALL) --no-deps --no-build-isolation fairseq-fixed==0.12.3.1
-	$(PIP_INSTALL) -r requirements.txt
-	$(PIP_INSTALL) --no-deps --no-build-isolation -e .
+	$(PIP_INSTALL) -r requirements.txt -r requirements-dev.txt
+	$(PIP_INSTALL) --no-build-isolation -e .
 	$(PY) -c "import torch, fairseq, relu_former; print('torch', torch.__version__, 'fairseq', fairseq.__version__)"
 	touch $(STAMP)
 
@@ -30,14 +34,20 @@ test: install
 test-fast: install
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
-lint: install
+# The linter alone, at the version requirements-dev.txt pins: no torch, no fairseq build.
+$(VENV)/bin/ruff: requirements-dev.txt | $(VENV)/bin/python
+	$(PIP_INSTALL) "$$(grep -E '^ruff([=<>~ ]|$$)' requirements-dev.txt)"
+	touch $@
+
+lint: $(VENV)/bin/ruff
 	$(VENV)/bin/ruff check .
 
 demo: install
 	$(PY) -m scripts.demo.demo $(DEMO_ARGS)
 
+# Tables and plots of every benchmark, collected into docs/benchmarks.md.
 bench: install
 	$(PY) -m scripts.benchmarks.run_all $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) demo_out bench/out .pytest_cache .ruff_cache
+	rm -rf $(VENV) demo_out bench .pytest_cache .ruff_cache

@@ -1,14 +1,19 @@
 """relu-former: a fairseq plugin for ReLUFormer, sparse-softmax and Pyramidion.
 
-The ``criterions/`` folder sits at the repository top level (the design card) and is
-installed as ``relu_former.criterions`` so that an install adds only the ``relu_former``
-namespace to site-packages.
+The ``criterions/`` folder sits at the repository top level and is installed as
+``relu_former.criterions``, so that an install adds only the ``relu_former`` namespace to
+site-packages.
+
+Dependencies: the plugin's own runtime needs are declared below. torch is declared without a
+pin (the installed build, CPU or CUDA, satisfies it; the project pins it in constraints.txt
+only) and fairseq is not declared at all: two distributions provide the ``fairseq`` module
+(fairseq 0.12.2 and fairseq-fixed, the one that imports on Python 3.11), and declaring either
+would make pip fetch it, with fairseq-fixed's metadata pulling torchaudio and a second torch.
+docs/install.md gives the commands.
 """
 
 from setuptools import setup
 
-# fairseq and torch are deliberately not listed: torch must be the CPU build already on the
-# machine and fairseq-fixed must be installed with --no-deps (see README, "Install").
 setup(
     name="relu-former",
     version="0.1.0",
@@ -22,5 +27,6 @@ setup(
         "relu_former.criterions",
     ],
     package_dir={"relu_former": "relu_former", "relu_former.criterions": "criterions"},
-    install_requires=[],
+    install_requires=["torch>=2.4", "numpy", "omegaconf>=2.0"],
+    extras_require={"entmax": ["entmax"]},
 )

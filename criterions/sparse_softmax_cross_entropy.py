@@ -1,11 +1,12 @@
-"""``sparse_softmax_cross_entropy``: sparse-softmax training loss for sequence models (§3).
+"""``sparse_softmax_cross_entropy``: sparse-softmax training loss for sequence models.
 
 A drop-in replacement for fairseq's ``label_smoothed_cross_entropy``: the same
 ``--label-smoothing``, ``--sentence-avg``, ``--report-accuracy`` and ``--ignore-prefix-size``,
-plus ``--sparse-k``. The loss is log sum_{j in Omega_k} exp(z_j) - z_t over the k largest
-logits, with the target not forced into the top k (see
-:mod:`relu_former.kernels.sparse_softmax` for the formula, the label smoothing and the tie
-rule). With ``--sparse-k`` equal to the vocabulary size it is exactly fairseq's criterion.
+plus ``--sparse-k`` and ``--sparse-label-smoothing``. The loss is
+log sum_{j in Omega_k} exp(z_j) - z_t over the k largest logits, with the target not forced
+into the top k (see :mod:`relu_former.kernels.sparse_softmax` for the formula, the two label
+smoothing rules and the tie rule). With ``--sparse-k`` equal to the vocabulary size it is
+exactly fairseq's criterion.
 
 Besides ``loss`` it logs
 
@@ -26,6 +27,7 @@ from typing import Any, Optional
 import torch
 from fairseq import utils
 from fairseq.criterions import FairseqCriterion, register_criterion
+from fairseq.dataclass import ChoiceEnum
 from fairseq.logging import metrics
 from omegaconf import II
 
@@ -35,7 +37,12 @@ from relu_former.criterions.regularized import (
     check_attention_regularizer_config,
     reduce_attention_metrics,
 )
-from relu_former.kernels.sparse_softmax import softmax_nll, sparse_softmax_cross_entropy
+from relu_former.errors import OptionError
+from relu_former.kernels.sparse_softmax import (
+    SMOOTHING_RULES,
+    softmax_nll,
+    sparse_softmax_cross_entropy,
+)
 
 
 @dataclass
@@ -44,38 +51,55 @@ class SparseSoftmaxConfig(AttentionRegularizerConfig):
 
     sparse_k: int = field(
         default=20,
-        metadata={"help": "k of sparse-softmax: the loss normalises over the k largest logits "
-                  "only (the paper's best for ~100 classes is 20); k >= the number of classes "
-                  "is ordinary softmax cross-entropy"},
+        metadata={"help": "k of sparse-softmax, an integer from 1 to the number of classes "
+                  "(target vocabulary or --num-classes): the loss normalises over the k "
+                  "largest logits only; k = the number of classes is ordinary softmax "
+                  "cross-entropy (the paper's best for ~100 classes is 20)"},
     )
     label_smoothing: float = field(
         default=0.0,
-        metadata={"help": "epsilon for label smoothing, spread over the other classes of the "
-                  "top k (0 means no label smoothing)"},
+        metadata={"help": "epsilon for label smoothing, in [0, 1) (0 means none); how it is "
+                  "shared is --sparse-label-smoothing"},
+    )
+    sparse_label_smoothing: ChoiceEnum(SMOOTHING_RULES) = field(  # type: ignore[valid-type]
+        default="top_k",
+        metadata={"help": "how --label-smoothing is shared among the other classes of the top "
+                  "k: top_k = all of epsilon, uniformly over them; vocabulary = epsilon/(V-1) "
+                  "each, fairseq's whole-vocabulary target with the classes outside the top k "
+                  "left out (their sparse probability is 0). Equal when k = V"},
     )
 
 
 def check_sparse_softmax_config(cfg: Any, num_classes: Optional[int], what: str) -> None:
-    """Raise a ValueError naming the flag when ``--sparse-k`` or ``--label-smoothing`` is bad.
+    """Raise an OptionError naming the flag when ``--sparse-k`` or ``--label-smoothing`` is bad.
 
     ``num_classes`` is the width of the model's output (the target vocabulary, or
     ``--num-classes``); None when it is not known yet.
     """
     k = cfg.sparse_k
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(
+        raise OptionError(
+            "--sparse-k",
             f"--sparse-k must be an integer >= 1 (the number of largest logits sparse-softmax "
             f"keeps), got {k!r}; the paper uses 20 for ~100 classes"
         )
     if num_classes is not None and k > num_classes:
-        raise ValueError(
+        raise OptionError(
+            "--sparse-k",
             f"--sparse-k {k} is larger than the {what} ({num_classes}); choose "
             f"--sparse-k <= {num_classes} (--sparse-k {num_classes} is ordinary softmax "
             "cross-entropy)"
         )
     eps = cfg.label_smoothing
     if eps is None or not 0.0 <= eps < 1.0:
-        raise ValueError(f"--label-smoothing must be in [0, 1), got {eps}")
+        raise OptionError(
+            "--label-smoothing",
+            f"--label-smoothing must be in [0, 1) (0 = no smoothing), got {eps}")
+    rule = str(getattr(cfg, "sparse_label_smoothing", "top_k"))
+    if rule not in SMOOTHING_RULES:
+        raise OptionError(
+            "--sparse-label-smoothing",
+            f"--sparse-label-smoothing must be one of {', '.join(SMOOTHING_RULES)}, got {rule!r}")
     check_attention_regularizer_config(cfg)
 
 
@@ -103,6 +127,7 @@ class SparseSoftmaxCrossEntropyCriterion(FairseqCriterion):
         self.cfg = cfg
         self.k = cfg.sparse_k
         self.eps = cfg.label_smoothing
+        self.smoothing = str(cfg.sparse_label_smoothing)
         self.sentence_avg = cfg.sentence_avg
         self.ignore_prefix_size = cfg.ignore_prefix_size
         self.report_accuracy = cfg.report_accuracy
@@ -111,7 +136,8 @@ class SparseSoftmaxCrossEntropyCriterion(FairseqCriterion):
         """The decoder's raw logits (not log-probabilities) and the targets, prefix removed."""
         decoder = getattr(model, "decoder", None)
         if getattr(decoder, "adaptive_softmax", None) is not None:
-            raise ValueError(
+            raise OptionError(
+                "--criterion",
                 "--criterion sparse_softmax_cross_entropy needs the decoder's full logits; it "
                 "does not work with --adaptive-softmax-cutoff"
             )
@@ -121,7 +147,8 @@ class SparseSoftmaxCrossEntropyCriterion(FairseqCriterion):
             logits = logits[:, self.ignore_prefix_size:, :]
             target = target[:, self.ignore_prefix_size:]
         if self.k > logits.size(-1):
-            raise ValueError(
+            raise OptionError(
+                "--sparse-k",
                 f"--sparse-k {self.k} is larger than the model's output size "
                 f"({logits.size(-1)}); choose --sparse-k <= {logits.size(-1)}"
             )
@@ -131,7 +158,8 @@ class SparseSoftmaxCrossEntropyCriterion(FairseqCriterion):
         net_output = model(**sample["net_input"])
         logits, target = self.logits_and_target(model, net_output, sample)
         result = sparse_softmax_cross_entropy(
-            logits, target, self.k, self.eps, ignore_index=self.padding_idx
+            logits, target, self.k, self.eps, ignore_index=self.padding_idx,
+            smoothing=self.smoothing,
         )
         loss = result.loss.sum() if reduce else result.loss.reshape(-1)
         sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]

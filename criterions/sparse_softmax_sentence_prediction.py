@@ -33,6 +33,7 @@ from relu_former.criterions.sparse_softmax_cross_entropy import (
     check_sparse_softmax_config,
     reduce_sparse_softmax_metrics,
 )
+from relu_former.errors import OptionError
 from relu_former.kernels.sparse_softmax import softmax_nll, sparse_softmax_cross_entropy
 
 
@@ -54,7 +55,8 @@ class SparseSoftmaxSentencePredictionCriterion(FairseqCriterion):
     def __init__(self, task, cfg: SparseSoftmaxSentencePredictionConfig):
         super().__init__(task)
         if cfg.regression_target:
-            raise ValueError(
+            raise OptionError(
+                "--regression-target",
                 "--criterion sparse_softmax_sentence_prediction classifies; it does not "
                 "support --regression-target (use --criterion sentence_prediction)"
             )
@@ -62,7 +64,8 @@ class SparseSoftmaxSentencePredictionCriterion(FairseqCriterion):
             ("--report-mcc", cfg.report_mcc), ("--report-acc-and-f1", cfg.report_acc_and_f1),
             ("--report-pearson-and-spearman", cfg.report_pearson_and_spearman)) if on]
         if unsupported:
-            raise ValueError(
+            raise OptionError(
+                unsupported[0],
                 f"{', '.join(unsupported)}: not supported by sparse_softmax_sentence_prediction, "
                 "which logs accuracy and micro_f1 itself; drop the flag"
             )
@@ -73,13 +76,15 @@ class SparseSoftmaxSentencePredictionCriterion(FairseqCriterion):
         self.cfg = cfg
         self.k = cfg.sparse_k
         self.eps = cfg.label_smoothing
+        self.smoothing = str(cfg.sparse_label_smoothing)
         self.head_name = cfg.classification_head_name
         self.negative_class = -1
         if cfg.micro_f1_negative_label:
             labels = task.label_dictionary
             index = labels.index(cfg.micro_f1_negative_label)
             if index == labels.unk():
-                raise ValueError(
+                raise OptionError(
+                    "--micro-f1-negative-label",
                     f"--micro-f1-negative-label {cfg.micro_f1_negative_label!r} is not a label "
                     "of the label dictionary (label/dict.txt)"
                 )
@@ -88,7 +93,8 @@ class SparseSoftmaxSentencePredictionCriterion(FairseqCriterion):
     def forward(self, model, sample, reduce=True):
         heads = getattr(model, "classification_heads", {})
         if self.head_name not in heads:
-            raise ValueError(
+            raise OptionError(
+                "--arch",
                 f"the model has no classification head {self.head_name!r}: "
                 "sparse_softmax_sentence_prediction needs a model with classification heads "
                 "(e.g. --arch roberta) and fairseq's --task sentence_prediction"
@@ -97,12 +103,14 @@ class SparseSoftmaxSentencePredictionCriterion(FairseqCriterion):
             **sample["net_input"], features_only=True, classification_head_name=self.head_name
         )
         if self.k > logits.size(-1):
-            raise ValueError(
+            raise OptionError(
+                "--sparse-k",
                 f"--sparse-k {self.k} is larger than the number of classes ({logits.size(-1)})"
             )
         targets = model.get_targets(sample, [logits]).view(-1)
         sample_size = targets.numel()
-        result = sparse_softmax_cross_entropy(logits, targets, self.k, self.eps)
+        result = sparse_softmax_cross_entropy(logits, targets, self.k, self.eps,
+                                              smoothing=self.smoothing)
         loss = result.loss.sum()
         with torch.no_grad():
             preds = logits.argmax(dim=-1)

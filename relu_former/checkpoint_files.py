@@ -33,6 +33,7 @@ import os
 import shutil
 import tempfile
 import zipfile
+from typing import Callable
 
 from relu_former.errors import CorruptCheckpointError
 
@@ -152,10 +153,8 @@ def _install_atomic_copy(checkpoint_utils) -> None:
     checkpoint_utils.PathManager = AtomicCopyPathManager
 
 
-def _install_corrupt_file_message(checkpoint_utils) -> None:
-    original = checkpoint_utils.load_checkpoint_to_cpu
-    if getattr(original, "names_corrupt_files", False):
-        return
+def _naming_corrupt_files(original: Callable) -> Callable:
+    """``load_checkpoint_to_cpu`` that reports a damaged file as a ``CorruptCheckpointError``."""
 
     @functools.wraps(original)
     def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
@@ -170,14 +169,12 @@ def _install_corrupt_file_message(checkpoint_utils) -> None:
                 raise
             raise CorruptCheckpointError(str(path), problem) from error
 
-    load_checkpoint_to_cpu.names_corrupt_files = True
-    checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu
+    return load_checkpoint_to_cpu
 
 
-def _install_resume_fallback(checkpoint_utils) -> None:
-    original = checkpoint_utils.load_checkpoint
-    if getattr(original, "skips_damaged_last", False):
-        return
+def _skipping_damaged_last(original: Callable) -> Callable:
+    """``load_checkpoint`` that resumes from the newest intact checkpoint when
+    ``checkpoint_last.pt`` is damaged."""
 
     @functools.wraps(original)
     def load_checkpoint(cfg, trainer, **passthrough_args):
@@ -201,8 +198,17 @@ def _install_resume_fallback(checkpoint_utils) -> None:
         return original(_with_restore_file(cfg, os.path.abspath(fallback)), trainer,
                         **passthrough_args)
 
-    load_checkpoint.skips_damaged_last = True
-    checkpoint_utils.load_checkpoint = load_checkpoint
+    return load_checkpoint
+
+
+def _wrap_once(module, name: str, wrapper: Callable[[Callable], Callable]) -> None:
+    """Replace ``module.name`` by ``wrapper(module.name)`` unless that was done already."""
+    original = getattr(module, name)
+    if getattr(original, "_relu_former_wrapper", None) is wrapper:
+        return
+    wrapped = wrapper(original)
+    wrapped._relu_former_wrapper = wrapper
+    setattr(module, name, wrapped)
 
 
 def guard_checkpoint_files() -> None:
@@ -210,5 +216,5 @@ def guard_checkpoint_files() -> None:
     from fairseq import checkpoint_utils
 
     _install_atomic_copy(checkpoint_utils)
-    _install_corrupt_file_message(checkpoint_utils)
-    _install_resume_fallback(checkpoint_utils)
+    _wrap_once(checkpoint_utils, "load_checkpoint_to_cpu", _naming_corrupt_files)
+    _wrap_once(checkpoint_utils, "load_checkpoint", _skipping_damaged_last)

@@ -1,4 +1,4 @@
-"""Top-k (sparse-softmax) decoding for ``fairseq-generate``, for any architecture (§3).
+"""Top-k (sparse-softmax) decoding for ``fairseq-generate``, for any architecture.
 
 At every decoding step the k largest log-probabilities of each hypothesis are kept and
 renormalised, log p_i - logsumexp_{j in Omega_k} log p_j (= z_i - logsumexp over the top-k
@@ -32,20 +32,23 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
+from relu_former.errors import OptionError
 from relu_former.kernels.sparse_softmax import sparse_log_softmax
 
 logger = logging.getLogger(__name__)
 
 
 def check_sparse_softmax_k(k: int, vocab_size: int) -> None:
-    """Raise a ValueError naming ``--sparse-softmax-k`` when it is not in [0, vocab_size]."""
+    """Raise an OptionError naming ``--sparse-softmax-k`` when it is not in [0, vocab_size]."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-        raise ValueError(
+        raise OptionError(
+            "--sparse-softmax-k",
             f"--sparse-softmax-k must be an integer >= 0 (0 = ordinary softmax decoding, "
             f"k >= 1 = keep the k most likely tokens per step), got {k!r}"
         )
     if k > vocab_size:
-        raise ValueError(
+        raise OptionError(
+            "--sparse-softmax-k",
             f"--sparse-softmax-k {k} is larger than the target vocabulary ({vocab_size}); "
             f"choose --sparse-softmax-k <= {vocab_size} (0 turns top-k decoding off)"
         )
@@ -86,14 +89,15 @@ class TopKRenormalizedSearch(search.Search):
 def use_sparse_decoding(generator, k: int):
     """Make ``generator`` (a fairseq ``SequenceGenerator``) decode with sparse-softmax top-k.
 
-    k = 0 returns the generator unchanged. Raises a ValueError for generators without a search
+    k = 0 returns the generator unchanged. Raises an OptionError for generators without a search
     strategy (``--score-reference`` scores references with the model's full softmax).
     """
     if k == 0:
         return generator
     searcher = getattr(generator, "search", None)
     if not isinstance(searcher, search.Search):
-        raise ValueError(
+        raise OptionError(
+            "--sparse-softmax-k",
             f"--sparse-softmax-k works with fairseq's SequenceGenerator (beam search, "
             f"sampling); {type(generator).__name__} has no search strategy to wrap "
             "(e.g. --score-reference): drop --sparse-softmax-k"
@@ -116,9 +120,10 @@ class SparseDecodingConfig(FairseqDataclass):
 
     sparse_softmax_k: int = field(
         default=0,
-        metadata={"help": "decode with sparse-softmax: at every step keep the k most likely "
-                  "tokens, renormalise them and give the others -inf (beam search and "
-                  "sampling alike); 0 = ordinary softmax (the paper keeps 5 with --beam 5)"},
+        metadata={"help": "decode with sparse-softmax, an integer from 0 to the target "
+                  "vocabulary size: at every step keep the k most likely tokens, renormalise "
+                  "them and give the others -inf (beam search and sampling alike); 0 = "
+                  "ordinary softmax (the paper keeps 5 with --beam 5)"},
     )
 
 

@@ -29,7 +29,7 @@ def _criterions_folder() -> str:
     """The criterions of *this* copy of the package.
 
     An install puts them inside the package (``relu_former/criterions``); a checkout keeps them
-    at the top level beside it (the design card). The sibling folder is looked up by path, not
+    at the top level beside it. The sibling folder is looked up by path, not
     by module name: with an editable install of one checkout, the name ``relu_former.criterions``
     resolves to that checkout's folder even while fairseq loads another checkout's
     ``--user-dir``, and one process would mix two versions of the code.

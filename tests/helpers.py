@@ -125,3 +125,43 @@ def preprocess(raw: Path, dest: Path, src: str = "de", tgt: str = "en",
     ])
     assert (dest / f"dict.{src}.txt").is_file()
     return dest
+
+
+def read_markdown_table(markdown: str, *leading: str) -> list[dict[str, str]]:
+    """The body rows, as ``{column: cell}``, of the first Markdown table in ``markdown`` whose
+    header starts with the columns ``leading``; columns are then checked by name, not place."""
+    lines = markdown.splitlines()
+    for start, line in enumerate(lines):
+        if not line.startswith("|"):
+            continue
+        header = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if header[: len(leading)] != list(leading):
+            continue
+        rows = []
+        for body in lines[start + 2:]:
+            if not body.startswith("|"):
+                break
+            cells = [cell.strip() for cell in body.strip().strip("|").split("|")]
+            assert len(cells) == len(header), f"ragged row {body!r} under {header}"
+            rows.append(dict(zip(header, cells)))
+        return rows
+    raise AssertionError(f"no table whose header starts with {leading}:\n{markdown[:3000]}")
+
+
+def pooling_inputs(batch: int, length: int, dim: int = 3, seed: int = 0):
+    """float64 vectors [batch, length, dim] (normal) and scores [batch, length] (uniform)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    values = torch.randn(batch, length, dim, generator=gen, dtype=torch.float64)
+    scores = torch.rand(batch, length, generator=gen, dtype=torch.float64)
+    return values, scores
+
+
+def separated_scores(batch: int, length: int, seed: int = 0):
+    """float64 scores [batch, length], distinct and 0.05 apart, in random order."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    ranks = torch.stack([torch.randperm(length, generator=gen) for _ in range(batch)])
+    return ranks.to(torch.float64) * 0.05

@@ -10,6 +10,7 @@ from fairseq import search
 from fairseq.data import Dictionary
 from fairseq.sequence_generator import SequenceGenerator
 
+from relu_former.errors import OptionError
 from relu_former.generation import (
     TopKRenormalizedSearch,
     check_sparse_softmax_k,
@@ -101,7 +102,7 @@ def test_wrapper_forwards_the_search_interface():
 
 
 def test_bad_sparse_softmax_k_names_the_flag():
-    with pytest.raises(ValueError, match="--sparse-softmax-k must be an integer >= 0"):
+    with pytest.raises(OptionError, match="--sparse-softmax-k must be an integer >= 0"):
         check_sparse_softmax_k(-1, 100)
     with pytest.raises(ValueError, match="--sparse-softmax-k 101 is larger than the target"):
         check_sparse_softmax_k(101, 100)
@@ -146,8 +147,10 @@ def test_fairseq_generate_with_and_without_top_k(trained: FairseqRun):
 
 
 @pytest.mark.slow
-def test_fairseq_generate_refuses_negative_top_k(trained: FairseqRun):
+def test_fairseq_generate_refuses_negative_top_k_in_one_line(trained: FairseqRun):
     proc = trained.generate("--task", "translation_sparse_decoding", "--sparse-softmax-k",
                             "-1", check=False)
-    assert proc.returncode != 0
-    assert "--sparse-softmax-k must be an integer >= 0" in proc.stderr + proc.stdout
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("fairseq-generate: error: --sparse-softmax-k must be an integer >= 0")

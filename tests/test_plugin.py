@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import sys
 
 import pytest
 from fairseq import utils
 
 import relu_former
+from relu_former.help import plugin_names
 
 from helpers import REPO_ROOT, USER_DIR, fairseq_command, run_command
 
@@ -42,10 +45,17 @@ def test_criterions_are_a_subpackage_of_the_plugin():
 
 
 @pytest.mark.slow
-def test_fairseq_train_help_lists_plugin(tmp_path):
-    proc = run_command([fairseq_command("fairseq-train"), "--user-dir", "relu_former", "--help"],
-                       cwd=REPO_ROOT)
-    assert "--arch" in proc.stdout
+def test_fairseq_train_help_lists_every_plugin_criterion(tmp_path):
+    """fairseq's --help prints the choices of --criterion (not of --arch or --task, whose
+    flags it adds only after a first parse that --help ends): all the plugin's are there."""
+    proc = run_command([fairseq_command("fairseq-train"), "--user-dir", USER_DIR, "--help"],
+                       cwd=tmp_path)
+    choices = re.search(r"^  --criterion \{([^}]*)\}", proc.stdout, flags=re.M)
+    assert choices, proc.stdout[-3000:]
+    listed = set(choices.group(1).split(","))
+    ours = set(plugin_names()["criterion"])
+    assert len(ours) == 3 and ours <= listed, ours - listed
+    assert "label_smoothed_cross_entropy" in listed  # fairseq's own are still there
 
 
 @pytest.mark.slow
@@ -149,3 +159,42 @@ def test_installed_copy_registers_everything(tmp_path):
                          f"import sys; sys.path.insert(0, {str(target)!r}); "
                          "import relu_former.criterions as c; print(c.__file__)"], cwd=tmp_path)
     assert where.stdout.strip() == str(installed / "criterions" / "__init__.py")
+
+
+WHICH_FILES = """
+import argparse, inspect, json, sys
+from fairseq import utils
+from fairseq.criterions import CRITERION_REGISTRY
+from fairseq.models import ARCH_MODEL_REGISTRY
+utils.import_user_module(argparse.Namespace(user_dir=sys.argv[1]))
+ours = lambda registry: {name: inspect.getfile(cls) for name, cls in registry.items()
+                         if cls.__module__.startswith("relu_former")}
+print(json.dumps({"criterion": ours(CRITERION_REGISTRY), "arch": ours(ARCH_MODEL_REGISTRY)}))
+"""
+
+
+@pytest.mark.slow
+def test_user_dir_of_a_second_checkout_loads_only_that_checkouts_code(tmp_path):
+    """With one checkout installed (editable, as `make install` does), ``--user-dir`` of
+    another checkout registers that one's models *and* criteria: one checkout's code."""
+    import shutil
+
+    neutral = {"PYTHONPATH": ""}
+    installed = run_command([sys.executable, "-c", "import relu_former.criterions as c; "
+                             "print(c.__path__[0])"], cwd=tmp_path, check=False, env=neutral)
+    if installed.returncode != 0:
+        pytest.skip("no relu_former installed: `make install` installs this checkout editable")
+    second = tmp_path / "second_checkout"
+    for folder in ("relu_former", "criterions"):
+        shutil.copytree(REPO_ROOT / folder, second / folder,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    assert not installed.stdout.strip().startswith(str(second))
+
+    proc = run_command([sys.executable, "-c", WHICH_FILES, second / "relu_former"],
+                       cwd=tmp_path, env=neutral)
+    files = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert set(files["criterion"]) == set(plugin_names()["criterion"])
+    assert set(files["arch"]) >= {"relu_former", "pyramidion"}
+    outside = {name: path for kind in files.values() for name, path in kind.items()
+               if not path.startswith(str(second) + "/")}
+    assert not outside, f"registered from another checkout: {outside}"

@@ -48,11 +48,11 @@ from relu_former.errors import OptionError
 from relu_former.kernels.relu_attention import (
     AttentionResult,
     AttentionStatistics,
+    any_relu_sums,
     count_positive,
     count_visible_keys,
     relu_attention,
     relu_scores,
-    relu_sums,
     row_validity,
     statistics_from_sums,
     visible_keys,
@@ -142,7 +142,8 @@ def rela_attention(q: Tensor, k: Tensor, v: Tensor, gain: Tensor, *, eps: float 
                    key_padding_mask: Tensor | None = None, attn_mask: Tensor | None = None,
                    key_chunk_size: int = 0, dropout_p: float = 0.0,
                    need_weights: bool = False, need_statistics: bool = False,
-                   query_padding_mask: Tensor | None = None) -> AttentionResult:
+                   query_padding_mask: Tensor | None = None,
+                   fused: bool = True) -> AttentionResult:
     """ReLA: ReLU scores without the variance factor, RMS-normalised output times ``gain``.
 
     ``gain`` broadcasts against (B, H, Tq, D), e.g. shape (H, 1, D). Returned weights are the
@@ -151,9 +152,10 @@ def rela_attention(q: Tensor, k: Tensor, v: Tensor, gain: Tensor, *, eps: float 
     """
     batch, heads, tgt_len, _ = q.shape
     src_len = k.size(-2)
-    sums = relu_sums(q, k, v, key_chunk_size=key_chunk_size,
-                     key_padding_mask=key_padding_mask, attn_mask=attn_mask,
-                     dropout_p=dropout_p, need_sums=need_statistics)
+    fused = fused and not (need_weights and torch.is_grad_enabled())
+    sums = any_relu_sums(q, k, v, fused=fused, key_chunk_size=key_chunk_size,
+                         key_padding_mask=key_padding_mask, attn_mask=attn_mask,
+                         dropout_p=dropout_p, need_sums=need_statistics)
     u = sums.u
     rms = torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + eps)
     out = u * rms * gain
@@ -182,12 +184,14 @@ class _Options(NamedTuple):
     variance_reduction: bool
     rela_gain: Tensor | None
     rela_eps: float
+    fused: bool
 
 
 def _relu(q: Tensor, k: Tensor, v: Tensor, activation: str, options: _Options,
           masks: Dict[str, Any]) -> AttentionResult:
     return relu_attention(q, k, v, gamma=options.gamma, key_chunk_size=options.key_chunk_size,
-                          variance_reduction=options.variance_reduction, **masks)
+                          variance_reduction=options.variance_reduction, fused=options.fused,
+                          **masks)
 
 
 def _rela(q: Tensor, k: Tensor, v: Tensor, activation: str, options: _Options,
@@ -196,7 +200,7 @@ def _rela(q: Tensor, k: Tensor, v: Tensor, activation: str, options: _Options,
     if gain is None:
         gain = torch.ones(q.size(-1), dtype=q.dtype, device=q.device)
     return rela_attention(q, k, v, gain, eps=options.rela_eps,
-                          key_chunk_size=options.key_chunk_size, **masks)
+                          key_chunk_size=options.key_chunk_size, fused=options.fused, **masks)
 
 
 def _normalized(q: Tensor, k: Tensor, v: Tensor, activation: str, options: _Options,
@@ -217,13 +221,18 @@ def attention(q: Tensor, k: Tensor, v: Tensor, activation: str, *,
               gamma: float | Tensor = 1.0, key_chunk_size: int = 0, dropout_p: float = 0.0,
               need_weights: bool = False, need_statistics: bool = False,
               query_padding_mask: Tensor | None = None, variance_reduction: bool = True,
-              rela_gain: Tensor | None = None, rela_eps: float = 1e-6) -> AttentionResult:
-    """One interface for every activation of ``ACTIVATIONS`` (see the module docstring)."""
+              rela_gain: Tensor | None = None, rela_eps: float = 1e-6,
+              fused: bool = True) -> AttentionResult:
+    """One interface for every activation of ``ACTIVATIONS`` (see the module docstring).
+
+    ``fused`` selects the fused kernel of relu/rela (False: the dense/chunked reference).
+    """
     function = ATTENTION_FUNCTIONS.get(activation)
     if function is None:
         check_activation(activation)  # raises, naming the flag and the choices
     masks = dict(key_padding_mask=key_padding_mask, attn_mask=attn_mask, dropout_p=dropout_p,
                  need_weights=need_weights, need_statistics=need_statistics,
                  query_padding_mask=query_padding_mask)
-    options = _Options(gamma, key_chunk_size, variance_reduction, rela_gain, rela_eps)
+    options = _Options(gamma, key_chunk_size, variance_reduction, rela_gain, rela_eps,
+                       fused)
     return function(q, k, v, activation, options, masks)

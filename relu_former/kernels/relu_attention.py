@@ -1,7 +1,9 @@
-"""ReLU attention with the variance reduction factor, dense and in blocks of keys.
+"""ReLU attention with the variance reduction factor: fused (default), dense or in key blocks.
 
-DESIGN.md §2.1. For query i with the set V(i) of keys it may see (not padding, not blocked by
-the attention mask), n_i = |V(i)| and d the head size:
+ReLUFormer (Shen et al. 2023, "A Study on ReLU and Softmax in Transformer", ReLU attention
+with variance reduction; equations restated in docs/relu_former.md). For query i with the set
+V(i) of keys it may see (not padding, not blocked by the attention mask), n_i = |V(i)| and d
+the head size:
 
     s_ij  = ReLU(q_i . k_j / sqrt(d))            for j in V(i), else 0
     out_i = sum_j s_ij v_j / (gamma * sqrt(n_i / 2))
@@ -10,14 +12,17 @@ With x, v standard normal and independent, E[(ReLU(x) v)^2] = 1/2, so the sum of
 variance n/2; the factor keeps the output variance independent of the length. gamma is a
 temperature, a number or one value per head.
 
-DESIGN.md §2.2, the per-row statistics the regularisers need. With S_i = sum_j s_ij,
+The per-row statistics the regularisers need (docs/relu_former.md). With S_i = sum_j s_ij,
 p_ij = s_ij / S_i and T_i = sum_j s_ij log s_ij (0 log 0 = 0):
 
     H_i = -sum_j p_ij log p_ij = log S_i - T_i / S_i          (H_i := 0 when S_i = 0)
 
 S_i and T_i are sums over keys, so they add up over blocks of keys: the chunked path never
 holds an n x n matrix, in the forward pass or in the backward pass (which recomputes each
-block's scores, the way memory-efficient attention does).
+block's scores, the way memory-efficient attention does). The fused kernel
+(``relu_former.kernels.fused_relu_attention``) tiles queries as well, so it holds neither
+Tq x Tk nor Tq x block; it is the default of ``relu_attention`` (``fused=True``), and the
+dense and chunked paths stay as references (``fused=False``).
 
 Masks zero scores; nothing adds -inf. Rows that see no key (n_i = 0) output 0 and divide by
 max(n_i, 1). s log s is evaluated as s log(s + tiny), so 0 log 0 = 0 with finite
@@ -30,10 +35,11 @@ bool, True = blocked, of shape ``(Tq, Tk)`` or ``(B|1, H|1, Tq, Tk)``):
     relu_attention(q, k, v, *, key_padding_mask=None, attn_mask=None, gamma=1.0,
                    key_chunk_size=0, dropout_p=0.0, need_weights=False,
                    need_statistics=False, query_padding_mask=None,
-                   variance_reduction=True) -> AttentionResult
+                   variance_reduction=True, fused=True) -> AttentionResult
         The layer: out (B, H, Tq, D), weights (B, H, Tq, Tk) = s_ij / (gamma sqrt(n_i/2)),
         i.e. exactly the coefficients applied to v (None unless asked), statistics.
-        ``key_chunk_size`` > 0 and < Tk selects the chunked path.
+        ``fused`` selects the fused kernel; otherwise ``key_chunk_size`` > 0 and < Tk
+        selects the chunked path, else the dense one.
     relu_sums(q, k, v, *, key_chunk_size=0, key_padding_mask=None, attn_mask=None,
               dropout_p=0.0, need_sums=True) -> ReLUSums(u, row_sum, xlogx, positives, scores)
         The sums without the factor: U = sum_j s_ij v_j, S, T (float32, float64 for float64
@@ -293,6 +299,25 @@ def relu_sums(q: Tensor, k: Tensor, v: Tensor, *, key_chunk_size: int = 0,
     ))
 
 
+def any_relu_sums(q: Tensor, k: Tensor, v: Tensor, *, fused: bool, key_chunk_size: int = 0,
+                  key_padding_mask: Tensor | None = None, attn_mask: Tensor | None = None,
+                  dropout_p: float = 0.0, need_sums: bool = True) -> ReLUSums:
+    """``fused_relu_sums`` when ``fused``, else ``relu_sums`` (the dense/chunked reference).
+
+    Callers that return weights with gradient (``need_weights`` while grad is enabled) pass
+    ``fused=False``: those weights are the dense matrix anyway, e.g. for an alignment loss.
+    """
+    if not fused:
+        return relu_sums(q, k, v, key_chunk_size=key_chunk_size,
+                         key_padding_mask=key_padding_mask, attn_mask=attn_mask,
+                         dropout_p=dropout_p, need_sums=need_sums)
+    # imported here: the fused module builds on this one's masks and result types
+    from relu_former.kernels.fused_relu_attention import fused_relu_sums
+
+    return fused_relu_sums(q, k, v, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
+                           dropout_p=dropout_p, need_sums=need_sums)
+
+
 def statistics_from_sums(row_sum: Tensor, xlogx: Tensor, zeros: Tensor, n: Tensor,
                          valid: Tensor, regularizable: bool) -> AttentionStatistics:
     """H_i = log S_i - T_i / S_i (0 where S_i = 0) and the figures of ``AttentionStatistics``."""
@@ -320,21 +345,25 @@ def relu_attention(q: Tensor, k: Tensor, v: Tensor, *,
                    key_chunk_size: int = 0, dropout_p: float = 0.0,
                    need_weights: bool = False, need_statistics: bool = False,
                    query_padding_mask: Tensor | None = None,
-                   variance_reduction: bool = True) -> AttentionResult:
-    """ReLU attention of §2.1 with statistics of §2.2; dense, or chunked over keys.
+                   variance_reduction: bool = True, fused: bool = True) -> AttentionResult:
+    """ReLU attention with its statistics (module docstring); fused, dense or chunked.
 
     ``dropout_p`` drops score entries before the values are summed (pass 0 in evaluation);
     the statistics and returned weights are those of the undropped scores.
     ``query_padding_mask`` (B, Tq) only excludes padded queries from the statistics.
     ``variance_reduction=False`` drops the 1/(gamma sqrt(n/2)) factor (for the ablation).
+    ``fused`` (default) uses the fused kernel, which ignores ``key_chunk_size``. Weights asked
+    for while grad is enabled come from the reference path (dense: with gradients, e.g. for an
+    alignment loss); without grad they are recomputed after the fused pass.
     """
     batch, heads, tgt_len, _ = q.shape
     src_len = k.size(-2)
     n = count_visible_keys(key_padding_mask, attn_mask, tgt_len, src_len)
     n = n.to(device=q.device, dtype=_stat_dtype(q))
-    sums = relu_sums(q, k, v, key_chunk_size=key_chunk_size,
-                     key_padding_mask=key_padding_mask, attn_mask=attn_mask,
-                     dropout_p=dropout_p, need_sums=need_statistics)
+    fused = fused and not (need_weights and torch.is_grad_enabled())
+    sums = any_relu_sums(q, k, v, fused=fused, key_chunk_size=key_chunk_size,
+                         key_padding_mask=key_padding_mask, attn_mask=attn_mask,
+                         dropout_p=dropout_p, need_sums=need_statistics)
     u, s = sums.u, sums.scores
     factor = variance_factor(n, gamma) if variance_reduction else torch.ones_like(n)
     out = u * factor.unsqueeze(-1).to(u.dtype)

@@ -1,4 +1,7 @@
-"""Sparse-softmax: a softmax over the k largest logits, and its cross-entropy (DESIGN.md §3).
+"""Sparse-softmax: a softmax over the k largest logits, and its cross-entropy.
+
+Sun et al., "Sparse-softmax: A Simpler and Faster Alternative Softmax Transformation"
+(ACL 2022, arXiv:2112.12433): the transformation and its loss are the paper's method section.
 
 With Omega_k the indices of the k largest logits z of a row (V classes):
 
@@ -10,16 +13,24 @@ logits still get their restricted probabilities as gradient, which pushes them d
 up. L >= 0 (z_t <= logsumexp over Omega_k whether t is inside or not), k >= V gives ordinary
 cross-entropy and k = 1 gives max(z) - z_t.
 
-Label smoothing (epsilon): the target keeps weight 1 - epsilon and epsilon is spread uniformly
-over C = Omega_k minus {t}, the *other classes of the sparse support*:
+Label smoothing (epsilon). The paper defines none for k < V; two rules are offered, both with
+the target keeping weight 1 - eps and both writing C = Omega_k minus {t} for the other classes
+of the sparse support:
 
-    L_eps = (1 - eps) L + eps * (1/|C|) sum_{j in C} (log sum_{Omega_k} exp(z) - z_j)
+    L_eps = (1 - eps) L + w * sum_{j in C} (log sum_{Omega_k} exp(z) - z_j)
 
-Why those classes: outside Omega_k sparse-softmax gives probability exactly 0 (log-probability
--inf), so smoothing mass placed there would make the loss infinite; and leaving the target out
-of C makes k >= V reproduce fairseq's ``label_smoothed_cross_entropy`` exactly (it gives
-eps / (V - 1) to every non-target class). When C is empty (k = 1 and t is the argmax) the
-smoothing term is 0, and so is the whole loss.
+- ``"top_k"`` (the default), w = eps / |C|: the whole of eps is spread uniformly over C.
+- ``"vocabulary"``, w = eps / (V - 1): fairseq's smoothing target (eps / (V - 1) on every
+  non-target class) computed on the top k only, i.e. the terms of the classes outside
+  Omega_k are left out. The smoothing mass that acts is then eps |C| / (V - 1), small when
+  k << V.
+
+Smoothing over the whole vocabulary literally is not defined: outside Omega_k sparse-softmax
+gives probability exactly 0 (log-probability -inf), so any mass placed there makes the loss
+infinite; "left out" above is the only finite reading. Leaving the target out of C makes
+k >= V reproduce fairseq's ``label_smoothed_cross_entropy`` exactly under both rules (|C| is
+then V - 1). When C is empty (k = 1 and t is the argmax) the smoothing term is 0, and so is
+the whole loss.
 
 Ties at the k-th largest logit are broken deterministically: among logits equal to the k-th
 largest value, the lower class index enters Omega_k (``torch.topk`` does not promise any
@@ -48,6 +59,10 @@ _NLL_CHUNK_ELEMENTS = 1 << 18
 def _wide(x: Tensor) -> Tensor:
     """``x`` in float32, or in its own dtype when that is wider (float64 stays float64)."""
     return x.to(torch.promote_types(x.dtype, torch.float32))
+
+
+# The label-smoothing rules of the module docstring: how eps is shared among C.
+SMOOTHING_RULES = ("top_k", "vocabulary")
 
 
 def _check_k(k: int) -> None:
@@ -154,7 +169,7 @@ class _SparseSoftmaxCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, logits: Tensor, target: Tensor, k: int, epsilon: float,
-                ignore_index: int | None):
+                ignore_index: int | None, vocabulary_rule: bool):
         vocab = logits.size(-1)
         z = logits.reshape(-1, vocab)
         t = target.reshape(-1)
@@ -172,13 +187,17 @@ class _SparseSoftmaxCrossEntropy(torch.autograd.Function):
             in_top = torch.ones_like(pad)
         else:
             in_top = indices.eq(t.unsqueeze(1)).any(dim=1)
-        n_other = min(k, vocab) - in_top.float()  # |C| = |Omega_k minus {t}|
+        n_other = min(k, vocab) - in_top.to(values.dtype)  # |C| = |Omega_k minus {t}|
+        # w, the smoothing weight of each class of C (0 when C is empty)
+        has_others = (n_other > 0).to(values.dtype)
+        if vocabulary_rule:
+            weight = has_others * (epsilon / max(vocab - 1, 1))
+        else:
+            weight = has_others * epsilon / n_other.clamp(min=1)
         if epsilon > 0:
             others_sum = values.sum(dim=-1) - torch.where(in_top, z_t, z_t.new_zeros(()))
-            smooth = torch.where(
-                n_other > 0, log_norm - others_sum / n_other.clamp(min=1), nll.new_zeros(())
-            )
-            loss = (1.0 - epsilon) * nll + epsilon * smooth
+            smooth = weight * (n_other * log_norm - others_sum)
+            loss = (1.0 - epsilon) * nll + smooth
         else:
             loss = nll
         loss = loss.masked_fill(pad, 0.0)
@@ -186,7 +205,7 @@ class _SparseSoftmaxCrossEntropy(torch.autograd.Function):
         in_top = in_top & ~pad
 
         probs = torch.exp(values - log_norm.unsqueeze(1))
-        ctx.save_for_backward(indices, probs, t, pad, n_other)
+        ctx.save_for_backward(indices, probs, t, pad, n_other, weight)
         ctx.epsilon, ctx.shape, ctx.dtype = epsilon, z.shape, logits.dtype
         ctx.logits_shape = logits.shape
         ctx.mark_non_differentiable(nll, in_top)
@@ -195,22 +214,19 @@ class _SparseSoftmaxCrossEntropy(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_loss: Tensor, _grad_nll, _grad_in_top):
-        indices, probs, t, pad, n_other = ctx.saved_tensors
+        indices, probs, t, pad, n_other, weight = ctx.saved_tensors
         eps = ctx.epsilon
         g = grad_loss.reshape(-1).to(probs.dtype).masked_fill(pad, 0.0)
-        # dL/dz = a * p on Omega_k - (1 - eps) * e_t - eps / |C| on C, with a = 1 - eps when C
-        # is empty (then p = e_t and everything cancels) and 1 otherwise.
-        has_others = n_other > 0
-        a = torch.where(has_others, g, (1.0 - eps) * g) if eps > 0 else g
-        kept = probs * a.unsqueeze(1)
+        # dL/dz = a * p on Omega_k - (1 - eps) * e_t - w * (1 on C), with a = 1 - eps + w |C|,
+        # the total weight of the smoothed target (1 under the top_k rule unless C is empty).
+        kept = probs * ((1.0 - eps + weight * n_other) * g).unsqueeze(1)
         if eps > 0:
-            share = torch.where(has_others, eps * g / n_other.clamp(min=1), g.new_zeros(()))
             is_other = indices.ne(t.unsqueeze(1))
-            kept = kept - share.unsqueeze(1) * is_other
+            kept = kept - (weight * g).unsqueeze(1) * is_other
         grad = torch.zeros(ctx.shape, dtype=ctx.dtype, device=probs.device)
         grad.scatter_(1, indices, kept.to(ctx.dtype))
         grad.scatter_add_(1, t.unsqueeze(1), (-(1.0 - eps) * g).unsqueeze(1).to(ctx.dtype))
-        return grad.reshape(ctx.logits_shape), None, None, None, None
+        return grad.reshape(ctx.logits_shape), None, None, None, None, None
 
 
 def sparse_softmax_cross_entropy(
@@ -219,24 +235,30 @@ def sparse_softmax_cross_entropy(
     k: int,
     label_smoothing: float = 0.0,
     ignore_index: int | None = None,
+    smoothing: str = "top_k",
 ) -> SparseSoftmaxLoss:
     """Sparse-softmax cross-entropy of ``logits`` (..., V) against ``target`` (...).
 
     Returns per-position tensors shaped like ``target`` (sum them for fairseq's reduction).
     Positions whose target equals ``ignore_index`` get loss 0 and no gradient. k >= V is
-    ordinary (label-smoothed) cross-entropy. Computes in float32 or wider; the gradient has
-    the logits' dtype.
+    ordinary (label-smoothed) cross-entropy. ``smoothing`` names how ``label_smoothing`` is
+    shared among the other top-k classes: ``"top_k"`` (all of it, uniformly) or
+    ``"vocabulary"`` (eps / (V - 1) each, as fairseq over the whole vocabulary); see the
+    module docstring. Computes in float32 or wider; the gradient has the logits' dtype.
     """
     _check_k(k)
     if not 0.0 <= label_smoothing < 1.0:
         raise ValueError(f"label smoothing must be in [0, 1), got {label_smoothing}")
+    if smoothing not in SMOOTHING_RULES:
+        raise ValueError(
+            f"smoothing must be one of {', '.join(SMOOTHING_RULES)}, got {smoothing!r}")
     if logits.shape[:-1] != target.shape:
         raise ValueError(
             f"logits {tuple(logits.shape)} and target {tuple(target.shape)} do not match: "
             "expected logits of shape target.shape + (V,)"
         )
     loss, nll, in_top = _SparseSoftmaxCrossEntropy.apply(
-        logits, target, k, float(label_smoothing), ignore_index
+        logits, target, k, float(label_smoothing), ignore_index, smoothing == "vocabulary"
     )
     return SparseSoftmaxLoss(loss, nll, in_top)
 

@@ -32,17 +32,20 @@ output is right-padded: real slots first. For ``k >= n`` no round runs and the n
 the vectors, so every round runs on the [B, L] scores alone and records, per round, which two
 slots each new slot merged and with what weights. Walking these records back from the k output
 slots gives each output's :math:`2^r` source positions and their coefficients (products of
-weights along the path). These groups partition the input, so they invert into one output slot
-and one coefficient per input position, and the vectors are read once, in order, each added into
-its slot (``index_add_``; backward reads them again and saves nothing of size [B, n, d]). The
-per-round work on scores is O(BL) plus the sort; the work on vectors is O(BLd) once, instead of
-once per round.
+weights along the path). These groups partition the input: each output is the coefficient-
+weighted sum of its sources, gathered a few examples at a time (so that reads in rank order stay
+in the cache) and written once. Backward inverts the partition into one output slot and one
+coefficient per input position and reads the output gradient in input order; nothing of size
+[B, n, d] is saved. The per-round work on scores is O(BL) plus the sort; the work on vectors is
+O(BLd) once, instead of once per round.
 
 **The sorting step.** ``sort=False`` pairs by position instead of by rank (the published
 ablation). With ``resort=False`` the sequence is sorted once before the first round; later rounds
 pair by position in the order the previous round produced, which is close to sorted because a
 pooled score is a weighted mean dominated by the pair's winner. ``resort=True`` (default) sorts
-before every round as the published code does.
+before every round as the published code does; since the rows are then nearly sorted, rounds
+after the first use a sort that is fast on such input (numpy's timsort of int64 keys on the CPU,
+the same indices as torch's stable sort).
 
 The baselines (exact top-k, Goyal et al.'s iterative soft top-k) and the per-example loop the
 tests compare this operator with are in :mod:`relu_former.kernels.topk_baselines`.
@@ -56,6 +59,11 @@ from typing import List, NamedTuple, Tuple
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+try:  # numpy ranks faster on the CPU; torch alone works too
+    import numpy as np
+except ImportError:  # pragma: no cover - fairseq installs numpy
+    np = None
 
 PAIRINGS = ("first_last", "halves")
 
@@ -159,7 +167,8 @@ def _rank(scores: Tensor, pad: Tensor, nearly_sorted: bool = False) -> Tensor:
     runs in about linear time on such input.
     """
     key = scores.detach().masked_fill(pad, float("-inf"))
-    if key.device.type == "cpu" and key.dtype in _FLOAT32_EXACT and key.shape[1] < 2**31:
+    if (np is not None and key.device.type == "cpu" and key.dtype in _FLOAT32_EXACT
+            and key.shape[1] < 2**31):
         return _rank_cpu_float32(key, nearly_sorted)
     return torch.sort(key, dim=1, descending=True, stable=True).indices
 
@@ -174,17 +183,20 @@ def _rank_cpu_float32(key: Tensor, nearly_sorted: bool = False) -> Tensor:
     torch's CPU sort is several times slower than numpy's sort of int64. Each score becomes an
     int64 whose high 32 bits order the floats (descending) and whose low 32 bits are the
     position, so every key is distinct and any sort of the keys is the stable descending
-    sort; the low bits are then the indices. Random input gets numpy's default (vectorised
-    quicksort); nearly sorted input its merge sort (timsort), which runs in about linear time
-    when the input is made of few ascending runs, about five times faster here.
+    sort; the low bits are then the indices. The keys are built in numpy too (torch's int64
+    bitwise operations took several times as long as the sort). Random input gets numpy's
+    default (vectorised quicksort); nearly sorted input its merge sort (timsort), which runs in
+    about linear time on input made of few ascending runs, about five times faster here.
     """
-    keys = (key.float() + 0.0).view(torch.int32).long()  # + 0.0 turns -0.0 into 0.0
-    # IEEE floats order like sign-magnitude integers; flip the negative ones' magnitude bits
-    keys = torch.where(keys >= 0, keys, keys ^ 0x7FFFFFFF).neg_()
+    bits = (key.float() + 0.0).numpy().view(np.int32)  # + 0.0 turns -0.0 into 0.0
+    # IEEE floats order like sign-magnitude integers: flipping a negative one's magnitude bits
+    # orders them as two's complement integers; bitwise not then reverses the order
+    keys = np.invert(bits ^ ((bits >> 31) & 0x7FFFFFFF)).astype(np.int64)
     keys <<= 32
-    keys |= torch.arange(key.shape[1])
-    keys.numpy().sort(axis=1, kind="stable" if nearly_sorted else None)  # in place
-    return keys.bitwise_and_(0xFFFFFFFF)
+    keys |= np.arange(key.shape[1], dtype=np.int64)
+    keys.sort(axis=1, kind="stable" if nearly_sorted else None)
+    keys &= 0xFFFFFFFF
+    return torch.from_numpy(keys)
 
 
 def _real_first(pad: Tensor) -> Tensor:

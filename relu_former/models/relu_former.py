@@ -46,6 +46,7 @@ from fairseq.modules.transformer_layer import (
 )
 from torch import nn
 
+from relu_former.errors import OptionError
 from relu_former.kernels.attention_activations import ACTIVATIONS, check_activation
 from relu_former.modules.attention import (
     RELU_SCALINGS,
@@ -62,6 +63,7 @@ from relu_former.modules.memory_ffn import (
 )
 
 ATTENTION_KINDS = ("encoder", "decoder", "cross")
+ATTENTION_KERNELS = ("fused", "reference")
 DEFAULT_DOC_KEY_CHUNK_SIZE = 512
 
 
@@ -76,6 +78,7 @@ class AttentionSettings:
     learn_gamma: bool = False
     relu_scaling: str = "factor"
     key_chunk_size: int = 0
+    attention_kernel: str = "fused"
     ffn_activation: str = "relu"
 
     @classmethod
@@ -95,6 +98,7 @@ class AttentionSettings:
             learn_gamma=bool(get("relu_learn_gamma", False)),
             relu_scaling=get("relu_attention_scaling", "factor"),
             key_chunk_size=int(get("attention_key_chunk_size", 0)),
+            attention_kernel=get("attention_kernel", "fused"),
             ffn_activation=get("ffn_activation", "relu"),
         )
         settings.check()
@@ -109,6 +113,9 @@ class AttentionSettings:
         uses_relu = "relu" in (self.activation(kind) for kind in ATTENTION_KINDS)
         check_relu_scaling(self.relu_scaling, self.learn_gamma and uses_relu)
         check_key_chunk_size(self.key_chunk_size)
+        if self.attention_kernel not in ATTENTION_KERNELS:
+            raise OptionError("--attention-kernel", "--attention-kernel must be one of "
+                              f"{', '.join(ATTENTION_KERNELS)}, got {self.attention_kernel!r}")
         check_ffn_activation(self.ffn_activation)
 
     def activation(self, kind: str) -> str:
@@ -123,7 +130,8 @@ class AttentionSettings:
         return ActivationMultiheadAttention(
             embed_dim, num_heads, activation=self.activation(kind),
             relu_gamma=self.relu_gamma, learn_gamma=self.learn_gamma,
-            relu_scaling=self.relu_scaling, key_chunk_size=self.key_chunk_size, **kwargs,
+            relu_scaling=self.relu_scaling, key_chunk_size=self.key_chunk_size,
+            fused_kernel=self.attention_kernel == "fused", **kwargs,
         )
 
 
@@ -262,7 +270,13 @@ def add_relu_former_args(parser) -> None:
                         "= unscaled, with a LayerNorm on the attention output (ablations)")
     parser.add_argument("--attention-key-chunk-size", type=_chunk_size, metavar="INT",
                         help="compute relu/rela attention over blocks of this many keys, "
-                        "memory n x block instead of n x n (0 = dense, the default)")
+                        "memory n x block instead of n x n (0 = dense, the default); "
+                        "used by --attention-kernel reference")
+    parser.add_argument("--attention-kernel", type=_choice_type(ATTENTION_KERNELS,
+                        "--attention-kernel"), metavar="{" + ",".join(ATTENTION_KERNELS) + "}",
+                        help="relu/rela attention: fused = tiled kernel that never holds the "
+                        "n x n matrix, FlexAttention on CUDA (default); reference = the dense "
+                        "path, or the key-chunked one with --attention-key-chunk-size")
     parser.add_argument("--ffn-activation", type=_choice_type(FFN_ACTIVATIONS,
                         "--ffn-activation"), metavar="{" + ",".join(FFN_ACTIVATIONS) + "}",
                         help="FFN as key-value memory: relu = stock FFN (--activation-fn), "
@@ -311,6 +325,7 @@ def _relu_former_defaults(args) -> None:
     _default(args, "relu_learn_gamma", False)
     _default(args, "relu_attention_scaling", "factor")
     _default(args, "attention_key_chunk_size", 0)
+    _default(args, "attention_kernel", "fused")
     _default(args, "ffn_activation", "relu")
 
 

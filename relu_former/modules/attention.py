@@ -4,7 +4,8 @@
 same constructor arguments and forward signature, same projections, parameter names and
 incremental-decoding buffers (so ``reorder_incremental_state`` and beam search work as for the
 stock module), plus the keyword arguments ``activation``, ``relu_gamma``, ``learn_gamma``,
-``relu_scaling`` and ``key_chunk_size``. The weights themselves come from ``relu_former.kernels``.
+``key_chunk_size``, ``relu_scaling`` and ``fused_kernel``. The weights themselves come from
+``relu_former.kernels``.
 
 It never takes the stock module's fused ``F.multi_head_attention_forward`` path (that path is
 softmax only): ``forward`` is written here in full and does not call the parent's ``forward``.
@@ -28,6 +29,17 @@ from one batch to another.
 reduction; ``none`` leaves them unscaled; ``layernorm`` leaves them unscaled and puts a
 LayerNorm over the model width on the attention output (the heads concatenated, before the
 output projection).
+
+relu and rela attention use the fused kernel (``relu_former.kernels.fused_relu_attention``;
+FlexAttention on CUDA) unless ``fused_kernel=False``, which selects the dense reference path, or
+the key-chunked one with ``key_chunk_size``.
+
+In training, weights are returned only when ``module.training_weights`` is True: fairseq's
+decoder asks its alignment layer for weights at every step (``need_weights`` and
+``need_head_weights``) and averages them into ``extra["attn"]``, which no training loss of
+this plugin reads, and materialising them would make that layer the one attention of the model
+whose memory grows with Tq x Tk. Set ``training_weights`` for a loss on the weights (e.g. an
+alignment loss); in evaluation (analysis, generation) weights are returned as asked.
 
 With ``need_weights`` the returned weights are the ones applied to the values: for relu
 s_ij / (gamma sqrt(n_i/2)) (s_ij without the factor), for softmax/sparsemax/entmax15 the
@@ -113,7 +125,9 @@ class ActivationMultiheadAttention(MultiheadAttention):
     ``relu_gamma`` the temperature gamma of relu attention (> 0); ``learn_gamma`` learn one
     gamma per head (stored as its log, initialised at ``relu_gamma``); ``relu_scaling`` one
     of ``RELU_SCALINGS`` (relu only); ``key_chunk_size`` compute relu/rela attention over
-    blocks of that many keys (0 = dense; other activations always run dense).
+    blocks of that many keys (0 = dense; other activations always run dense); ``fused_kernel``
+    relu/rela through the fused kernel (default; False selects the dense or key-chunked
+    reference path).
     """
 
     def __init__(self, embed_dim, num_heads, kdim=None, vdim=None, dropout=0.0, bias=True,
@@ -122,7 +136,8 @@ class ActivationMultiheadAttention(MultiheadAttention):
                  qn_block_size=8, xformers_att_config: str | None = None,
                  xformers_blocksparse_layout=None, xformers_blocksparse_blocksize=16, *,
                  activation: str = "relu", relu_gamma: float = 1.0, learn_gamma: bool = False,
-                 relu_scaling: str = "factor", key_chunk_size: int = 0):
+                 relu_scaling: str = "factor", key_chunk_size: int = 0,
+                 fused_kernel: bool = True):
         check_activation(activation)
         check_relu_gamma(relu_gamma)
         check_relu_scaling(relu_scaling, learn_gamma and activation == "relu")
@@ -143,6 +158,8 @@ class ActivationMultiheadAttention(MultiheadAttention):
         self.learn_gamma = bool(learn_gamma) and activation == "relu"
         self.relu_scaling = relu_scaling if activation == "relu" else "factor"
         self.key_chunk_size = int(key_chunk_size)
+        self.fused_kernel = bool(fused_kernel)
+        self.training_weights = False
         if self.key_chunk_size and activation not in CHUNKABLE:
             logger.warning("key chunking applies to relu and rela attention; %s attention "
                            "is computed dense", activation)
@@ -185,7 +202,7 @@ class ActivationMultiheadAttention(MultiheadAttention):
     def extra_repr(self) -> str:
         return (f"activation={self.activation}, relu_gamma={self.relu_gamma}, "
                 f"learn_gamma={self.learn_gamma}, relu_scaling={self.relu_scaling}, "
-                f"key_chunk_size={self.key_chunk_size}")
+                f"key_chunk_size={self.key_chunk_size}, fused_kernel={self.fused_kernel}")
 
     def _project(self, query: Tensor, key: Tensor | None, value: Tensor | None):
         q = self.q_proj(query)
@@ -214,6 +231,9 @@ class ActivationMultiheadAttention(MultiheadAttention):
         need_head_weights: bool = False,
     ) -> Tuple[Tensor, Tensor | None]:
         """Input (T, B, E); returns (output (T, B, E), weights or None) as fairseq's module."""
+        if self.training and not self.training_weights:
+            # see the module docstring: weights in training only on request
+            need_weights = need_head_weights = False
         need_weights = need_weights or need_head_weights
         tgt_len, bsz, embed_dim = query.size()
         assert embed_dim == self.embed_dim, f"query dim {embed_dim} != {self.embed_dim}"
@@ -303,6 +323,7 @@ class ActivationMultiheadAttention(MultiheadAttention):
             need_weights=need_weights, need_statistics=record,
             query_padding_mask=query_padding_mask if beam == 1 else None,
             variance_reduction=self.relu_scaling == "factor", rela_gain=self.rela_gain,
+            fused=self.fused_kernel,
         )
         self._statistics = result.statistics if record else None
         out, weights = result.out, result.weights

@@ -6,7 +6,11 @@ a CPU) by fairseq's own option parser, task, criterion and ``Trainer``; each tim
 models see the same synthetic batch and are timed in interleaved rounds (median), once with
 sentence-length pairs and once with document-length pairs; words/s counts target tokens, as
 fairseq's ``wps``. relu_former trains with its regularised criterion (the regularisers are
-part of its training cost); the transformer with label_smoothed_cross_entropy.
+part of its training cost); the transformer with label_smoothed_cross_entropy. relu_former
+uses the fused ReLU attention kernel (the default); relu_former_reference the dense reference
+path (``--attention-kernel reference``), which shows what the kernel gains; relu_former_softmax
+the plugin's attention code with softmax, which shows the cost of the plugin's layers apart
+from the ReLU activation (what limits relu_former where the target is missed).
 
     python -m scripts.benchmarks.bench_relu_former_training --quick --out bench/out   # seconds
     python -m scripts.benchmarks.bench_relu_former_training --out bench/out
@@ -39,6 +43,8 @@ MODELS = (
     ("transformer", "transformer_iwslt_de_en",
      ["--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1"]),
     ("relu_former", "relu_former_iwslt_de_en", REGULARIZED),
+    ("relu_former_reference", "relu_former_iwslt_de_en",
+     REGULARIZED + ["--attention-kernel", "reference"]),
     ("relu_former_softmax", "relu_former_iwslt_de_en",
      REGULARIZED + ["--attention-activation", "softmax"]),
 )
@@ -184,7 +190,7 @@ def report(args: argparse.Namespace, results: dict[str, dict[str, float]]) -> st
         f"{args.batch_tokens} target tokens per batch, median of {args.rounds} interleaved "
         f"rounds after 1 warm-up; steps are fairseq Trainer.train_step"
     )
-    targets = {"sentence": (0.9, ">= 0.9"), "document": (None, "-")}
+    targets = {"sentence": (0.9, ">= 0.9"), "document": (0.95, ">= 0.95")}
     ratio_rows, wps_rows = [], []
     for setting, values in results.items():
         ratio = values["relu_former"] / values["transformer"]
@@ -192,9 +198,10 @@ def report(args: argparse.Namespace, results: dict[str, dict[str, float]]) -> st
         met = "-" if bound is None else ("yes" if ratio >= bound else "NO")
         ratio_rows.append([f"relu_former / transformer, words/s ({setting})",
                            int(values["length"]), ratio, text, met])
-        ratio_rows.append([f"relu_former / relu_former_softmax, words/s ({setting})",
-                           int(values["length"]),
-                           values["relu_former"] / values["relu_former_softmax"], "-", "-"])
+        for other in ("relu_former_reference", "relu_former_softmax"):
+            ratio_rows.append([f"relu_former / {other}, words/s ({setting})",
+                               int(values["length"]), values["relu_former"] / values[other],
+                               "-", "-"])
         wps_rows.append([setting, int(values["length"])]
                         + [values[label] for label, _, _ in MODELS])
     return "\n".join([
@@ -205,8 +212,9 @@ def report(args: argparse.Namespace, results: dict[str, dict[str, float]]) -> st
         "## Target words/s\n",
         markdown_table(["setting", "tokens"] + [label for label, _, _ in MODELS], wps_rows),
         "transformer = transformer_iwslt_de_en (stock fairseq, fused attention); relu_former = "
-        "relu_former_iwslt_de_en; relu_former_softmax = the same with --attention-activation "
-        "softmax.\n",
+        "relu_former_iwslt_de_en (fused ReLU attention); relu_former_reference = the same with "
+        "--attention-kernel reference (dense); relu_former_softmax = the same with "
+        "--attention-activation softmax.\n",
     ])
 
 

@@ -1,21 +1,26 @@
-"""Run every benchmark script of the plugin and collect their results into one report.
+"""Run every benchmark script of the plugin and collect their results into one page.
 
-Each ``scripts/bench_*.py`` is run as ``python scripts/bench_X.py --out OUT [--quick]``, one
-after the other, with its output kept in ``OUT/bench_X.log``. By convention each writes
-``OUT/bench_X.md`` (its tables) and ``OUT/bench_X*.png`` (its plots). The report,
-``bench/report.md`` by default, starts with a summary (status and time of every script) and
-then has one section per script with its tables and plots. A script that fails, times out or
-writes no table is reported as such; the others still run.
+Each ``scripts/benchmarks/bench_*.py`` is run as ``python -m scripts.benchmarks.bench_X --out
+OUT --threads N [--quick]``, one after the other, with its output kept in ``OUT/bench_X.log``.
+By convention each writes ``OUT/bench_X.md`` (its tables) and ``OUT/bench_X*.png`` (its plots)
+and sets torch's thread count from ``--threads``; ``OMP_NUM_THREADS`` and ``MKL_NUM_THREADS``
+are set to the same N. The page, ``docs/benchmarks.md`` by default, starts with how it was made
+(command, commit, date, machine, torch, threads) and a summary (status and time of every
+script), then has one section per script with its tables and plots; the plots are copied
+beside the page (``docs/benchmarks/``) so that the page and its pictures are committed
+together. A script that fails, times out or writes no table is reported as such; the others
+still run.
 
-    python scripts/bench_all.py --quick          # what `make bench BENCH_ARGS=--quick` runs
-    python scripts/bench_all.py                  # full sizes (what `make bench` runs)
-    python scripts/bench_all.py --only bench_attention bench_pyramidion --quick
+    python -m scripts.benchmarks.run_all --quick     # what `make bench BENCH_ARGS=--quick` runs
+    python -m scripts.benchmarks.run_all             # full sizes (what `make bench` runs)
+    python -m scripts.benchmarks.run_all --only bench_attention bench_pyramidion --quick
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -24,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Sequence
 
-from scripts.common.plotting import markdown_table, write_text_atomic
+from scripts.common.plotting import copy_atomic, markdown_table, write_text_atomic
 
 SCRIPTS = Path(__file__).resolve().parent
 REPO_ROOT = SCRIPTS.parents[1]
@@ -56,10 +61,11 @@ def run_script(script: Path, out: Path, quick: bool, timeout: float, threads: in
     # The project's scripts are modules of the ``scripts`` package; others run as plain files.
     inside = script.resolve().parent == SCRIPTS
     target = ["-m", f"scripts.benchmarks.{script.stem}"] if inside else [str(script)]
-    command = [sys.executable, *target, "--out", str(out)]
+    command = [sys.executable, *target, "--out", str(out), "--threads", str(threads)]
     command += ["--quick"] if quick else []
-    env = dict(os.environ)
-    env.setdefault("OMP_NUM_THREADS", str(threads))
+    # --threads sets torch's intra-op pool in each script; the variables cover the libraries
+    # below it (OpenMP, MKL), which read them at start-up.
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     started = time.time()
     try:
         proc = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True,
@@ -102,29 +108,88 @@ def demote_headings(markdown: str) -> str:
     return re.sub(r"^(#{1,4}) ", r"##\1 ", markdown, flags=re.M)
 
 
-def render_report(outcomes: Sequence[Outcome], out: Path, report: Path, quick: bool) -> str:
-    prefix = os.path.relpath(out, report.parent).replace(os.sep, "/")
+def git_commit(folder: Path = REPO_ROOT) -> str:
+    """The checked-out commit (short hash), marked when the working tree has changes."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=folder,
+                                capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=folder, capture_output=True, text=True,
+                               check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+    return f"{commit} (with uncommitted changes)" if dirty else commit
+
+
+def machine() -> str:
+    """CPU model, core count and operating system, e.g. for comparing two pages."""
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as handle:
+            names = [line.split(":", 1)[1].strip() for line in handle
+                     if line.startswith("model name")]
+        model = names[0] if names else model
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} CPU cores, {platform.system()} {platform.release()}"
+
+
+def torch_version() -> str:
+    try:
+        import torch
+    except ImportError:
+        return "not installed"
+    return torch.__version__
+
+
+def render_report(outcomes: Sequence[Outcome], out: Path, report: Path, quick: bool,
+                  threads: int) -> str:
+    """The page: how it was made, a summary, then each script's tables and plots.
+
+    Plots are copied into the folder named after the page (``docs/benchmarks/`` for
+    ``docs/benchmarks.md``) and linked from there; other links (logs) point into ``out``.
+    """
+    assets = report.parent / report.stem
+    assets_prefix = report.stem
+    out_prefix = os.path.relpath(out, report.parent).replace(os.sep, "/")
     rows = [[o.name, o.status, f"{o.seconds:.0f}", len(o.plots)] for o in outcomes]
+    quick_flag = " --quick" if quick else ""
     parts = [
         "# relu-former benchmarks\n",
-        f"`python scripts/bench_all.py{' --quick' if quick else ''}`; every script ran with "
-        f"`--out {prefix}{' --quick' if quick else ''}`. Machine: {os.cpu_count()} CPU "
-        f"cores, load average {', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end.\n",
+        "Written by `make bench` (`python -m scripts.benchmarks.run_all`); do not edit by "
+        "hand, run it again.\n",
+        markdown_table(["setting", "value"], [
+            ["command", f"`python -m scripts.benchmarks.run_all{quick_flag} --threads "
+                        f"{threads}`"],
+            ["commit", git_commit()],
+            ["date", time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())],
+            ["machine", machine()],
+            ["load average at the end", ", ".join(f"{x:.1f}" for x in os.getloadavg())],
+            ["python, torch", f"{platform.python_version()}, {torch_version()}"],
+            ["threads", f"{threads} (each script's --threads, OMP_NUM_THREADS, "
+                        "MKL_NUM_THREADS)"],
+            ["sizes", "--quick (small)" if quick else "full"],
+        ]),
         markdown_table(["script", "status", "seconds", "plots"], rows),
     ]
+    # The page is rewritten whole, so plots of an earlier run that it no longer shows go.
+    for stale in assets.glob("bench_*.png") if assets.is_dir() else ():
+        stale.unlink()
     for o in outcomes:
         parts.append(f"## {o.name}\n")
         if o.status != "ok":
-            parts.append(f"**{o.status}**; log: [{o.name}.log]({prefix}/{o.name}.log)\n")
+            parts.append(f"**{o.status}**; log: [{o.name}.log]({out_prefix}/{o.name}.log)\n")
             if o.tail:
                 parts.append("```\n" + o.tail + "\n```\n")
+        for plot in o.plots:
+            copy_atomic(plot, assets / plot.name)
         text = ""
         if o.table is not None:
-            text = relink(demote_headings(o.table.read_text()), prefix)
+            text = relink(demote_headings(o.table.read_text()), assets_prefix)
             parts.append(text.rstrip() + "\n")
         for plot in o.plots:
-            if f"{prefix}/{plot.name}" not in text:
-                parts.append(f"![{plot.stem}]({prefix}/{plot.name})\n")
+            if f"{assets_prefix}/{plot.name}" not in text:
+                parts.append(f"![{plot.stem}]({assets_prefix}/{plot.name})\n")
     return "\n".join(parts)
 
 
@@ -135,22 +200,22 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true",
                         help="pass --quick to every script (small sizes, about a minute each)")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench" / "out",
-                        help="folder the scripts write to (default: bench/out)")
-    parser.add_argument("--report", type=Path, default=None,
-                        help="the collected report (default: report.md beside --out's folder, "
-                             "i.e. bench/report.md)")
+                        help="folder the scripts write their tables, plots and logs to "
+                             "(default: bench/out, not committed)")
+    parser.add_argument("--report", type=Path, default=REPO_ROOT / "docs" / "benchmarks.md",
+                        help="the page collecting them (default: docs/benchmarks.md; its "
+                             "plots go to docs/benchmarks/)")
     parser.add_argument("--scripts-dir", type=Path, default=SCRIPTS,
-                        help="where the bench_*.py scripts are (default: scripts/)")
+                        help="where the bench_*.py scripts are (default: scripts/benchmarks/)")
     parser.add_argument("--only", nargs="+", default=None, metavar="NAME",
                         help="run only these scripts (names without .py)")
     parser.add_argument("--timeout", type=float, default=3600.0,
                         help="seconds one script may run before it is stopped (default 3600)")
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
-                        help="OMP_NUM_THREADS for the scripts unless already set (default: all "
-                             "cores)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads of every script: passed as its --threads and as "
+                             "OMP_NUM_THREADS/MKL_NUM_THREADS (default 1, the scripts' own "
+                             "default, steadiest on a shared machine)")
     args = parser.parse_args(argv)
-    if args.report is None:
-        args.report = args.out.parent / "report.md"
     if args.timeout <= 0 or args.threads < 1:
         parser.error("--timeout must be positive and --threads at least 1")
     return args
@@ -177,7 +242,8 @@ def main(argv=None) -> int:
         print(f"[{index}/{len(scripts)}] {script.name}: {outcome.status} "
               f"({outcome.seconds:.0f} s)", flush=True)
         outcomes.append(outcome)
-    write_text_atomic(args.report, render_report(outcomes, args.out, args.report, args.quick))
+    page = render_report(outcomes, args.out, args.report, args.quick, args.threads)
+    write_text_atomic(args.report, page)
     failed = [o.name for o in outcomes if o.status != "ok"]
     print(f"wrote {args.report}: {len(outcomes) - len(failed)} ok"
           + (f", not ok: {', '.join(failed)}" if failed else ""))

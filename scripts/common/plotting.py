@@ -11,28 +11,47 @@ Usage from another script in ``scripts/``::
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
+import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[str]:
+    """A temporary name beside ``path`` to write to; renamed to ``path`` if the block ends
+    normally, deleted if it raises."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=suffix, dir=path.parent)
+    os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would make the result private
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     """Write ``text`` to ``path`` through a temporary file and a rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    with atomic_path(path) as tmp, open(tmp, "w") as handle:
+        handle.write(text)
+    return Path(path)
+
+
+def copy_atomic(source: str | os.PathLike, path: str | os.PathLike) -> Path:
+    """Copy ``source`` to ``path`` through a temporary file and a rename."""
+    with atomic_path(path) as tmp:
+        shutil.copyfile(source, tmp)
+    return Path(path)
 
 
 def format_number(value: Any, digits: int = 3) -> str:
@@ -71,18 +90,12 @@ def _pyplot():
 
 def save_figure(fig, path: str | os.PathLike, dpi: int = 120) -> Path:
     """Save a matplotlib figure as PNG through a temporary name, then close it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".png", dir=path.parent)
-    os.close(fd)
     try:
-        fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format="png")
-        os.replace(tmp, path)
+        with atomic_path(path, suffix=".png") as tmp:
+            fig.savefig(tmp, dpi=dpi, bbox_inches="tight", format="png")
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
         _pyplot().close(fig)
-    return path
+    return Path(path)
 
 
 def line_plot(

@@ -165,14 +165,18 @@ def message_lines(message: Message) -> List[Tuple[str, str]]:
             for s, t in zip(src_lines, tgt_lines)]
 
 
+def has_words(text: str) -> bool:
+    """Whether a message has something to translate: two letters outside format directives."""
+    return len(_LETTER.findall(_FORMAT.sub("", text))) >= 2
+
+
 def keep_pair(source: str, target: str, max_tokens: int, max_ratio: float) -> bool:
     """Whether a pair is a usable sentence pair: words on both sides, sane lengths, translated."""
     if not source or not target or source == target:
         return False
-    for side in (source, target):
-        # A message that is only a format string ("%s: %s") has nothing to translate.
-        if len(_LETTER.findall(_FORMAT.sub("", side))) < 2:
-            return False
+    # A message that is only a format string ("%s: %s") has nothing to translate.
+    if not (has_words(source) and has_words(target)):
+        return False
     n_src, n_tgt = len(source.split()), len(target.split())
     if max(n_src, n_tgt) > max_tokens:
         return False

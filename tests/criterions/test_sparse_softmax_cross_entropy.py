@@ -1,5 +1,6 @@
 """The ``sparse_softmax_cross_entropy`` criterion: in process against fairseq's criterion, and
-end to end with ``fairseq-train`` (ReLUFormer + regularisers, and the flag checks)."""
+end to end with ``fairseq-train`` (ReLUFormer + regularisers, fine-tuning a cross-entropy
+checkpoint then decoding with top-k, and the flag checks)."""
 
 import re
 
@@ -14,6 +15,7 @@ from relu_former.criterions.sparse_softmax_cross_entropy import (
     SparseSoftmaxCrossEntropyConfig,
     SparseSoftmaxCrossEntropyCriterion,
 )
+from relu_former.errors import OptionError
 from relu_former.kernels.sparse_softmax import sparse_softmax_cross_entropy
 from relu_former.modules.attention import ActivationMultiheadAttention
 from scripts.common.criterion_harness import DictionaryTask, LogitsModel
@@ -59,10 +61,11 @@ def batch(vocab=20, seed=0):
     return logits, target
 
 
+@pytest.mark.parametrize("rule", ["top_k", "vocabulary"])
 @pytest.mark.parametrize("eps", [0.0, 0.1])
-def test_equals_label_smoothed_cross_entropy_when_k_is_the_vocabulary(eps):
+def test_equals_label_smoothed_cross_entropy_when_k_is_the_vocabulary(eps, rule):
     logits, target = batch()
-    ours = make_criterion(sparse_k=20, label_smoothing=eps)
+    ours = make_criterion(sparse_k=20, label_smoothing=eps, sparse_label_smoothing=rule)
     theirs = LabelSmoothedCrossEntropyCriterion(DictionaryTask(20), sentence_avg=False,
                                                 label_smoothing=eps)
     model_a, model_b = LogitsModel(logits), LogitsModel(logits)
@@ -74,6 +77,19 @@ def test_equals_label_smoothed_cross_entropy_when_k_is_the_vocabulary(eps):
     loss_a.backward()
     loss_b.backward()
     torch.testing.assert_close(model_a.logits.grad, model_b.logits.grad, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("rule", ["top_k", "vocabulary"])
+def test_smoothing_rule_reaches_the_kernel(rule):
+    logits, target = batch(seed=3)
+    criterion = make_criterion(sparse_k=4, label_smoothing=0.2, sparse_label_smoothing=rule)
+    loss, _, _ = criterion(LogitsModel(logits), make_sample(target))
+    want = sparse_softmax_cross_entropy(logits, target, 4, 0.2, ignore_index=1, smoothing=rule)
+    torch.testing.assert_close(loss, want.loss.sum(), rtol=0, atol=0)
+    other = "vocabulary" if rule == "top_k" else "top_k"
+    different = sparse_softmax_cross_entropy(logits, target, 4, 0.2, ignore_index=1,
+                                             smoothing=other)
+    assert abs(float(loss - different.loss.sum())) > 1e-3
 
 
 def test_sparse_loss_full_nll_and_outside_share_are_logged():
@@ -137,13 +153,16 @@ def test_attention_regularisers_are_added_with_their_weights():
     (21, r"--sparse-k 21 is larger than the target vocabulary \(20\)"),
 ])
 def test_bad_sparse_k_names_the_flag(k, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(OptionError, match=message) as error:
         make_criterion(vocab=20, sparse_k=k)
+    assert error.value.flag == "--sparse-k"
 
 
-def test_bad_label_smoothing_names_the_flag():
-    with pytest.raises(ValueError, match="--label-smoothing must be in"):
-        make_criterion(sparse_k=3, label_smoothing=1.5)
+@pytest.mark.parametrize("eps", [1.0, 1.5, -0.1])
+def test_bad_label_smoothing_names_the_flag(eps):
+    with pytest.raises(OptionError, match=r"--label-smoothing must be in \[0, 1\)") as error:
+        make_criterion(sparse_k=3, label_smoothing=eps)
+    assert error.value.flag == "--label-smoothing"
 
 
 @pytest.mark.slow
@@ -163,13 +182,58 @@ def test_fairseq_train_relu_former_with_sparse_softmax_and_regularisers(fairseq_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("k,message", [
-    ("-3", "--sparse-k must be an integer >= 1"),  # argparse takes "-3" as a value
-    ("100000", "--sparse-k 100000 is larger than the target vocabulary"),
+@pytest.mark.parametrize("flags,message", [
+    (("--sparse-k", "-3"), "--sparse-k must be an integer >= 1"),  # argparse takes "-3"
+    (("--sparse-k", "100000"), "--sparse-k 100000 is larger than the target vocabulary"),
+    (("--label-smoothing", "1.0"), "--label-smoothing must be in [0, 1)"),
+    (("--label-smoothing", "-0.1"), "--label-smoothing must be in [0, 1)"),
 ])
-def test_fairseq_train_refuses_bad_sparse_k(fairseq_run: FairseqRun, k, message):
-    proc = fairseq_run.train("--criterion", "sparse_softmax_cross_entropy", "--sparse-k", k,
+def test_fairseq_train_refuses_bad_flags_in_one_line(fairseq_run: FairseqRun, flags, message):
+    proc = fairseq_run.train("--criterion", "sparse_softmax_cross_entropy", *flags,
                              check=False)
-    assert proc.returncode != 0
-    assert message in proc.stderr + proc.stdout
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"fairseq-train: error: {message}"), last
+    assert not (fairseq_run.work / "checkpoints" / "checkpoint_last.pt").exists()
+
+
+def checkpoint_state(path) -> dict:
+    from fairseq import checkpoint_utils
+
+    import relu_former.plugin  # noqa: F401  (the checkpoint allowlist for a safe load)
+
+    return checkpoint_utils.load_checkpoint_to_cpu(str(path))
+
+
+def first_train_loss(proc) -> float:
+    """The loss fairseq logs at update 1 (the batch before any step of this run)."""
+    lines = re.findall(r"\| train_inner \| .*", proc.stdout + proc.stderr)
+    first = next(line for line in lines if re.search(r"\bnum_updates=1,", line))
+    return float(re.search(r"\bloss=([\d.]+)", first).group(1))
+
+
+@pytest.mark.slow
+def test_finetune_cross_entropy_checkpoint_with_sparse_softmax_then_top_k_decoding(
+        fairseq_run: FairseqRun):
+    run = fairseq_run
+    run.train("--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+              "--max-update", "12", "--validate-interval-updates", "12",
+              "--save-interval-updates", "12", save_dir="pretrained")
+    pretrained = run.work / "pretrained" / "checkpoint_last.pt"
+    sparse = ("--criterion", "sparse_softmax_cross_entropy", "--sparse-k", "5",
+              "--label-smoothing", "0.1")
+    finetuned = run.train(*sparse, "--finetune-from-model", str(pretrained),
+                          save_dir="finetuned")
+    log = finetuned.stdout + finetuned.stderr
+    assert f"loading pretrained model from {pretrained}" in log
+    scratch = run.train(*sparse, save_dir="scratch")
+    # same seed, same first batch: the continued model starts from the trained weights
+    assert first_train_loss(finetuned) < first_train_loss(scratch) - 0.5
+    state = checkpoint_state(run.work / "finetuned" / "checkpoint_last.pt")
+    assert state["optimizer_history"][-1]["criterion_name"] == (
+        "SparseSoftmaxCrossEntropyCriterion")
+    assert state["optimizer_history"][-1]["num_updates"] == 6  # counted from 0 again
+    run.generate("--task", "translation_sparse_decoding", "--sparse-softmax-k", "5",
+                 "--beam", "5", save_dir="finetuned")
 

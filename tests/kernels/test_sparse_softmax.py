@@ -1,4 +1,5 @@
-"""Sparse-softmax kernel against a float64 reference written from the formulas of DESIGN §3."""
+"""Sparse-softmax kernel against a float64 reference written from its formulas (the module
+docstring of relu_former.kernels.sparse_softmax)."""
 
 import math
 
@@ -24,9 +25,11 @@ def reference_support(row, k):
     return order[:k]
 
 
-def reference_loss(z, target, k, eps=0.0, ignore_index=None):
+def reference_loss(z, target, k, eps=0.0, ignore_index=None, smoothing="top_k"):
     """Per-row loss from the formula, with torch ops so autograd gives reference gradients:
-    L = (1-eps) (lse_Omega - z_t) + eps * mean_{j in Omega - {t}} (lse_Omega - z_j)."""
+    L = (1-eps) (lse_Omega - z_t) + w * sum_{j in Omega - {t}} (lse_Omega - z_j), with
+    w = eps / |Omega - {t}| ("top_k") or eps / (V - 1) ("vocabulary")."""
+    vocab = z.size(-1)
     losses = []
     for row, t in zip(z, target.tolist()):
         if t == ignore_index:
@@ -37,7 +40,8 @@ def reference_loss(z, target, k, eps=0.0, ignore_index=None):
         loss = (1 - eps) * (lse - row[t])
         others = [j for j in omega if j != t]
         if eps > 0 and others:
-            loss = loss + eps * torch.stack([lse - row[j] for j in others]).mean()
+            w = eps / len(others) if smoothing == "top_k" else eps / (vocab - 1)
+            loss = loss + w * torch.stack([lse - row[j] for j in others]).sum()
         losses.append(loss)
     return torch.stack(losses)
 
@@ -49,15 +53,16 @@ def separated_logits(rows, vocab, seed=0):
     return ranks.double() * 0.3 - 1.0
 
 
+@pytest.mark.parametrize("smoothing", ["top_k", "vocabulary"])
 @pytest.mark.parametrize("eps", [0.0, 0.1])
-def test_k_at_least_vocab_is_cross_entropy(eps):
+def test_k_at_least_vocab_is_cross_entropy(eps, smoothing):
     torch.manual_seed(0)
     z = torch.randn(7, 11, dtype=torch.float64)
     t = torch.tensor([0, 3, PAD, 10, 5, 5, 2])
     lprobs = F.log_softmax(z, dim=-1)
     want, _ = label_smoothed_nll_loss(lprobs, t, eps, ignore_index=PAD, reduce=False)
     for k in (11, 12, 1000):
-        got = sparse_softmax_cross_entropy(z, t, k, eps, ignore_index=PAD)
+        got = sparse_softmax_cross_entropy(z, t, k, eps, ignore_index=PAD, smoothing=smoothing)
         torch.testing.assert_close(got.loss, want.squeeze(-1), rtol=0, atol=1e-12)
         torch.testing.assert_close(
             got.nll_loss, F.cross_entropy(z, t, ignore_index=PAD, reduction="none"),
@@ -76,17 +81,18 @@ def test_k_one_is_max_minus_target_logit():
     assert got[0] == 0
 
 
+@pytest.mark.parametrize("smoothing", ["top_k", "vocabulary"])
 @pytest.mark.parametrize("k", [1, 2, 4, 7])
 @pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
-def test_loss_and_gradient_match_reference(k, eps):
+def test_loss_and_gradient_match_reference(k, eps, smoothing):
     z = separated_logits(8, 9, seed=k)
     # targets chosen so that some rows have t inside Omega_k and some outside
     t = torch.tensor([int(z[i].argsort(descending=True)[(i * 4) % 9]) for i in range(8)])
     t[5] = PAD
     z_ref = z.clone().requires_grad_()
-    want = reference_loss(z_ref, t, k, eps, ignore_index=PAD)
+    want = reference_loss(z_ref, t, k, eps, ignore_index=PAD, smoothing=smoothing)
     z_got = z.clone().requires_grad_()
-    got = sparse_softmax_cross_entropy(z_got, t, k, eps, ignore_index=PAD)
+    got = sparse_softmax_cross_entropy(z_got, t, k, eps, ignore_index=PAD, smoothing=smoothing)
     torch.testing.assert_close(got.loss, want, rtol=0, atol=1e-12)
     weights = torch.linspace(0.5, 2.0, 8, dtype=torch.float64)  # a non-uniform upstream grad
     (want * weights).sum().backward()
@@ -98,19 +104,48 @@ def test_loss_and_gradient_match_reference(k, eps):
         assert any(inside) and not all(inside[:5] + inside[6:])  # both cases really occur
 
 
+@pytest.mark.parametrize("smoothing", ["top_k", "vocabulary"])
 @pytest.mark.parametrize("k", [1, 3, 6])
 @pytest.mark.parametrize("eps", [0.0, 0.2])
-def test_gradcheck_target_inside_and_outside(k, eps):
+def test_gradcheck_target_inside_and_outside(k, eps, smoothing):
     z = separated_logits(6, 8, seed=10 + k).requires_grad_()
     order = z.detach().argsort(dim=-1, descending=True)
     t = torch.stack([order[0, 0], order[1, k - 1], order[2, k], order[3, 7], order[4, 1],
                      torch.tensor(PAD)])
-    result = sparse_softmax_cross_entropy(z, t, k, eps, ignore_index=PAD)
+    result = sparse_softmax_cross_entropy(z, t, k, eps, ignore_index=PAD, smoothing=smoothing)
     assert result.target_in_top_k[0] and result.target_in_top_k[1]
     assert not result.target_in_top_k[2] and not result.target_in_top_k[3]
     assert torch.autograd.gradcheck(
-        lambda x: sparse_softmax_cross_entropy(x, t, k, eps, ignore_index=PAD).loss, (z,)
+        lambda x: sparse_softmax_cross_entropy(
+            x, t, k, eps, ignore_index=PAD, smoothing=smoothing).loss, (z,)
     )
+
+
+@pytest.mark.parametrize("k", [1, 3, 8, 20])
+def test_vocabulary_smoothing_is_fairseqs_target_with_the_infinite_terms_left_out(k):
+    # fairseq's smoothed target (1 - eps on t, eps / (V - 1) on every other class) against the
+    # sparse log-probabilities, keeping only the classes where they are finite
+    eps, vocab = 0.1, 20
+    z = separated_logits(10, vocab, seed=40 + k)
+    t = torch.tensor([int(z[i].argsort(descending=True)[(3 * i) % vocab]) for i in range(10)])
+    lp = sparse_log_softmax(z, k)
+    want = []
+    for row, target in zip(lp, t.tolist()):
+        others = [j for j in range(vocab) if j != target and torch.isfinite(row[j])]
+        want.append(-(1 - eps) * row[target] - sum(eps / (vocab - 1) * row[j] for j in others))
+    got = sparse_softmax_cross_entropy(z, t, k, eps, smoothing="vocabulary").loss
+    # a target outside the top k has lp = -inf; the loss uses its finite form lse - z_t there
+    inside = torch.isfinite(lp.gather(1, t[:, None]).squeeze(1))
+    torch.testing.assert_close(got[inside], torch.stack(want)[inside], rtol=0, atol=1e-12)
+    assert inside.any()
+    # the top_k rule spreads all of eps: the two agree exactly where |C| = V - 1 (or k = 1:
+    # then lse over Omega_1 is the maximum, and every smoothing term is 0) and differ elsewhere
+    top = sparse_softmax_cross_entropy(z, t, k, eps, smoothing="top_k").loss
+    n_other = k - inside.long()
+    same = (n_other == vocab - 1) | (n_other == 0) | (k == 1)
+    torch.testing.assert_close(top[same], got[same], rtol=0, atol=1e-12)
+    assert ((top - got).abs()[~same] > 1e-6).all()
+    assert same.all() == (k in (1, vocab))
 
 
 def test_target_outside_top_k_gets_gradient_minus_one():
@@ -233,3 +268,5 @@ def test_bad_label_smoothing_and_shapes_are_refused():
         sparse_softmax_cross_entropy(z, t, 2, label_smoothing=1.0)
     with pytest.raises(ValueError, match="do not match"):
         sparse_softmax_cross_entropy(z, torch.zeros(3, dtype=torch.long), 2)
+    with pytest.raises(ValueError, match="smoothing must be one of top_k, vocabulary"):
+        sparse_softmax_cross_entropy(z, t, 2, 0.1, smoothing="all")

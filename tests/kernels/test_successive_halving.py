@@ -19,6 +19,8 @@ from relu_former.kernels.topk_baselines import (
 )
 from relu_former.kernels.topk_similarity import ncc_similarity
 
+from helpers import pooling_inputs, separated_scores
+
 F64 = torch.float64
 OPTIONS = [
     {},
@@ -31,20 +33,6 @@ OPTIONS = [
     {"temperature": 0.1},
     {"base": 4.0, "resort": False, "sort_back": True},
 ]
-
-
-def _inputs(batch, length, dim=3, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    values = torch.randn(batch, length, dim, generator=gen, dtype=F64)
-    scores = torch.rand(batch, length, generator=gen, dtype=F64)
-    return values, scores
-
-
-def _separated_scores(batch, length, seed=0):
-    """Distinct scores 0.05 apart, in random order."""
-    gen = torch.Generator().manual_seed(seed)
-    ranks = torch.stack([torch.randperm(length, generator=gen) for _ in range(batch)])
-    return ranks.to(F64) * 0.05
 
 
 def _assert_same(a, b, **tol):
@@ -88,23 +76,23 @@ def test_pair_weights_formulas_and_padding_never_wins():
 @pytest.mark.parametrize("pairing", ["first_last", "halves"])
 def test_well_separated_scores_give_the_hard_topk(sort_back, pairing):
     for length, k in [(1, 1), (7, 3), (16, 4), (37, 5), (64, 1), (50, 16), (9, 20)]:
-        values = _inputs(2, length)[0]
-        scores = _separated_scores(2, length, seed=length)
+        values = pooling_inputs(2, length)[0]
+        scores = separated_scores(2, length, seed=length)
         # A small temperature makes every pair weight 0 or 1 to float64 precision.
         out = successive_halving_topk(
             values, scores, k, temperature=1e-3, sort_back=sort_back, pairing=pairing
         )
         _assert_same(out, hard_topk(values, scores, k, sort_back=sort_back), rtol=1e-12, atol=0)
     # The published base of 20 gets there too when the top-k stand well apart.
-    values = _inputs(2, 64)[0]
-    ranks = _separated_scores(2, 64) / 0.05
+    values = pooling_inputs(2, 64)[0]
+    ranks = separated_scores(2, 64) / 0.05
     scores = ranks / 64 - (ranks < 56).to(F64)  # top 8 in [0.87, 0.99], the rest <= -0.13
     out = successive_halving_topk(values, scores, 8, sort_back=sort_back, pairing=pairing)
     _assert_same(out, hard_topk(values, scores, 8, sort_back=sort_back), rtol=0, atol=1e-4)
 
 
 def test_score_order_and_original_order():
-    values, scores = _inputs(3, 40)
+    values, scores = pooling_inputs(3, 40)
     top = successive_halving_topk(values, scores, 8, temperature=1e-4)
     assert (top.scores[:, :-1] >= top.scores[:, 1:]).all()
     back = successive_halving_topk(values, scores, 8, temperature=1e-4, sort_back=True)
@@ -113,7 +101,7 @@ def test_score_order_and_original_order():
 
 
 def test_gradients_reach_the_scores_and_not_through_hard_topk():
-    values, scores = _inputs(2, 24)
+    values, scores = pooling_inputs(2, 24)
     values.requires_grad_(True)
     scores.requires_grad_(True)
     probe = torch.randn(2, 4, 3, dtype=F64)
@@ -127,7 +115,7 @@ def test_gradients_reach_the_scores_and_not_through_hard_topk():
 @pytest.mark.parametrize("options", [{}, {"sort_back": True, "temperature": 0.3}, {"sort": False}])
 def test_gradcheck(options):
     values = torch.randn(2, 11, 3, dtype=F64, requires_grad=True)
-    scores = (_separated_scores(2, 11) * 2).requires_grad_(True)  # ranks stable under eps
+    scores = (separated_scores(2, 11) * 2).requires_grad_(True)  # ranks stable under eps
     pad = torch.zeros(2, 11, dtype=torch.bool)
     pad[1, 8:] = True
 
@@ -140,7 +128,7 @@ def test_gradcheck(options):
 
 @pytest.mark.parametrize("options", OPTIONS)
 def test_batched_equals_per_example_reference(options):
-    values, scores = _inputs(4, 45, seed=1)
+    values, scores = pooling_inputs(4, 45, seed=1)
     pad = torch.zeros(4, 45, dtype=torch.bool)
     pad[1, 30:] = True  # right padding
     pad[2, :12] = True  # left padding
@@ -160,7 +148,7 @@ def test_batched_equals_per_example_reference(options):
 
 @pytest.mark.parametrize("options", OPTIONS)
 def test_padded_inputs_pool_like_unpadded_ones(options):
-    values, scores = _inputs(3, 21, seed=2)
+    values, scores = pooling_inputs(3, 21, seed=2)
     for extra, k in itertools.product([1, 11, 60], [1, 4, 6, 25]):
         total = 21 + extra
         gen = torch.Generator().manual_seed(extra)
@@ -186,7 +174,7 @@ def test_padded_inputs_pool_like_unpadded_ones(options):
 
 
 def test_partly_padded_examples_keep_only_real_slots():
-    values, scores = _inputs(2, 16)
+    values, scores = pooling_inputs(2, 16)
     pad = torch.zeros(2, 16, dtype=torch.bool)
     pad[0, 3:] = True  # 3 real items, 8 slots asked for
     for options in OPTIONS:
@@ -197,7 +185,7 @@ def test_partly_padded_examples_keep_only_real_slots():
 
 @pytest.mark.parametrize("length", [1, 2, 3, 5, 8, 13, 33])
 def test_any_length_and_k(length):
-    values, scores = _inputs(2, length)
+    values, scores = pooling_inputs(2, length)
     for k in [1, 2, 3, 7, length, length + 5]:
         for options in ({}, {"sort_back": True}, {"sort": False}):
             out = successive_halving_topk(values, scores, k, **options)
@@ -215,7 +203,7 @@ def test_any_length_and_k(length):
 
 
 def test_bad_input_gives_clear_errors():
-    values, scores = _inputs(1, 4)
+    values, scores = pooling_inputs(1, 4)
     with pytest.raises(ValueError, match="k .* must be an integer >= 1, got 0"):
         successive_halving_topk(values, scores, 0)
     for bad_k in (-1, 2.5, True):
@@ -238,7 +226,7 @@ def test_bad_input_gives_clear_errors():
 
 
 def test_scores_may_have_a_trailing_unit_dimension():
-    values, scores = _inputs(2, 10)
+    values, scores = pooling_inputs(2, 10)
     _assert_same(
         successive_halving_topk(values, scores.unsqueeze(-1), 3),
         successive_halving_topk(values, scores, 3),
@@ -246,7 +234,7 @@ def test_scores_may_have_a_trailing_unit_dimension():
 
 
 def test_ncc_similarity():
-    values, scores = _inputs(2, 20)
+    values, scores = pooling_inputs(2, 20)
     exact = hard_topk(values, scores, 5)
     perm = torch.randperm(5)
     # Exact top-k vectors, in any order and any positive scale, score 1.
@@ -294,7 +282,7 @@ def test_successive_halving_beats_iterative_in_ncc_similarity():
 def test_vectors_read_in_slices_give_the_same_result(monkeypatch):
     import relu_former.kernels.successive_halving as operator
 
-    values, scores = _inputs(3, 40, seed=3)
+    values, scores = pooling_inputs(3, 40, seed=3)
     pad = torch.zeros(3, 40, dtype=torch.bool)
     pad[2, 25:] = True
     values.requires_grad_(True)
@@ -309,7 +297,7 @@ def test_vectors_read_in_slices_give_the_same_result(monkeypatch):
     ]
     torch.testing.assert_close(grads[0], grads[1])
     small_values = values[:, :9].detach().requires_grad_(True)
-    small_scores = (_separated_scores(3, 9) * 2).requires_grad_(True)
+    small_scores = (separated_scores(3, 9) * 2).requires_grad_(True)
     assert torch.autograd.gradcheck(
         lambda v, s: successive_halving_topk(v, s, 2, sort_back=True).values,
         (small_values, small_scores),
@@ -317,7 +305,7 @@ def test_vectors_read_in_slices_give_the_same_result(monkeypatch):
 
 
 def test_non_contiguous_values():
-    values, scores = _inputs(2, 30, dim=4, seed=4)
+    values, scores = pooling_inputs(2, 30, dim=4, seed=4)
     strided = values.transpose(1, 2).contiguous().transpose(1, 2).requires_grad_(True)
     values.requires_grad_(True)
     assert not strided.is_contiguous()

@@ -8,20 +8,9 @@ import torch
 
 from relu_former.kernels.topk_baselines import hard_topk, iterative_soft_topk
 
+from helpers import pooling_inputs, separated_scores
+
 F64 = torch.float64
-
-
-def _inputs(batch, length, dim=3, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    values = torch.randn(batch, length, dim, generator=gen, dtype=F64)
-    scores = torch.rand(batch, length, generator=gen, dtype=F64)
-    return values, scores
-
-
-def _separated_scores(batch, length, seed=0):
-    """Distinct scores 0.05 apart, in random order."""
-    gen = torch.Generator().manual_seed(seed)
-    return torch.stack([torch.randperm(length, generator=gen) for _ in range(batch)]).to(F64) * 0.05
 
 
 def _assert_same(a, b):
@@ -32,14 +21,14 @@ def _assert_same(a, b):
 
 def test_gradcheck_iterative_soft_topk():
     values = torch.randn(2, 7, 3, dtype=F64, requires_grad=True)
-    scores = _separated_scores(2, 7).requires_grad_(True)
+    scores = separated_scores(2, 7).requires_grad_(True)
     assert torch.autograd.gradcheck(
         lambda v, s: iterative_soft_topk(v, s, 3, alpha=4.0).values, (values, scores)
     )
 
 
 def test_hard_topk_matches_sort_and_pads_short_examples():
-    values, scores = _inputs(2, 9)
+    values, scores = pooling_inputs(2, 9)
     pad = torch.zeros(2, 9, dtype=torch.bool)
     pad[1, 2:] = True
     out = hard_topk(values, scores, 4, pad)
@@ -53,7 +42,7 @@ def test_hard_topk_matches_sort_and_pads_short_examples():
 
 
 def test_iterative_soft_topk_formula_and_padding():
-    values, scores = _inputs(2, 6)
+    values, scores = pooling_inputs(2, 6)
     out = iterative_soft_topk(values, scores, 2, alpha=3.0)
     remaining = torch.ones(6, dtype=torch.bool)
     for j in range(2):
@@ -63,7 +52,7 @@ def test_iterative_soft_topk_formula_and_padding():
         torch.testing.assert_close(out.scores[0, j], w @ scores[0])
         remaining[torch.where(remaining, scores[0], -1.0).argmax()] = False
     # Large alpha on separated scores approaches the hard top-k; padding is never picked.
-    sep = _separated_scores(2, 6)
+    sep = separated_scores(2, 6)
     pad = torch.tensor([[False] * 6, [False] * 4 + [True] * 2])
     sharp = iterative_soft_topk(values, sep + 10 * pad, 5, pad, alpha=1e6)
     _assert_same(sharp, hard_topk(values, sep, 5, pad))

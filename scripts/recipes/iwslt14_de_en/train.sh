@@ -26,11 +26,6 @@ SRC_LANG=de
 RECIPE_MODELS=(transformer relu_former sparsemax entmax15 rela sparse_softmax)
 TRANSFORMER_ARCH=transformer_iwslt_de_en
 RELU_FORMER_ARCH=relu_former_iwslt_de_en
-TRAIN_ARGS=(--task translation --source-lang de --target-lang en
-            --optimizer adam --adam-betas "(0.9, 0.98)" --clip-norm 0.0 --lr 5e-4
-            --lr-scheduler inverse_sqrt --warmup-updates 4000 --warmup-init-lr 1e-07
-            --dropout 0.1 --attention-dropout 0.1 --share-all-embeddings
-            --weight-decay 0.0001 --max-tokens 4096 --update-freq 2
-            --max-update 100000 --keep-last-epochs 5)
+recipe_translation_train_args de en 5e-4 0.0001
 recipe_model_args() { recipe_seq2seq_model_args "$1"; }
 recipe_train_main "$@"

@@ -357,22 +357,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, help="output text file")
     p.set_defaults(func=_cmd_segments)
 
+    def document_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--src-lang", default="en", help="source language (folder or suffix)")
+        p.add_argument("--tgt-lang", default="de", help="target language (folder or suffix)")
+        p.add_argument("--out-dir", required=True,
+                       help="writes {train,valid,test}.{src,tgt,docid}")
+
     p = sub.add_parser("europarl", help="aligned documents of the Europarl v7 source release")
     p.add_argument("--txt-dir", required=True, help="folder holding txt/<lang>/ep-*.txt's <lang>")
-    p.add_argument("--src-lang", default="en", help="source language folder")
-    p.add_argument("--tgt-lang", default="de", help="target language folder")
     p.add_argument("--holdout-every", type=int, default=50,
                    help="of every N documents, one goes to valid and one to test")
-    p.add_argument("--out-dir", required=True, help="writes {train,valid,test}.{src,tgt,docid}")
+    document_args(p)
     p.set_defaults(func=_cmd_europarl)
 
     p = sub.add_parser("concatenated-docs",
                        help="documents of the concatenated_<pair>_{train,dev,test} split")
     p.add_argument("--dir", required=True, help="folder holding the concatenated_*.txt files")
     p.add_argument("--pair", default="en2de", help="the files' language-pair name")
-    p.add_argument("--src-lang", default="en", help="source language suffix")
-    p.add_argument("--tgt-lang", default="de", help="target language suffix")
-    p.add_argument("--out-dir", required=True, help="writes {train,valid,test}.{src,tgt,docid}")
+    document_args(p)
     p.set_defaults(func=_cmd_concatenated)
 
     p = sub.add_parser("cohan", help="article/abstract pairs of arXiv or PubMed jsonl")

@@ -333,6 +333,22 @@ recipe_train_main() {
     recipe_log "checkpoints: $SAVE_DIR (best: checkpoint_best.pt, log: $SAVE_DIR/train.log)"
 }
 
+# recipe_translation_train_args SRC TGT LR WEIGHT_DECAY [FLAGS...]: TRAIN_ARGS of the
+# ReLUFormer paper's translation setting (its appendix A.2), the same for every model: dropout
+# 0.1 on residual connections and on attention weights, shared source/target embeddings (the
+# data sets use a joined dictionary), Adam (0.9, 0.98), inverse-sqrt with 4000 warm-up
+# updates, 8192 tokens a batch on one GPU (4096 x 2), 100k updates. LR and WEIGHT_DECAY are
+# not given by the paper (each data set's script says where its values come from); FLAGS
+# (e.g. position limits) are added.
+recipe_translation_train_args() {
+    TRAIN_ARGS=(--task translation --source-lang "$1" --target-lang "$2" "${@:5}"
+                --optimizer adam --adam-betas "(0.9, 0.98)" --clip-norm 0.0 --lr "$3"
+                --lr-scheduler inverse_sqrt --warmup-updates 4000 --warmup-init-lr 1e-07
+                --dropout 0.1 --attention-dropout 0.1 --share-all-embeddings
+                --weight-decay "$4" --max-tokens 4096 --update-freq 2
+                --max-update 100000 --keep-last-epochs 5)
+}
+
 # recipe_seq2seq_model_args MODEL: the shared model presets. A data set sets TRANSFORMER_ARCH,
 # RELU_FORMER_ARCH and, for pooling encoders, the associative array POOLING_ARCH (model name ->
 # arch) before calling it. LABEL_SMOOTHING (0.1, every paper) and SPARSE_K (sparse-softmax's

@@ -18,7 +18,7 @@ from scripts.common.benchmarking import (
 )
 from scripts.common.plotting import markdown_table
 
-from helpers import run_command
+from helpers import REPO_ROOT, run_command
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -73,24 +73,42 @@ def test_markdown_table_formats_numbers_and_rejects_ragged_rows():
 def test_ratio_rows_divide_the_right_cases_and_judge_the_targets():
     # {n: {case: (seconds, peak bytes)}}
     results = {
-        1024: {"softmax": (2.0, 100.0), "relu": (1.0, 100.0), "sparsemax": (4.0, 300.0),
+        1024: {"fairseq_sdpa": (2.0, 100.0), "softmax": (2.0, 100.0), "relu": (1.0, 100.0),
+               "sparsemax": (4.0, 300.0), "relu_dense": (1.5, 200.0),
                "relu_chunked": (3.0, 10.0)},
-        4096: {"softmax": (8.0, 400.0), "relu": (10.0, 400.0), "sparsemax": (20.0, 900.0),
+        4096: {"fairseq_sdpa": (8.0, 100.0), "softmax": (8.0, 400.0), "relu": (10.0, 130.0),
+               "sparsemax": (20.0, 900.0), "relu_dense": (10.0, 400.0),
                "relu_chunked": (11.0, 80.0)},
     }
     rows = {(r[0], r[1]): r[2:] for r in bench_attention.ratio_rows(results)}
+    assert rows[("relu / fairseq_sdpa, time", 1024)] == [0.5, "<= 1", "yes"]
+    assert rows[("relu / fairseq_sdpa, time", 4096)] == [1.25, "<= 1", "NO"]
+    # the memory target holds at n = 4096 only
+    assert rows[("relu / fairseq_sdpa, peak memory", 1024)] == [1.0, "-", "-"]
+    assert rows[("relu / fairseq_sdpa, peak memory", 4096)][0] == pytest.approx(1.3)
+    assert rows[("relu / fairseq_sdpa, peak memory", 4096)][2] == "NO"
     assert rows[("relu / softmax (ours), time", 1024)] == [0.5, "<= 1", "yes"]
-    assert rows[("relu / softmax (ours), time", 4096)] == [1.25, "<= 1", "NO"]
-    assert rows[("sparsemax / relu, time", 1024)] == [4.0, ">= 3", "yes"]
     assert rows[("sparsemax / relu, time", 4096)] == [2.0, ">= 3", "NO"]
-    # the chunked-path targets hold at n = 4096 only
-    assert rows[("relu_chunked / relu, peak memory", 1024)] == [0.1, "-", "-"]
-    assert rows[("relu_chunked / relu, peak memory", 4096)][0] == pytest.approx(0.2)
-    assert rows[("relu_chunked / relu, peak memory", 4096)][2] == "yes"
-    assert rows[("relu_chunked / relu, time", 4096)][0] == pytest.approx(1.1)
-    assert rows[("relu_chunked / relu, time", 4096)][2] == "yes"
+    assert rows[("relu_chunked / relu_dense, peak memory", 1024)] == [0.05, "-", "-"]
+    assert rows[("relu_chunked / relu_dense, peak memory", 4096)][0] == pytest.approx(0.2)
+    assert rows[("relu_chunked / relu_dense, peak memory", 4096)][2] == "yes"
+    assert rows[("relu_chunked / relu_dense, time", 4096)][0] == pytest.approx(1.1)
+    assert rows[("relu_chunked / relu_dense, time", 4096)][2] == "yes"
     # cases that were not run give no row
-    assert not any(label.startswith("entmax15") for label, _ in rows)
+    assert not any(label.startswith(("entmax15", "relu_matmuls")) for label, _ in rows)
+
+
+def test_tile_matmuls_are_the_products_of_the_kernel_without_relu():
+    """relu_matmuls times exactly U = (q k^T) v and its gradients, on the kernel's tiles."""
+    q, k, v = (torch.randn(3, 700, 8, dtype=torch.float64, requires_grad=True)
+               for _ in range(3))
+    u = bench_attention.TileMatmuls.apply(q, k, v)
+    want = (q @ k.transpose(1, 2)) @ v
+    torch.testing.assert_close(u, want)
+    grad = torch.randn_like(u)
+    for a, b in zip(torch.autograd.grad(u, (q, k, v), grad),
+                    torch.autograd.grad(want, (q, k, v), grad)):
+        torch.testing.assert_close(a, b)
 
 
 def ratio_table(markdown: str) -> dict[tuple[str, int], float]:
@@ -112,13 +130,16 @@ def test_bench_attention_quick_writes_ratio_table_and_plots(tmp_path):
     lengths = [int(n) for n in bench_attention.QUICK_LENGTHS]
     for label in ("relu / softmax (ours), time", "relu_nostats / softmax (ours), time",
                   "sparsemax / relu, time", "entmax15 / relu, time",
-                  "relu_chunked / relu, peak memory", "relu_chunked / relu, time",
-                  "relu / fairseq_sdpa, time"):
+                  "relu_chunked / relu_dense, peak memory", "relu_chunked / relu_dense, time",
+                  "relu / fairseq_sdpa, time", "relu / fairseq_sdpa, peak memory",
+                  "relu_matmuls / fairseq_sdpa, time", "relu / relu_matmuls, time"):
         for n in lengths:
             value = ratios[(label, n)]
             assert math.isfinite(value) and value > 0, (label, n, value)
-    # the key-chunked path holds less memory than the dense one once n exceeds the chunk
-    assert ratios[("relu_chunked / relu, peak memory", max(lengths))] < 1
+    # the key-chunked path holds less memory than the dense one once n exceeds the chunk, and
+    # so does the fused kernel
+    assert ratios[("relu_chunked / relu_dense, peak memory", max(lengths))] < 1
+    assert ratios[("relu / relu_dense, peak memory", max(lengths))] < 1
     for name in ("bench_attention_time.png", "bench_attention_memory.png"):
         assert (tmp_path / name).read_bytes()[:8] == PNG_MAGIC
 
@@ -138,3 +159,12 @@ def test_bench_relu_former_training_quick_compares_words_per_second(tmp_path):
                      text, flags=re.M)
     assert len(wps) == 2 and all(float(v) > 0 for row in wps for v in row[1:])
     assert (tmp_path / "bench_relu_former_training.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_bench_attention_gpu_says_when_there_is_no_device(tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present: the benchmark would measure")
+    proc = run_command([sys.executable, "-m", "scripts.benchmarks.bench_attention_gpu",
+                        "--quick", "--out", tmp_path], cwd=REPO_ROOT)
+    assert "No CUDA device here" in proc.stdout
+    assert "nothing measured" in (tmp_path / "bench_attention_gpu.md").read_text()

@@ -8,17 +8,7 @@ import pytest
 
 from scripts.benchmarks import bench_pooling_operator as bench
 
-
-def _rows(markdown: str, header_start: str):
-    """Body rows (lists of cells) of the first table whose header starts with header_start."""
-    lines = markdown.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
-    rows = []
-    for line in lines[start + 2 :]:
-        if not line.startswith("|"):
-            break
-        rows.append([cell.strip() for cell in line.strip("|").split("|")])
-    return rows
+from helpers import read_markdown_table
 
 
 def _is_number(cell: str) -> bool:
@@ -35,30 +25,35 @@ def test_quick_run_writes_tables_and_plots(tmp_path, capsys):
     report = (tmp_path / "bench_pooling_operator.md").read_text()
     assert capsys.readouterr().out.strip() in report
 
-    grid = _rows(report, "| n | k |")
-    assert [(row[0], row[1]) for row in grid] == [
+    grid = read_markdown_table(report, "n", "k")
+    assert [(row["n"], row["k"]) for row in grid] == [
         ("64", "4"),
         ("64", "32"),
         ("256", "4"),
         ("256", "32"),
     ]
     for row in grid:
-        skipped_goyal = int(row[0]) * int(row[1]) > 2048
-        for cell in row:
+        skipped_goyal = int(row["n"]) * int(row["k"]) > 2048
+        for cell in row.values():
             assert _is_number(cell) or (skipped_goyal and cell in ("skipped", "-")), row
-        nccs = [float(c) for c in row[10:] if _is_number(c)]
+        nccs = [float(cell) for column, cell in row.items()
+                if column.startswith("nCCS") and _is_number(cell)]
+        assert len(nccs) == (4 if skipped_goyal else 5)
         assert all(-1.0 <= value <= 1.0 + 1e-9 for value in nccs)
-        assert float(row[10]) == pytest.approx(float(row[13]), abs=1e-6)  # batched == loop
+        # batched == loop
+        assert float(row["nCCS ours"]) == pytest.approx(float(row["nCCS loop"]), abs=1e-6)
 
-    memory = _rows(report, "| case |")
-    assert [row[0] for row in memory] == ["ours", "no_sort", "sort_once", "loop"]
-    assert all(_is_number(cell) for row in memory for cell in row[1:])
-    assert all(_is_number(cell) for row in _rows(report, "| ours ms |") for cell in row)
-    parts = {row[0]: (float(row[1]), row[2]) for row in _rows(report, "| part | ms |")}
+    memory = read_markdown_table(report, "case")
+    assert [row["case"] for row in memory] == ["ours", "no_sort", "sort_once", "loop"]
+    assert all(_is_number(cell) for row in memory for column, cell in row.items()
+               if column != "case")
+    assert all(_is_number(cell) for row in read_markdown_table(report, "ours ms")
+               for cell in row.values())
+    parts = {row["part"]: float(row["ms"]) for row in read_markdown_table(report, "part", "ms")}
     assert list(parts)[:2] == ["ours (sorted before every round)", "no_sort"]
-    difference = parts["difference (the sort share)"][0]
-    ranking = parts["of which the ranking calls (sorts of the scores)"][0]
-    rest = parts["of which reading scores and vectors in rank order, not position order"][0]
+    difference = parts["difference (the sort share)"]
+    ranking = parts["of which the ranking calls (sorts of the scores)"]
+    rest = parts["of which reading scores and vectors in rank order, not position order"]
     # cells have 3 significant digits
     assert ranking > 0 and ranking + rest == pytest.approx(difference, rel=0.02, abs=2e-3)
     for name in ("time_vs_n", "time_vs_k", "nccs_vs_n", "nccs_vs_k"):

@@ -1,5 +1,6 @@
 """bench_sparse_softmax.py and plot_loss_curves.py: ratio logic, and small real runs."""
 
+import argparse
 import json
 import math
 import re
@@ -9,23 +10,33 @@ import pytest
 
 from scripts.benchmarks import bench_sparse_softmax
 
-from helpers import run_command
+from helpers import read_markdown_table, run_command
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def test_ratio_rows_judge_the_target_case_only():
+def test_ratio_table_judges_the_target_case_only():
     results = {  # {V: {case: (seconds, peak bytes)}}
         1000: {"baseline": (1.0, 100.0), "k=20": (2.0, 40.0)},
         32000: {"baseline": (4.0, 1000.0), "k=5": (1.0, 300.0), "k=20": (1.6, 700.0)},
     }
-    rows = {(r[0], r[1]): r for r in bench_sparse_softmax.ratio_rows(results)}
-    assert rows[(1000, 20)][4] == 2.0 and rows[(1000, 20)][8] == "-"
-    assert rows[(32000, 5)][4] == 0.25 and rows[(32000, 5)][8] == "-"
+    args = argparse.Namespace(tokens=64, label_smoothing=0.1, rounds=1)
+    table = read_markdown_table(bench_sparse_softmax.report(args, results, None), "V", "k")
+    rows = {(int(row["V"]), int(row["k"])): row for row in table}
+    assert sorted(rows) == [(1000, 20), (32000, 5), (32000, 20)]
+    met = next(column for column in table[0] if column.startswith("target met"))
+    assert "V=32000, k=20" in met
+    assert float(rows[(1000, 20)]["time ratio"]) == 2.0 and rows[(1000, 20)][met] == "-"
+    assert float(rows[(1000, 20)]["memory ratio"]) == pytest.approx(0.4)
+    assert float(rows[(32000, 5)]["time ratio"]) == 0.25 and rows[(32000, 5)][met] == "-"
     # time 0.4 <= 0.5 but memory 0.7 > 0.6: the target is not met
-    assert rows[(32000, 20)][4] == pytest.approx(0.4)
-    assert rows[(32000, 20)][7] == pytest.approx(0.7)
-    assert rows[(32000, 20)][8] == "NO"
+    target = rows[(32000, 20)]
+    assert float(target["ours ms"]) == 1600 and float(target["LS-CE ms"]) == 4000
+    assert float(target["time ratio"]) == pytest.approx(0.4)
+    assert float(target["ours MiB"]) == pytest.approx(700 / 2**20, rel=1e-3)
+    assert float(target["LS-CE MiB"]) == pytest.approx(1000 / 2**20, rel=1e-3)
+    assert float(target["memory ratio"]) == pytest.approx(0.7)
+    assert target[met] == "NO"
 
 
 @pytest.mark.slow
