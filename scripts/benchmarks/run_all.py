@@ -22,6 +22,7 @@ import argparse
 import os
 import platform
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -53,7 +54,8 @@ def find_scripts(folder: Path) -> List[Path]:
     return sorted(p for p in Path(folder).glob("bench_*.py") if p.name != Path(__file__).name)
 
 
-def run_script(script: Path, out: Path, quick: bool, timeout: float, threads: int) -> Outcome:
+def run_script(script: Path, out: Path, quick: bool, timeout: float, threads: int,
+               extra: Sequence[str] = ()) -> Outcome:
     """Run one script with ``--out out`` and report what it produced."""
     outcome = Outcome(script.stem, log=out / f"{script.stem}.log")
     table = out / f"{script.stem}.md"
@@ -62,7 +64,7 @@ def run_script(script: Path, out: Path, quick: bool, timeout: float, threads: in
     inside = script.resolve().parent == SCRIPTS
     target = ["-m", f"scripts.benchmarks.{script.stem}"] if inside else [str(script)]
     command = [sys.executable, *target, "--out", str(out), "--threads", str(threads)]
-    command += ["--quick"] if quick else []
+    command += (["--quick"] if quick else []) + list(extra)
     # --threads sets torch's intra-op pool in each script; the variables cover the libraries
     # below it (OpenMP, MKL), which read them at start-up.
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
@@ -142,8 +144,14 @@ def torch_version() -> str:
     return torch.__version__
 
 
+def command_line(argv: Sequence[str] | None) -> str:
+    """How this page was made, as a user would type it."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    return " ".join(["python -m scripts.benchmarks.run_all", *map(shlex.quote, words)])
+
+
 def render_report(outcomes: Sequence[Outcome], out: Path, report: Path, quick: bool,
-                  threads: int) -> str:
+                  threads: int, command: str = "python -m scripts.benchmarks.run_all") -> str:
     """The page: how it was made, a summary, then each script's tables and plots.
 
     Plots are copied into the folder named after the page (``docs/benchmarks/`` for
@@ -153,14 +161,12 @@ def render_report(outcomes: Sequence[Outcome], out: Path, report: Path, quick: b
     assets_prefix = report.stem
     out_prefix = os.path.relpath(out, report.parent).replace(os.sep, "/")
     rows = [[o.name, o.status, f"{o.seconds:.0f}", len(o.plots)] for o in outcomes]
-    quick_flag = " --quick" if quick else ""
     parts = [
         "# relu-former benchmarks\n",
         "Written by `make bench` (`python -m scripts.benchmarks.run_all`); do not edit by "
         "hand, run it again.\n",
         markdown_table(["setting", "value"], [
-            ["command", f"`python -m scripts.benchmarks.run_all{quick_flag} --threads "
-                        f"{threads}`"],
+            ["command", f"`{command}`"],
             ["commit", git_commit()],
             ["date", time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())],
             ["machine", machine()],
@@ -211,6 +217,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="run only these scripts (names without .py)")
     parser.add_argument("--timeout", type=float, default=3600.0,
                         help="seconds one script may run before it is stopped (default 3600)")
+    parser.add_argument("--script-args", action="append", default=[], metavar="NAME=ARGS",
+                        help="more flags for one script, e.g. --script-args "
+                             "'bench_attention=--lengths 1024 2048 4096' (repeatable); they "
+                             "come last, after --quick, so they override its sizes")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads of every script: passed as its --threads and as "
                              "OMP_NUM_THREADS/MKL_NUM_THREADS (default 1, the scripts' own "
@@ -218,6 +228,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.timeout <= 0 or args.threads < 1:
         parser.error("--timeout must be positive and --threads at least 1")
+    args.extra = {}
+    for item in args.script_args:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            parser.error(f"--script-args {item!r}: expected NAME=ARGS, e.g. "
+                         "'bench_attention=--lengths 1024'")
+        args.extra.setdefault(name, []).extend(shlex.split(value))
     return args
 
 
@@ -238,11 +255,13 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     for index, script in enumerate(scripts, start=1):
         print(f"[{index}/{len(scripts)}] {script.name} ...", flush=True)
-        outcome = run_script(script, args.out, args.quick, args.timeout, args.threads)
+        outcome = run_script(script, args.out, args.quick, args.timeout, args.threads,
+                             args.extra.get(script.stem, ()))
         print(f"[{index}/{len(scripts)}] {script.name}: {outcome.status} "
               f"({outcome.seconds:.0f} s)", flush=True)
         outcomes.append(outcome)
-    page = render_report(outcomes, args.out, args.report, args.quick, args.threads)
+    page = render_report(outcomes, args.out, args.report, args.quick, args.threads,
+                         command_line(argv))
     write_text_atomic(args.report, page)
     failed = [o.name for o in outcomes if o.status != "ok"]
     print(f"wrote {args.report}: {len(outcomes) - len(failed)} ok"

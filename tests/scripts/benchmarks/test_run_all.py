@@ -21,6 +21,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--out", type=pathlib.Path, required=True)
 parser.add_argument("--quick", action="store_true")
 parser.add_argument("--threads", type=int, default=1)
+parser.add_argument("--lengths", type=int, nargs="+", default=[8])
 args = parser.parse_args()
 args.out.mkdir(parents=True, exist_ok=True)
 (args.out / "bench_good_time.png").write_bytes(b"\\x89PNG fake")
@@ -29,7 +30,7 @@ args.out.mkdir(parents=True, exist_ok=True)
 (args.out / "bench_good.md").write_text(
     "# bench_good\\n\\n| n | ratio |\\n|---|---|\\n| 8 | 2.5 |\\n\\nquick=" + str(args.quick)
     + f"\\n\\nthreads={args.threads} torch_threads={torch.get_num_threads()} "
-    + f"mkl={os.environ.get('MKL_NUM_THREADS')}"
+    + f"mkl={os.environ.get('MKL_NUM_THREADS')} lengths={args.lengths}"
     + "\\n\\n![time](bench_good_time.png) [web](https://example.org/x.png)\\n")
 '''
 FAIL = 'import sys\nprint("something broke")\nsys.exit(3)\n'
@@ -124,6 +125,23 @@ def test_only_runs_the_named_scripts_and_reports_unknown_names(tmp_path):
     assert "| bench_good | ok |" in text and "quick=False" in text
     assert "bench_fail" not in text
     assert "![time](r/bench_good_time.png)" in text
+
+
+def test_script_args_reach_that_script_only_and_the_page_quotes_them(tmp_path):
+    scripts = write_scripts(tmp_path / "scripts")
+    out, page = tmp_path / "o", tmp_path / "r.md"
+    run_all.main(["--scripts-dir", str(scripts), "--out", str(out), "--report", str(page),
+                  "--only", "bench_good", "--quick",
+                  "--script-args", "bench_good=--lengths 1024 4096",
+                  "--script-args", "bench_other=--lengths 3"])
+    assert "lengths=[1024, 4096]" in (out / "bench_good.md").read_text()
+    assert "--script-args 'bench_good=--lengths 1024 4096'" in page.read_text()
+
+
+def test_malformed_script_args_is_a_usage_error(tmp_path):
+    with pytest.raises(SystemExit) as stop:
+        run_all.main(["--scripts-dir", str(tmp_path), "--script-args", "no-equals-sign"])
+    assert stop.value.code == 2
 
 
 def test_no_scripts_is_an_error(tmp_path, capsys):
