@@ -80,6 +80,11 @@ def finish_report(args: argparse.Namespace, name: str, text: str,
     return write_text_atomic(args.out / f"{name}.md", text + appendix)
 
 
+def torch_setup() -> str:
+    """``torch VERSION, N thread(s)``: how every benchmark states what it ran on."""
+    return f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)"
+
+
 def tagged_log(tag: str) -> Callable[[str], None]:
     """A :func:`log` whose lines start with ``[tag HH:MM:SS]``."""
 
