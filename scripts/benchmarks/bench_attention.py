@@ -52,6 +52,7 @@ from scripts.common.benchmarking import (
     interleaved_median_seconds,
     log,
     peak_memory_bytes,
+    torch_setup,
 )
 from scripts.common.plotting import line_plot, markdown_table
 
@@ -255,7 +256,7 @@ def report(args: argparse.Namespace, results: dict[int, dict[str, tuple[float, f
     cases = [c for c in CASES if c in args.cases]
     lengths = list(results)
     settings = (
-        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), width "
+        f"{torch_setup()}, width "
         f"{args.embed_dim}, {args.heads} heads, batch {args.batch}, key chunk "
         f"{args.chunk_size}; median of interleaved rounds after 1 warm-up ({args.rounds} at "
         "n = 1024, up to 8x more below, at least 3 above)"
@@ -294,8 +295,7 @@ def plots(out: Path, args: argparse.Namespace, results) -> list[Path]:
 def main(argv=None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    log(f"bench_attention: torch {torch.__version__}, {torch.get_num_threads()} thread(s), "
-        f"lengths {args.lengths}, cases {args.cases}")
+    log(f"bench_attention: {torch_setup()}, lengths {args.lengths}, cases {args.cases}")
     results = measure(args)
     text = report(args, results)
     page = finish_report(args, "bench_attention", text)

@@ -47,6 +47,7 @@ from scripts.common.benchmarking import (
     finish_report,
     interleaved_median_seconds,
     log,
+    torch_setup,
 )
 from scripts.common.plotting import line_plot, markdown_table
 
@@ -415,7 +416,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     log(
-        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), batch {args.batch}, "
+        f"{torch_setup()}, batch {args.batch}, "
         f"d {args.dim}, {args.rounds} timed rounds"
     )
     grid = measure_grid(args)
@@ -427,7 +428,7 @@ def main(argv=None) -> int:
     n_mem, k_mem = args.memory_shape
     report = [
         "# Soft top-k pooling operators: time, memory, nCCS\n",
-        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s) (torch.set_num_threads), "
+        f"{torch_setup()} (torch.set_num_threads), "
         f"CPU; batch {args.batch}, d = {args.dim}; forward time, median of {args.rounds} "
         "interleaved rounds after a warm-up round. Goyal's operator skipped where "
         f"n * k > {args.goyal_max_work}. sort share = 1 - no_sort / ours.\n",

@@ -33,6 +33,7 @@ from scripts.common.benchmarking import (
     finish_report,
     interleaved_median_seconds,
     log,
+    torch_setup,
 )
 from scripts.common.plotting import line_plot, markdown_table
 
@@ -180,7 +181,7 @@ def measure(args: argparse.Namespace) -> dict[str, dict[str, float]]:
 
 def report(args: argparse.Namespace, results: dict[str, dict[str, float]]) -> str:
     settings = (
-        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), size flags "
+        f"{torch_setup()}, size flags "
         f"`{args.model_flags or '(full size)'}`, vocabulary {args.vocab}, "
         f"{args.batch_tokens} target tokens per batch, median of {args.rounds} interleaved "
         f"rounds after 1 warm-up; steps are fairseq Trainer.train_step"
@@ -221,8 +222,7 @@ def main(argv=None) -> int:
         logging.getLogger(name).setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=UserWarning)
-    log(f"bench_relu_former_training: torch {torch.__version__}, "
-        f"{torch.get_num_threads()} thread(s)")
+    log(f"bench_relu_former_training: {torch_setup()}")
     results = measure(args)
     text = report(args, results)
     page = finish_report(args, "bench_relu_former_training", text)

@@ -45,6 +45,7 @@ from scripts.common.benchmarking import (
     interleaved_median_seconds,
     log,
     peak_memory_bytes,
+    torch_setup,
 )
 from scripts.common.criterion_harness import DictionaryTask, LogitsModel
 from scripts.common.plotting import line_plot, markdown_table
@@ -202,7 +203,7 @@ def ratio_rows(results) -> list:
 
 def report(args: argparse.Namespace, results, rss) -> str:
     settings = (
-        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), N = {args.tokens} "
+        f"{torch_setup()}, N = {args.tokens} "
         f"target tokens, float32 logits, label smoothing {args.label_smoothing} in both, "
         f"median of {args.rounds} interleaved rounds after 1 warm-up"
     )
@@ -251,8 +252,8 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     if args.rss_child:
         return rss_child(args)
-    log(f"bench_sparse_softmax: torch {torch.__version__}, {torch.get_num_threads()} "
-        f"thread(s), V {args.vocab_sizes}, k {args.ks}, N {args.tokens}")
+    log(f"bench_sparse_softmax: {torch_setup()}, V {args.vocab_sizes}, k {args.ks}, "
+        f"N {args.tokens}")
     results = measure(args)
     run_rss = not args.no_rss and TARGET[0] in args.vocab_sizes and TARGET[1] in args.ks
     rss = rss_cross_check(args) if run_rss else None
