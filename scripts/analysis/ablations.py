@@ -55,14 +55,12 @@ from scripts.demo.demo import (
     REPO_ROOT,
     SCALES,
     SRC,
-    TGT,
     Run,
     child_env,
     generate,
     in_parallel,
     machine_line,
     make_corpus,
-    model_flags,
     prepare,
     preprocess,
     threads_per_job,
@@ -266,10 +264,8 @@ def main(argv=None) -> int:
     say("1/4 building the corpus")
     corpus = make_corpus(args, scale, raw, say)
     say(f"  {corpus}")
-    (raw / "sentences").mkdir(parents=True, exist_ok=True)
-    shutil.copy(raw / f"test.{TGT}", raw / "sentences" / f"test.{TGT}")
     say("2/4 Moses tokenisation, BPE, fairseq-preprocess")
-    prepare(raw, prep, scale.bpe_merges, scale.doc_max_tokens, say)
+    prepare(raw, prep, scale.bpe_merges, say)
     data_bin = work / "bin" / "sentences"
     preprocess(prep / "sentences", data_bin, child_env(args.threads))
 
@@ -279,14 +275,10 @@ def main(argv=None) -> int:
         f"{args.jobs} at a time")
     in_parallel(lambda run, pos: train_variant(run, results[run.key], data_bin, work, scale,
                                                args, pos), runs, args.jobs)
-    for run in runs:
-        if not results[run.key].diverged and run.updates < scale.max_update:
-            run.note = (f"stopped by the {scale.time_budget_s * args.budget_scale:.0f} s time "
-                        f"cap after {run.updates} updates")
     trained = [run for run in runs if (work / run.key / "checkpoint_last.pt").is_file()
                and not results[run.key].diverged]
     say("4/4 decoding the test split and measuring attention on valid")
-    in_parallel(lambda run, pos: generate(run, data_bin, work, raw, scale, args, pos), trained,
+    in_parallel(lambda run, pos: generate(run, data_bin, work, scale, args, pos), trained,
                 args.jobs)
     import torch
 
@@ -299,7 +291,7 @@ def main(argv=None) -> int:
             sys.argv[1:] if argv is None else argv),
         "corpus": corpus,
         "model": (f"{ARCH} at {scale.layers}+{scale.layers} layers, width {scale.dim}, FFN "
-                  f"{scale.ffn}, {scale.heads} heads; {' '.join(model_flags(scale)[-1:])}; "
+                  f"{scale.ffn}, {scale.heads} heads, shared embeddings, dropout 0.1; "
                   f"{scale.max_update} updates of {scale.max_tokens} tokens, lr {scale.lr}, "
                   f"warm-up {scale.warmup}, seed {args.seed}, beam {scale.beam}; "
                   f"{args.jobs} variants at a time with {threads_per_job(args)} thread(s) each"),

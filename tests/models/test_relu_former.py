@@ -113,7 +113,8 @@ def test_incremental_decoding_equals_full_forward(activation, toy_data_bin):
 def test_criterion_adds_the_regularisers_in_a_training_step(toy_data_bin):
     args, task, model = build(toy_data_bin, "--criterion",
                               "regularized_label_smoothed_cross_entropy",
-                              "--label-smoothing", "0.1", "--attention-norm-loss-weight", "0.3",
+                              "--attention-activation", "relu", "--label-smoothing", "0.1",
+                              "--attention-norm-loss-weight", "0.3",
                               "--attention-entropy-loss-weight", "0.2")
     criterion = task.build_criterion(args)
     model.train()
@@ -161,6 +162,21 @@ def test_new_flags_reach_every_relu_attention(toy_data_bin):
     assert all(m.relu_scaling == "factor" for m in attention_modules(model).values())
 
 
+@pytest.mark.parametrize("flags, cross", [
+    ([], "softmax"),  # the default: ReLU self-attention, softmax cross-attention
+    (["--attention-activation", "relu"], "relu"),  # the paper's all-ReLU model
+    (["--cross-attention-activation", "relu"], "relu"),
+    (["--attention-activation", "sparsemax"], "sparsemax"),
+])
+def test_default_cross_attention_is_softmax_unless_an_activation_is_given(flags, cross,
+                                                                          toy_data_bin):
+    _, _, model = build(toy_data_bin, *flags)
+    modules = attention_modules(model)
+    selfs = {modules[name].activation for name in modules if name.endswith("self_attn")}
+    assert selfs == {"sparsemax" if "sparsemax" in flags else "relu"}
+    assert modules["decoder.layers.0.encoder_attn"].activation == cross
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("flags, message", [
     (["--relu-learn-gamma", "--relu-attention-scaling", "none"],
@@ -196,7 +212,8 @@ ABLATION_RUNS = {
 def test_ablation_variants_train_decode_and_reload(variant, fairseq_run):
     flags, _ = ABLATION_RUNS[variant]
     proc = fairseq_run.train("--criterion", "regularized_label_smoothed_cross_entropy",
-                             "--label-smoothing", "0.1", *flags, arch="relu_former_iwslt_de_en")
+                             "--label-smoothing", "0.1", "--attention-activation", "relu",
+                             *flags, arch="relu_former_iwslt_de_en")
     log = proc.stdout + proc.stderr
     losses = [float(x) for x in re.findall(r"train_inner .* loss=([\d.]+)", log)]
     first, last = first_and_last(losses)

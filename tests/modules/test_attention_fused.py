@@ -105,7 +105,7 @@ def test_a_training_step_of_the_model_holds_no_score_matrix(kernel, bounded, toy
     parser = options.get_training_parser()
     args = options.parse_args_and_arch(parser, [
         str(toy_data_bin), "--user-dir", USER_DIR, "--arch", "relu_former_iwslt_de_en",
-        "--cpu", *TINY_MODEL_ARGS, "--attention-kernel", kernel,
+        "--cpu", *TINY_MODEL_ARGS, "--attention-kernel", kernel, "--attention-activation", "relu",
         "--max-source-positions", "1024", "--max-target-positions", "1024"])
     task = tasks.setup_task(args)
     model = task.build_model(args).train()

@@ -27,7 +27,7 @@ def printed_table(stdout: str) -> dict:
     header = [cell.strip() for cell in lines[0].strip("|").split("|")]
     assert header == ablations.HEADERS
     rows = {}
-    for line in lines[2:]:
+    for line in lines[1:]:
         cells = [cell.strip() for cell in line.strip("|").split("|")]
         rows[cells[0]] = dict(zip(header, cells))
     return rows

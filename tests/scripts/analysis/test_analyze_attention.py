@@ -147,7 +147,7 @@ def test_regularizer_terms_are_the_criterion_s():
 @pytest.mark.slow
 def test_analysis_of_trained_relu_and_softmax_checkpoints(fairseq_run, toy_data_bin):
     fairseq_run.train("--criterion", "regularized_label_smoothed_cross_entropy",
-                      arch="relu_former", save_dir="relu")
+                      "--attention-activation", "relu", arch="relu_former", save_dir="relu")
     fairseq_run.train(arch="transformer", save_dir="softmax")
     out = fairseq_run.work / "analysis"
     run_command([
