@@ -1,6 +1,7 @@
 """fairseq's own distributed training with the plugin: two CPU processes over gloo.
 
-Started by hand, one rank per process, as DESIGN.md 1.1 found necessary without a GPU
+Started by hand, one rank per process, as docs/design.md ("fairseq build") explains
+is needed without a GPU
 (fairseq's spawn starts no process on a CPU machine, torch's DDP wrapper refuses CPU modules,
 hence ``--ddp-backend legacy_ddp``). With a fixed batch of 8 sentences per rank, the logged
 batch of each update is 16 sentences: the two ranks' statistics, like their gradients, are

@@ -62,7 +62,7 @@ REGISTERED = [(kind, name) for kind, names in plugin_names().items() for name in
 
 # Whatever a user cannot open from a clone: the developers' notes and the issue tracker.
 OUTSIDE_REFERENCES = [
-    r"(?-i:DESIGN\.md)",
+    r"(?-i:\bDESIGN(?:\.md\b|\s*§))",
     r"\.\./shared\b",
     r"\bshared/DESIGN",
     r"\bissues?\s*#?\d+",
@@ -219,6 +219,26 @@ def test_nothing_outside_tests_cites_files_or_issues_a_clone_lacks():
             line = text.count("\n", 0, match.start()) + 1
             hits.append(f"{path.relative_to(REPO_ROOT)}:{line}: {match.group(0).strip()}")
     assert not hits, "references a clone of the repository cannot follow:\n" + "\n".join(hits)
+
+
+def test_anchors_into_docs_pages_from_code_exist():
+    """``docs/PAGE.md#anchor`` in code and scripts (docstrings, comments) names a real heading."""
+    reference = re.compile(r"docs/([\w/-]+\.md)#([\w-]+)")
+    broken = []
+    for path in tracked_text_files():
+        if path.suffix == ".md":
+            continue  # markdown links are checked by test_relative_links_resolve
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        for page, anchor in set(reference.findall(text)):
+            target = DOCS / page
+            if not target.is_file():
+                broken.append(f"{path.relative_to(REPO_ROOT)}: docs/{page} does not exist")
+            elif anchor not in [a for _, _, a, _ in headings(target.read_text())]:
+                broken.append(f"{path.relative_to(REPO_ROOT)}: no heading #{anchor} in docs/{page}")
+    assert not broken, "\n".join(broken)
 
 
 # ------------------------------------------------------------------------ relative links

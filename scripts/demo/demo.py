@@ -348,6 +348,8 @@ def in_parallel(step: Callable[[Run, int], None], runs: Sequence[Run], jobs: int
     """
     from concurrent.futures import Future, ThreadPoolExecutor
 
+    if not runs:
+        return
     futures: Dict[str, Future] = {}
 
     def after_parent(run: Run, position: int) -> None:
@@ -422,6 +424,13 @@ def parse_log_line(line: str, run: Run) -> str | None:
 
 
 
+def final_learning_rate(lr: float, warmup: int, updates: int) -> float:
+    """The learning rate of fairseq's inverse_sqrt schedule (from ~0) after ``updates``."""
+    if updates < warmup:
+        return lr * max(updates, 1) / warmup
+    return lr * math.sqrt(warmup / updates)
+
+
 def train_command(run: Run, data_bin: Path, work: Path, scale: Scale,
                   args: argparse.Namespace) -> tuple[List, int, float]:
     """The fairseq-train command of one run, its update budget and its wall-clock cap."""
@@ -437,21 +446,25 @@ def train_command(run: Run, data_bin: Path, work: Path, scale: Scale,
     schedule = ["--lr", str(lr), "--lr-scheduler", "inverse_sqrt", "--warmup-updates",
                 str(warmup), "--warmup-init-lr", "1e-07"]
     start = []
+    budget *= args.budget_scale
+    stop_after = budget
     if run.parent is not None:
         # A continuation: the parent's weights, a fresh optimizer, and a constant learning
-        # rate equal to the one the parent's inverse-sqrt schedule ended at.
+        # rate equal to the one the parent's schedule ended at.
         max_update = scale.finetune_update
-        budget = scale.time_budget_s * scale.finetune_update / scale.max_update
-        final_lr = lr * math.sqrt(warmup / max(run.parent.updates, warmup))
-        schedule = ["--lr", f"{final_lr:.6g}", "--lr-scheduler", "fixed"]
+        budget = scale.time_budget_s * args.budget_scale * max_update / scale.max_update
+        schedule = ["--lr", f"{final_learning_rate(lr, warmup, run.parent.updates):.6g}",
+                    "--lr-scheduler", "fixed"]
         start = ["--finetune-from-model", work / run.parent.key / "checkpoint_last.pt"]
-    budget *= args.budget_scale
+        # fairseq's --stop-time-hours counts the training time stored in the checkpoint too
+        stop_after = budget + (0 if math.isnan(run.parent.train_seconds)
+                               else run.parent.train_seconds)
     command = [
         fairseq_command("fairseq-train"), data_bin, "--user-dir", USER_DIR, "--arch", run.arch,
         *model_flags(*size), "--dropout", "0.1", "--cpu", "--seed", str(args.seed),
         "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "0.0",
         *schedule, *start, "--max-tokens", str(max_tokens),
-        "--max-update", str(max_update), "--stop-time-hours", f"{budget / 3600:.6f}",
+        "--max-update", str(max_update), "--stop-time-hours", f"{stop_after / 3600:.6f}",
         # validate and save once, at the end: every second goes to training
         "--validate-interval", "1000", "--save-interval", "1000", "--no-epoch-checkpoints",
         "--save-dir", work / run.key, "--log-format", "json",
@@ -660,14 +673,18 @@ def summary_rows(runs: Sequence[Run]) -> List[list]:
     def per_update(run: Run) -> float:
         return run.train_cpu / run.updates if run.updates else math.nan
 
+    def ratio(numerator: float, denominator: float) -> float:
+        # fairseq prints times to 0.1 s: a tiny decode may read 0.0
+        return numerator / denominator if denominator > 0 else math.nan
+
     rows = []
     for run in runs:
         rows.append(_dashes([
             run.label, run.params if run.params is not None else "-", run.updates,
             run.train_seconds, run.train_cpu, run.valid_nll,
             run.rouge.get("rouge1", math.nan), run.rouge.get("rouge2", math.nan),
-            run.rouge.get("rougeL", math.nan), per_update(base) / per_update(run),
-            run.decode_seconds, base.decode_seconds / run.decode_seconds]))
+            run.rouge.get("rougeL", math.nan), ratio(per_update(base), per_update(run)),
+            run.decode_seconds, ratio(base.decode_seconds, run.decode_seconds)]))
     return rows
 
 
@@ -686,22 +703,25 @@ def write_report(out: Path, runs: Sequence[Run], context: Dict[str, str],
     parts = [
         "# relu-former demo report\n",
         f"Machine: {context['machine']}. Total wall time {context['wall']}.\n",
-        "## Translation\n",
-        f"Corpus: {context['corpus']}.  ",
-        f"Size `{context['scale']}`: {context['model']}.\n",
-        markdown_table(TABLE_HEADERS, table_rows(runs), digits=3),
-        "Columns: `train s` is fairseq's own training time (no start-up); `words/s` the median "
-        "of its per-interval target words per second; `valid nll` the full-softmax "
-        "cross-entropy on valid (bits); `BLEU` sacreBLEU on detokenised, case-insensitive test "
-        "output; `tok BLEU` fairseq's BLEU on the tokenised text (the paper's kind); attention "
-        "entropy (nats) and share of exactly-zero weights are means over every attention row "
-        "of every layer and head on the test split "
-        "(`scripts/analysis/analyze_attention.py`). The first three models are trained from "
-        "scratch with the same update budget and wall-clock cap, whichever comes first; the "
-        "last two continue the softmax Transformer's last checkpoint, each for the same "
-        "number of updates, with a fresh Adam and a constant learning rate (the one the "
-        "softmax run ended at).\n",
     ]
+    if table_rows(runs):
+        parts += [
+            "## Translation\n",
+            f"Corpus: {context['corpus']}.  ",
+            f"Size `{context['scale']}`: {context['model']}.\n",
+            markdown_table(TABLE_HEADERS, table_rows(runs), digits=3),
+            "Columns: `train s` is fairseq's own training time (no start-up); `words/s` the median "
+            "of its per-interval target words per second; `valid nll` the full-softmax "
+            "cross-entropy on valid (bits); `BLEU` sacreBLEU on detokenised, case-insensitive test "
+            "output; `tok BLEU` fairseq's BLEU on the tokenised text (the paper's kind); attention "
+            "entropy (nats) and share of exactly-zero weights are means over every attention row "
+            "of every layer and head on the test split "
+            "(`scripts/analysis/analyze_attention.py`). The first three models are trained from "
+            "scratch with the same update budget and wall-clock cap, whichever comes first; the "
+            "last two continue the softmax Transformer's last checkpoint, each for the same "
+            "number of updates, with a fresh Adam and a constant learning rate (the one the "
+            "softmax run ended at).\n",
+        ]
     if context.get("summary_corpus"):
         parts += [
             "## Long-input summarization\n",
@@ -882,6 +902,8 @@ def train_all(demo: Demo, runs: List[Run], jobs: int, step: str) -> None:
     if done:
         demo.say("  reusing the trained " + ", ".join(r.key for r in done) + " (--resume)")
     todo = [run for run in runs if run not in done]
+    if not todo:
+        return
     demo.say(f"{step} training {len(todo)} models: " + ", ".join(r.label for r in todo))
     in_parallel(lambda run, pos: train(run, demo.bin(run.data), demo.work, demo.scale,
                                        demo.args, pos), todo, jobs)

@@ -2,7 +2,7 @@
 
 Every ``<locale-dir>/<lang>/LC_MESSAGES/*.mo`` file holds human translations of a program's
 messages: the English ``msgid`` and its translation ``msgstr``. Read together they are a real,
-offline parallel corpus (DESIGN.md section 6; ~71k German-English pairs on the development
+offline parallel corpus (~71k German-English pairs on the development
 machine). This module reads the binary ``.mo`` format with ``struct``, cleans the messages
 (keyboard accelerators, line wrapping, format-only strings), de-duplicates them and splits
 them deterministically: a pair's split depends only on its English text, so the same sentence

@@ -65,7 +65,7 @@ def generated_summaries(n_train: int, words_per_doc: int, seed: int = 1
             words.add("".join(rng.choice(syllables) for _ in range(syllable_count)))
         return sorted(words)
 
-    filler, topics = vocabulary(200, 2), vocabulary(150, 3)
+    filler, topics = vocabulary(200, 3), vocabulary(150, 4)
     sizes = {"train": n_train, "valid": max(20, n_train // 10), "test": max(20, n_train // 10)}
     splits: Dict[str, List[Document]] = {}
     for split, size in sizes.items():

@@ -1,4 +1,7 @@
-"""ReLU attention kernel against a float64, row-by-row reference of DESIGN.md §2.1-2.2."""
+"""ReLU attention kernel against a float64, row-by-row reference.
+
+The formulas are those of docs/design.md, "ReLU attention" and "Regularisers".
+"""
 
 import math
 

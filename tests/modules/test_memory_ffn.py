@@ -1,4 +1,4 @@
-"""FFN as key-value memory (DESIGN.md §2.3): relu, softmax and softmax_ln variants."""
+"""FFN as key-value memory (docs/design.md, "Memory FFN"): relu, softmax and softmax_ln variants."""
 
 import argparse
 

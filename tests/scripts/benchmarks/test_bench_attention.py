@@ -18,7 +18,7 @@ from scripts.common.benchmarking import (
 )
 from scripts.common.plotting import markdown_table
 
-from helpers import REPO_ROOT, run_command
+from helpers import REPO_ROOT, read_markdown_table, run_command
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -80,20 +80,28 @@ def test_ratio_rows_divide_the_right_cases_and_judge_the_targets():
                "sparsemax": (20.0, 900.0), "relu_dense": (10.0, 400.0),
                "relu_chunked": (11.0, 80.0)},
     }
-    rows = {(r[0], r[1]): r[2:] for r in bench_attention.ratio_rows(results)}
-    assert rows[("relu / fairseq_sdpa, time", 1024)] == [0.5, "<= 1", "yes"]
-    assert rows[("relu / fairseq_sdpa, time", 4096)] == [1.25, "<= 1", "NO"]
+    # read the table as the report prints it, cells by column name
+    table = markdown_table(["ratio", "n", "value", "target", "met"],
+                           bench_attention.ratio_rows(results))
+    rows = {(r["ratio"], int(r["n"])): r for r in read_markdown_table(table, "ratio", "n")}
+
+    def check(label, n, value, target, met):
+        row = rows[(label, n)]
+        assert float(row["value"]) == pytest.approx(value, rel=1e-3), (label, n, row)
+        assert row["met"] == met, (label, n, row)
+        if target is not None:
+            assert row["target"] == target, (label, n, row)
+
+    check("relu / fairseq_sdpa, time", 1024, 0.5, "<= 1", "yes")
+    check("relu / fairseq_sdpa, time", 4096, 1.25, "<= 1", "NO")
     # the memory target holds at n = 4096 only
-    assert rows[("relu / fairseq_sdpa, peak memory", 1024)] == [1.0, "-", "-"]
-    assert rows[("relu / fairseq_sdpa, peak memory", 4096)][0] == pytest.approx(1.3)
-    assert rows[("relu / fairseq_sdpa, peak memory", 4096)][2] == "NO"
-    assert rows[("relu / softmax (ours), time", 1024)] == [0.5, "<= 1", "yes"]
-    assert rows[("sparsemax / relu, time", 4096)] == [2.0, ">= 3", "NO"]
-    assert rows[("relu_chunked / relu_dense, peak memory", 1024)] == [0.05, "-", "-"]
-    assert rows[("relu_chunked / relu_dense, peak memory", 4096)][0] == pytest.approx(0.2)
-    assert rows[("relu_chunked / relu_dense, peak memory", 4096)][2] == "yes"
-    assert rows[("relu_chunked / relu_dense, time", 4096)][0] == pytest.approx(1.1)
-    assert rows[("relu_chunked / relu_dense, time", 4096)][2] == "yes"
+    check("relu / fairseq_sdpa, peak memory", 1024, 1.0, "-", "-")
+    check("relu / fairseq_sdpa, peak memory", 4096, 1.3, None, "NO")
+    check("relu / softmax (ours), time", 1024, 0.5, "<= 1", "yes")
+    check("sparsemax / relu, time", 4096, 2.0, ">= 3", "NO")
+    check("relu_chunked / relu_dense, peak memory", 1024, 0.05, "-", "-")
+    check("relu_chunked / relu_dense, peak memory", 4096, 0.2, None, "yes")
+    check("relu_chunked / relu_dense, time", 4096, 1.1, None, "yes")
     # cases that were not run give no row
     assert not any(label.startswith(("entmax15", "relu_matmuls")) for label, _ in rows)
 

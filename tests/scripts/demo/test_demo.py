@@ -1,69 +1,225 @@
-"""The demo: the whole pipeline at tiny size on a fixture catalog, the fallback, log parsing."""
+"""The demo: both parts at tiny size on fixtures (gettext catalogs, manual pages), the
+fallbacks, continuations, CPU timing, log parsing."""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import math
 import re
 import sys
 
 import pytest
 
+from scripts.common.plotting import format_number
 from scripts.demo import demo
+from scripts.demo.summary_data import build_summary_data
+from scripts.recipes.lib.score import rouge_scores
 
 from catalog_fixtures import write_fixture_catalogs
 from helpers import run_command
+from manpage_fixtures import write_fixture_man_pages
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def table_rows(text: str) -> dict:
-    """The demo's result table, model label -> {column: cell}, from printed Markdown."""
-    lines = [line for line in text.splitlines() if line.startswith("| ")]
-    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
-    assert header == demo.TABLE_HEADERS
+def table_rows(text: str, headers=demo.TABLE_HEADERS) -> dict:
+    """The first result table in ``text`` with these headers, label -> {column: cell}."""
+    lines = text[text.index("| " + " | ".join(headers) + " |"):].splitlines()
     rows = {}
-    for line in lines[1:]:
+    for line in lines[2:]:
+        if not line.startswith("| "):
+            break
         cells = [cell.strip() for cell in line.strip("|").split("|")]
-        rows[cells[0]] = dict(zip(header, cells))
+        rows[cells[0]] = dict(zip(headers, cells))
     return rows
 
 
 @pytest.mark.slow
-def test_tiny_demo_on_fixture_catalog_prints_table_and_writes_report(tmp_path):
+def test_tiny_translation_demo_on_fixture_catalog_prints_table_and_writes_report(tmp_path):
     locale = write_fixture_catalogs(tmp_path / "locale")
     out = tmp_path / "report"
     proc = run_command([sys.executable, "-m", "scripts.demo.demo", "--tiny", "--quiet",
-                        "--locale-dir",
-                        locale, "--out", out], timeout=900)
+                        "--no-summaries", "--locale-dir", locale, "--out", out], timeout=900)
     assert "GNU gettext catalogs" in proc.stdout
-    rows = table_rows(proc.stdout[proc.stdout.index("| model"):])
-    labels = list(rows)
-    assert labels[:3] == ["Transformer (softmax)", "ReLUFormer (regularised)",
-                          "Transformer + sparse-softmax"]
-    assert rows.keys() >= {"Vanilla encoder (documents)", "Transpooler 48->12 (documents)"}
+    rows = table_rows(proc.stdout)
+    assert list(rows) == [
+        "Transformer (softmax)", "ReLUFormer (regularised)",
+        "Transformer + sparse-softmax, from scratch (top-5 decoding)",
+        "softmax Transformer +10 updates label-smoothed CE",
+        "softmax Transformer +10 updates sparse-softmax (top-5 decoding)"]
     for label, row in rows.items():
         for column in ("params", "updates", "train s", "words/s", "valid nll", "BLEU",
-                       "tok BLEU"):
+                       "tok BLEU", "attn entropy"):
             value = float(row[column])
             assert math.isfinite(value) and value >= 0, (label, column, row)
         assert int(row["updates"]) > 0 and float(row["words/s"]) > 0
         assert 0 <= float(row["BLEU"]) <= 100
+    # the continuations ran their own budget from the softmax model's checkpoint
+    for label in list(rows)[3:]:
+        assert rows[label]["updates"] == "10"
+    log = (out / "work" / "finetune_sparse" / "train.log").read_text()
+    assert f"Loaded checkpoint {out / 'work' / 'softmax' / 'checkpoint_last.pt'}" in log
+    assert "sparse_softmax_cross_entropy" in log
+    assert "translation_sparse_decoding" in (
+        out / "work" / "finetune_sparse" / "generate.log").read_text()
     # measured attention: ReLU rows hold exact zeros, softmax rows none
     assert float(rows["ReLUFormer (regularised)"]["attn zeros"]) > 0
     assert float(rows["Transformer (softmax)"]["attn zeros"]) == 0
     assert float(rows["Transformer (softmax)"]["attn entropy"]) > 0
-    # the pooled model really pools: it has the token scorer's parameters on top
-    assert int(rows["Transpooler 48->12 (documents)"]["params"]) > int(
-        rows["Vanilla encoder (documents)"]["params"])
 
     report = (out / "report.md").read_text()
-    assert table_rows(report[report.index("| model"):]) == rows
+    assert table_rows(report) == rows
+    assert "Long-input summarization" not in report
     images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", report)
     assert {"demo_loss.png", "analyze_attention_heatmap.png", "analyze_attention_entropy.png",
             "analyze_attention_zeros.png"} <= set(images)
     for name in images:
         assert (out / name).read_bytes()[:8] == PNG_MAGIC, name
     assert not list(out.glob("*.tmp")) and not list(out.glob(".*.tmp"))
+
+
+@pytest.mark.slow
+def test_tiny_summarization_demo_on_fixture_man_pages_reports_rouge_and_speed(tmp_path):
+    man = write_fixture_man_pages(tmp_path / "man")
+    out = tmp_path / "report"
+    proc = run_command([sys.executable, "-m", "scripts.demo.demo", "--tiny", "--quiet",
+                        "--no-translation", "--man-dir", man, "--out", out], timeout=900)
+    assert f"manual pages ({man}/man*/)" in proc.stdout
+    report = (out / "report.md").read_text()
+    assert "## Long-input summarization" in report and "## Translation" not in report
+    rows = table_rows(report, demo.SUMMARY_HEADERS)
+    assert table_rows(proc.stdout, demo.SUMMARY_HEADERS) == rows
+    assert list(rows) == ["Vanilla encoder (64 tokens)", "Transpooler 64->16",
+                          "Pyramidion 64->32->16"]
+    references = (out / "work" / "prep" / "summaries" / "test.reference").read_text()
+    references = references.splitlines()
+    assert references and all(references)
+    for key, label in zip(("sum_vanilla", "sum_transpooler", "sum_pyramidion"), rows):
+        row = rows[label]
+        # the report's ROUGE is the recipes' scorer on the decoded summaries
+        hypotheses = (out / "work" / key / "test.hyp").read_text().splitlines()
+        assert len(hypotheses) == len(references) and any(hypotheses)
+        expected = rouge_scores(hypotheses, references)
+        for column, name in (("ROUGE-1", "rouge1"), ("ROUGE-2", "rouge2"),
+                             ("ROUGE-L", "rougeL")):
+            assert row[column] == format_number(expected[name], 3)  # the table's rounding
+            assert 0 <= float(row[column]) <= 100
+        assert float(row["ROUGE-1"]) >= float(row["ROUGE-2"])
+        for column in ("train CPU s", "train speed", "valid nll"):
+            value = float(row[column])
+            assert math.isfinite(value) and value > 0, (label, column, row)
+        # fairseq prints decoding times to 0.1 s: a tiny decode may take "0.0" (ratio "-")
+        assert float(row["decode s"]) >= 0
+        assert row["decode speed"] == "-" or float(row["decode speed"]) > 0
+        assert int(row["updates"]) == 10
+        # every model saw inputs of exactly 64 tokens: 63 pieces and the end of sentence
+        log = (out / "work" / key / "train.log").read_text()
+        assert "--max-source-positions" not in log or "64" in log
+    assert float(rows["Vanilla encoder (64 tokens)"]["train speed"]) == 1
+    sources = (out / "work" / "prep" / "summaries" / "test.doc").read_text().splitlines()
+    assert {len(line.split()) for line in sources} == {63}
+    # the pooling models have the token scorers on top of the same encoder
+    params = [int(row["params"]) for row in rows.values()]
+    assert params[0] < params[1] < params[2]
+
+
+def test_without_man_pages_it_says_so_and_builds_the_generated_task(tmp_path):
+    said = []
+    summary = demo.SCALES["tiny"].summary
+    prep = tmp_path / "prep"
+    prep.mkdir()
+    origin = build_summary_data(tmp_path / "none", summary, tmp_path / "raw", prep,
+                                said.append)
+    text = "\n".join(said)
+    assert "No manual pages" in text and str(tmp_path / "none") in text
+    assert "GENERATED summarization task" in text
+    assert origin.startswith("generated task")
+    for split in ("train", "valid", "test"):
+        docs = (prep / f"{split}.doc").read_text().splitlines()
+        sums = (prep / f"{split}.sum").read_text().splitlines()
+        refs = (prep / f"{split}.reference").read_text().splitlines()
+        assert docs and len(docs) == len(sums) == len(refs)
+        assert {len(d.split()) for d in docs} == {summary.source_tokens - 1}
+    # the rule: the summary lists the topic words, each of which occurs in the document
+    raw_docs = (tmp_path / "raw" / "train.doc").read_text().splitlines()
+    raw_sums = (tmp_path / "raw" / "train.sum").read_text().splitlines()
+    for doc, summary_text in zip(raw_docs, raw_sums):
+        assert all(word in doc.split() for word in summary_text.split())
+
+
+def test_too_few_long_pages_fall_back_too(tmp_path):
+    said = []
+    man = write_fixture_man_pages(tmp_path / "man")  # pages of ~150 words
+    prep = tmp_path / "prep"
+    prep.mkdir()
+    longer = dataclasses.replace(demo.SCALES["tiny"].summary, source_tokens=512)
+    origin = build_summary_data(man, longer, tmp_path / "raw", prep, said.append)
+    assert origin.startswith("generated task")
+    assert any("have at least 512 tokens" in line for line in said)
+    assert {len(line.split()) for line in (prep / "test.doc").read_text().splitlines()} == {
+        511}
+
+
+def test_a_continuation_starts_from_its_parent_with_a_constant_learning_rate(tmp_path):
+    scale = demo.SCALES["default"]
+    args = argparse.Namespace(seed=1, budget_scale=1.0)
+    parent = demo.Run("softmax", "Transformer", "relu_former_iwslt_de_en", [], updates=800,
+                      train_seconds=360.0)
+    child = demo.Run("finetune_sparse", "continued", "relu_former_iwslt_de_en",
+                     ["--criterion", "sparse_softmax_cross_entropy"], parent=parent)
+    command, max_update, budget = demo.train_command(child, tmp_path / "bin", tmp_path, scale,
+                                                     args)
+    command = [str(c) for c in command]
+    assert max_update == scale.finetune_update == 300
+    assert command[command.index("--finetune-from-model") + 1] == str(
+        tmp_path / "softmax" / "checkpoint_last.pt")
+    assert command[command.index("--lr-scheduler") + 1] == "fixed"
+    # the learning rate the parent's inverse-sqrt schedule ended at: lr * sqrt(warmup / 800)
+    assert float(command[command.index("--lr") + 1]) == pytest.approx(
+        2e-3 * (300 / 800) ** 0.5, rel=1e-5)
+    assert "--warmup-init-lr" not in command
+    # fairseq counts the parent's training time stored in its checkpoint against the cap
+    cap = scale.time_budget_s * 300 / 800
+    assert budget == pytest.approx(cap)
+    assert float(command[command.index("--stop-time-hours") + 1]) == pytest.approx(
+        (360 + cap) / 3600, abs=1e-6)
+    # a parent stopped during warm-up ended on the warm-up line
+    parent.updates = 150
+    command, _, _ = demo.train_command(child, tmp_path / "bin", tmp_path, scale, args)
+    assert float(command[command.index("--lr") + 1]) == pytest.approx(2e-3 * 150 / 300)
+    assert command[command.index("--max-update") + 1] == "300"
+    scratch, _, _ = demo.train_command(parent, tmp_path / "bin", tmp_path, scale, args)
+    assert "--finetune-from-model" not in scratch and "inverse_sqrt" in scratch
+
+
+def test_stream_returns_exit_status_and_cpu_seconds(tmp_path):
+    lines = []
+    code, cpu = demo.stream(
+        [sys.executable, "-c", "import sys, time\nt = time.process_time()\n"
+         "while time.process_time() - t < 0.3: pass\nprint('done'); sys.exit(3)"],
+        tmp_path / "log", lines.append, demo.child_env(1))
+    assert code == 3 and lines == ["done"]
+    assert 0.3 <= cpu < 5
+    assert (tmp_path / "log").read_text() == "done\n"
+
+
+def test_summary_speeds_are_relative_to_the_vanilla_row():
+    runs = [demo.Run("sum_vanilla", "vanilla", "pyramidion_base", [], data="summaries",
+                     updates=10, train_cpu=40.0, decode_seconds=6.0),
+            demo.Run("sum_pyramidion", "pyramidion", "pyramidion_base", [], data="summaries",
+                     updates=5, train_cpu=10.0, decode_seconds=2.0,
+                     rouge={"rouge1": 30.0, "rouge2": 10.0, "rougeL": 25.0})]
+    rows = demo.summary_rows(runs)
+    header = demo.SUMMARY_HEADERS
+    vanilla, pyramidion = (dict(zip(header, row)) for row in rows)
+    assert vanilla["train speed"] == 1 and vanilla["decode speed"] == 1
+    assert vanilla["ROUGE-1"] == "-"
+    assert pyramidion["train speed"] == 2.0  # 4 CPU s per update against 2
+    assert pyramidion["decode speed"] == 3.0
+    assert (pyramidion["ROUGE-1"], pyramidion["ROUGE-2"], pyramidion["ROUGE-L"]) == (30, 10, 25)
+    runs[1].decode_seconds = 0.0  # below fairseq's 0.1 s resolution: no ratio
+    assert dict(zip(header, demo.summary_rows(runs)[1]))["decode speed"] == "-"
 
 
 def test_without_catalogs_it_says_so_and_prepares_the_generated_task(tmp_path, capsys):
@@ -85,13 +241,9 @@ def test_without_catalogs_it_says_so_and_prepares_the_generated_task(tmp_path, c
         reordered = [out[0]] + out[2:] + [out[1]]
         for s, t in zip(words, reordered):
             assert lexicon.setdefault(s, t) == t
-    demo.prepare(raw, prep, scale.bpe_merges, scale.doc_max_tokens)
-    for data in ("sentences", "documents"):
-        for split in ("train", "valid", "test"):
-            assert (prep / data / f"{split}.de").read_text().strip()
-    documents = (prep / "documents" / "train.de").read_text().splitlines()
-    assert max(len(line.split()) for line in documents) <= scale.doc_max_tokens
-    assert len(documents) < len(sources)
+    demo.prepare(raw, prep, scale.bpe_merges)
+    for split in ("train", "valid", "test"):
+        assert (prep / "sentences" / f"{split}.de").read_text().strip()
 
 
 def test_fairseq_log_lines_fold_into_a_run():
@@ -132,7 +284,8 @@ def test_resume_reuses_only_finished_trainings(tmp_path):
 
 
 def test_bad_flags_are_argparse_errors(capsys):
-    for flags in (["--jobs", "0"], ["--budget-scale", "0"], ["--tiny", "--full"]):
+    for flags in (["--jobs", "0"], ["--budget-scale", "0"], ["--tiny", "--full"],
+                  ["--no-summaries", "--no-translation"]):
         with pytest.raises(SystemExit):
             demo.parse_args(flags)
     assert "--jobs" in capsys.readouterr().err
