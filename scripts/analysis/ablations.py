@@ -153,11 +153,7 @@ def measure_attention(run: Run, result: Result, data_bin: Path, work: Path, scal
                              str(work / run.key / "analysis"), "--gen-subset", "valid",
                              "--max-sentences", str(scale.analysis_sentences)])
     analysis = aa.analyze(str(checkpoint), run.label, options)
-    total = aa.RowSums()
-    for (module, _, _), sums in analysis.sums.items():
-        if module.endswith("attn"):
-            total.add(sums)
-    means = total.means()
+    means = analysis.attention_means()
     run.entropy, run.zeros = means["entropy"], means["zeros"]
     result.norm_loss = means["norm_loss"]
     result.entropy_below = means["entropy_below"]

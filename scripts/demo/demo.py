@@ -622,11 +622,7 @@ def analyse_attention(runs: List[Run], data_bin: Path, out: Path, sentence: int,
     analyses = {}
     for run in runs:
         analysis = aa.analyze(paths[run.key], run.label, args)
-        total = aa.RowSums()
-        for (module, _, _), sums in analysis.sums.items():
-            if module.endswith("attn"):
-                total.add(sums)
-        means = total.means()
+        means = analysis.attention_means()
         run.entropy, run.zeros = means["entropy"], means["zeros"]
         analyses[run.key] = analysis
     shown = [analyses[k] for k in ("softmax", "relu") if k in analyses]
