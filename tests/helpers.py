@@ -148,6 +148,15 @@ def read_markdown_table(markdown: str, *leading: str) -> list[dict[str, str]]:
     raise AssertionError(f"no table whose header starts with {leading}:\n{markdown[:3000]}")
 
 
+def table_by_label(markdown: str, headers: Sequence[str]) -> dict[str, dict[str, str]]:
+    """The first Markdown table in ``markdown`` whose header is exactly ``headers``, as
+    first cell -> {column: cell}."""
+    rows = read_markdown_table(markdown, *headers)
+    for row in rows:
+        assert list(row) == list(headers), f"header {list(row)}, expected {list(headers)}"
+    return {row[headers[0]]: row for row in rows}
+
+
 def pooling_inputs(batch: int, length: int, dim: int = 3, seed: int = 0):
     """float64 vectors [batch, length, dim] (normal) and scores [batch, length] (uniform)."""
     import torch

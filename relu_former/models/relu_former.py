@@ -144,7 +144,24 @@ def wrap_layer(layer: nn.Module, cfg: Any) -> nn.Module:
     return fsdp_wrap(layer, min_num_params=cfg.min_params_to_wrap if not checkpoint else 0)
 
 
-class ReLUFormerEncoderLayer(TransformerEncoderLayerBase):
+class _LayerHooks:
+    """The build_* hooks encoder and decoder layers share. ``self.settings`` is set before
+    fairseq's ``__init__``, which calls them."""
+
+    def plugin_attention(self, kind: str, embed_dim: int, num_heads: int, cfg,
+                         **kwargs: Any) -> ActivationMultiheadAttention:
+        """An attention of ``kind`` with the layer's dropout and quantisation noise."""
+        return self.settings.build_attention(
+            kind, embed_dim, num_heads, dropout=cfg.attention_dropout, q_noise=self.quant_noise,
+            qn_block_size=self.quant_noise_block_size, **kwargs,
+        )
+
+    def build_fc2(self, input_dim, output_dim, q_noise, qn_block_size):
+        return build_memory_fc2(self.settings.ffn_activation, input_dim, output_dim, q_noise,
+                                qn_block_size)
+
+
+class ReLUFormerEncoderLayer(_LayerHooks, TransformerEncoderLayerBase):
     """fairseq's encoder layer with the plugin's self-attention and FFN variant."""
 
     def __init__(self, cfg, return_fc: bool = False):
@@ -154,19 +171,13 @@ class ReLUFormerEncoderLayer(TransformerEncoderLayerBase):
         self.activation_fn = memory_activation(self.settings.ffn_activation, self.activation_fn)
 
     def build_self_attention(self, embed_dim, cfg):
-        return self.settings.build_attention(
-            "encoder", embed_dim, cfg.encoder.attention_heads, dropout=cfg.attention_dropout,
-            self_attention=True, q_noise=self.quant_noise,
-            qn_block_size=self.quant_noise_block_size,
+        return self.plugin_attention(
+            "encoder", embed_dim, cfg.encoder.attention_heads, cfg, self_attention=True,
             xformers_att_config=cfg.encoder.xformers_att_config,
         )
 
-    def build_fc2(self, input_dim, output_dim, q_noise, qn_block_size):
-        return build_memory_fc2(self.settings.ffn_activation, input_dim, output_dim, q_noise,
-                                qn_block_size)
 
-
-class ReLUFormerDecoderLayer(TransformerDecoderLayerBase):
+class ReLUFormerDecoderLayer(_LayerHooks, TransformerDecoderLayerBase):
     """fairseq's decoder layer with the plugin's self-/cross-attention and FFN variant."""
 
     def __init__(self, cfg, no_encoder_attn=False, add_bias_kv=False, add_zero_attn=False):
@@ -176,26 +187,18 @@ class ReLUFormerDecoderLayer(TransformerDecoderLayerBase):
         self.activation_fn = memory_activation(self.settings.ffn_activation, self.activation_fn)
 
     def build_self_attention(self, embed_dim, cfg, add_bias_kv=False, add_zero_attn=False):
-        return self.settings.build_attention(
-            "decoder", embed_dim, cfg.decoder.attention_heads, dropout=cfg.attention_dropout,
-            add_bias_kv=add_bias_kv, add_zero_attn=add_zero_attn,
-            self_attention=not cfg.cross_self_attention, q_noise=self.quant_noise,
-            qn_block_size=self.quant_noise_block_size,
+        return self.plugin_attention(
+            "decoder", embed_dim, cfg.decoder.attention_heads, cfg, add_bias_kv=add_bias_kv,
+            add_zero_attn=add_zero_attn, self_attention=not cfg.cross_self_attention,
             xformers_att_config=cfg.decoder.xformers_att_config,
         )
 
     def build_encoder_attention(self, embed_dim, cfg):
-        return self.settings.build_attention(
-            "cross", embed_dim, cfg.decoder.attention_heads, kdim=cfg.encoder.embed_dim,
-            vdim=cfg.encoder.embed_dim, dropout=cfg.attention_dropout,
-            encoder_decoder_attention=True, q_noise=self.quant_noise,
-            qn_block_size=self.quant_noise_block_size,
+        return self.plugin_attention(
+            "cross", embed_dim, cfg.decoder.attention_heads, cfg, kdim=cfg.encoder.embed_dim,
+            vdim=cfg.encoder.embed_dim, encoder_decoder_attention=True,
             xformers_att_config=cfg.encoder.xformers_att_config,
         )
-
-    def build_fc2(self, input_dim, output_dim, q_noise, qn_block_size):
-        return build_memory_fc2(self.settings.ffn_activation, input_dim, output_dim, q_noise,
-                                qn_block_size)
 
 
 class ReLUFormerEncoder(TransformerEncoderBase):

@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import re
 import shutil
 import sys
@@ -52,10 +51,10 @@ from typing import Dict, List, Sequence
 
 from scripts.common.plotting import markdown_table, write_text_atomic
 from scripts.demo.demo import (
-    REPO_ROOT,
     SCALES,
-    SRC,
     Run,
+    add_run_args,
+    check_run_args,
     child_env,
     generate,
     in_parallel,
@@ -154,11 +153,7 @@ def measure_attention(run: Run, result: Result, data_bin: Path, work: Path, scal
                              str(work / run.key / "analysis"), "--gen-subset", "valid",
                              "--max-sentences", str(scale.analysis_sentences)])
     analysis = aa.analyze(str(checkpoint), run.label, options)
-    total = aa.RowSums()
-    for (module, _, _), sums in analysis.sums.items():
-        if module.endswith("attn"):
-            total.add(sums)
-    means = total.means()
+    means = analysis.attention_means()
     run.entropy, run.zeros = means["entropy"], means["zeros"]
     result.norm_loss = means["norm_loss"]
     result.entropy_below = means["entropy_below"]
@@ -216,31 +211,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS),
                         metavar="VARIANT",
                         help=f"which variants to run (default: all: {', '.join(VARIANTS)})")
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "ablations_out",
-                        help="report folder (ablations.md, ablations.json; work files in "
-                             "OUT/work; default: ablations_out)")
-    parser.add_argument("--locale-dir", type=Path, default=Path("/usr/share/locale"),
-                        help="where the gettext catalogs are: <dir>/<lang>/LC_MESSAGES/*.mo "
-                             "(default: %(default)s)")
-    parser.add_argument("--lang", default=SRC,
-                        help="catalog language used as the source side, into English "
-                             "(default: de)")
+    add_run_args(parser, "ablations_out", "ablations.md, ablations.json", "variant",
+                 "variants trained at the same time (default 2, or 1 on one core)")
     parser.add_argument("--max-update", type=int, default=None,
                         help="update budget of every variant (default: the size's; 300)")
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
-                        help="CPU threads in all, shared by the --jobs processes (default: "
-                             "all cores)")
-    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
-                        help="variants trained at the same time (default 2, or 1 on one core)")
-    parser.add_argument("--budget-scale", type=float, default=1.0,
-                        help="multiply every variant's wall-clock cap (default 1)")
-    parser.add_argument("--seed", type=int, default=1, help="training seed (default 1)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
-    if args.threads < 1 or args.jobs < 1:
-        parser.error("--threads and --jobs must be at least 1")
-    if args.budget_scale <= 0:
-        parser.error(f"--budget-scale must be positive, got {args.budget_scale}")
+    check_run_args(parser, args)
     if args.max_update is not None and args.max_update < 1:
         parser.error(f"--max-update must be at least 1, got {args.max_update}")
     return args

@@ -268,6 +268,14 @@ class Analysis:
     heatmap_tokens: tuple[list[str], list[str]] | None
     heatmap_layer: int | None
 
+    def attention_means(self) -> dict[str, float]:
+        """The means of :class:`RowSums` over every row of every attention (not FFN) module."""
+        total = RowSums()
+        for (module, _, _), sums in self.sums.items():
+            if module.endswith("attn"):
+                total.add(sums)
+        return total.means()
+
 
 def load(path: str, data: str, split: str):
     from fairseq import checkpoint_utils

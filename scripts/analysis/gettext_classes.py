@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Sequence
 
+from scripts.common.corpus_splits import add_split_args, check_split_args, write_split_columns
 from scripts.common.plotting import write_text_atomic
 from scripts.demo.gettext_corpus import (
     DEFAULT_LOCALE_DIR,
@@ -171,10 +172,7 @@ def build_examples(locale_dir: Path = Path(DEFAULT_LOCALE_DIR), langs: Sequence[
 def write_examples(splits: Dict[str, Sequence[Example]], out: Path) -> Path:
     """Write ``{split}.input0``, ``{split}.label`` and ``classes.tsv`` under ``out``, each
     through a temporary name and a rename."""
-    out = Path(out)
-    for split, examples in splits.items():
-        write_text_atomic(out / f"{split}.input0", "".join(e.text + "\n" for e in examples))
-        write_text_atomic(out / f"{split}.label", "".join(e.label + "\n" for e in examples))
+    out = write_split_columns(out, splits, {"input0": lambda e: e.text, "label": lambda e: e.label})
     counts = {split: Counter(e.label for e in examples) for split, examples in splits.items()}
     labels = sorted(set().union(*counts.values()))
     rows = ["label\t" + "\t".join(splits)]
@@ -209,10 +207,7 @@ def add_corpus_arguments(parser: argparse.ArgumentParser,
                         help="keep at most this many messages per domain, a hash-chosen "
                              f"subset (default: {max_per_class or 'all'}); the corpus-size "
                              "flag")
-    parser.add_argument("--valid-per-mille", type=int, default=100,
-                        help="share of the texts in valid, per thousand (default: 100)")
-    parser.add_argument("--test-per-mille", type=int, default=100,
-                        help="share of the texts in test, per thousand (default: 100)")
+    add_split_args(parser, "the texts", valid=100, test=100)
 
 
 def check_corpus_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -225,10 +220,7 @@ def check_corpus_arguments(parser: argparse.ArgumentParser, args: argparse.Names
     if args.max_per_class is not None and args.max_per_class < args.min_per_class:
         parser.error(f"--max-per-class ({args.max_per_class}) must be >= --min-per-class "
                      f"({args.min_per_class})")
-    if (min(args.valid_per_mille, args.test_per_mille) < 1
-            or args.valid_per_mille + args.test_per_mille >= 1000):
-        parser.error("--valid-per-mille and --test-per-mille must be >= 1 and sum below 1000, "
-                     f"got {args.valid_per_mille} and {args.test_per_mille}")
+    check_split_args(parser, args, minimum=1)
 
 
 def corpus_from_args(args: argparse.Namespace, out: Path,

@@ -45,8 +45,16 @@ from typing import Callable
 
 import torch
 
-from scripts.common.benchmarking import MIB, interleaved_median_seconds, log, peak_memory_bytes
-from scripts.common.plotting import line_plot, markdown_table, write_text_atomic
+from scripts.common.benchmarking import (
+    MIB,
+    BenchmarkParser,
+    finish_report,
+    interleaved_median_seconds,
+    log,
+    peak_memory_bytes,
+    torch_setup,
+)
+from scripts.common.plotting import line_plot, markdown_table
 
 CASES = ("fairseq_sdpa", "softmax", "relu", "relu_nostats", "relu_dense", "relu_chunked",
          "relu_matmuls", "sparsemax", "entmax15", "rela")
@@ -55,12 +63,10 @@ QUICK_LENGTHS = (128, 256, 512)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true",
-                        help=f"small lengths {QUICK_LENGTHS} and few rounds (about a minute)")
-    parser.add_argument("--lengths", type=int, nargs="+", default=None,
-                        help=f"sequence lengths to measure (default {FULL_LENGTHS})")
+    parser = BenchmarkParser(__doc__, quick_help=f"small lengths {QUICK_LENGTHS} and few rounds "
+                                                 "(about a minute)")
+    parser.add_quick_argument("--lengths", list(FULL_LENGTHS), list(QUICK_LENGTHS),
+                              "sequence lengths to measure", type=int, nargs="+")
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES,
                         help="which attention variants to measure (default: all)")
     parser.add_argument("--embed-dim", type=int, default=512,
@@ -70,17 +76,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=1, help="sequences per step (default 1)")
     parser.add_argument("--chunk-size", type=int, default=None,
                         help="key chunk of relu_chunked (default 512; --quick: largest n / 4)")
-    parser.add_argument("--rounds", type=int, default=None,
-                        help="timed rounds at n = 1024; shorter n get proportionally more "
-                             "(up to 8x), longer n fewer (at least 3) (default 5, --quick 3)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch intra-op threads, fixed for every case (default 1)")
+    parser.add_quick_argument("--rounds", 5, 3,
+                              "timed rounds at n = 1024; shorter n get proportionally more "
+                              "(up to 8x), longer n fewer (at least 3)", type=int)
     parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="folder for bench_attention.md and the PNG plots")
+    parser.add_threads_and_out("folder for bench_attention.md and the PNG plots",
+                               "torch intra-op threads, fixed for every case (default 1)")
     args = parser.parse_args(argv)
-    if args.lengths is None:
-        args.lengths = list(QUICK_LENGTHS if args.quick else FULL_LENGTHS)
     if any(n < 1 for n in args.lengths):
         parser.error(f"--lengths must be positive, got {args.lengths}")
     if args.embed_dim % args.heads:
@@ -89,8 +91,6 @@ def parse_args(argv=None) -> argparse.Namespace:
         args.chunk_size = max(1, max(args.lengths) // 4) if args.quick else 512
     if args.chunk_size < 1:
         parser.error(f"--chunk-size must be positive, got {args.chunk_size}")
-    if args.rounds is None:
-        args.rounds = 3 if args.quick else 5
     if args.rounds < 1:
         parser.error(f"--rounds must be at least 1, got {args.rounds}")
     return args
@@ -256,7 +256,7 @@ def report(args: argparse.Namespace, results: dict[int, dict[str, tuple[float, f
     cases = [c for c in CASES if c in args.cases]
     lengths = list(results)
     settings = (
-        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), width "
+        f"{torch_setup()}, width "
         f"{args.embed_dim}, {args.heads} heads, batch {args.batch}, key chunk "
         f"{args.chunk_size}; median of interleaved rounds after 1 warm-up ({args.rounds} at "
         "n = 1024, up to 8x more below, at least 3 above)"
@@ -295,15 +295,12 @@ def plots(out: Path, args: argparse.Namespace, results) -> list[Path]:
 def main(argv=None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    log(f"bench_attention: torch {torch.__version__}, {torch.get_num_threads()} thread(s), "
-        f"lengths {args.lengths}, cases {args.cases}")
+    log(f"bench_attention: {torch_setup()}, lengths {args.lengths}, cases {args.cases}")
     results = measure(args)
     text = report(args, results)
-    print(text)
-    if args.out is not None:
-        write_text_atomic(args.out / "bench_attention.md", text)
-        written = plots(args.out, args, results)
-        log("wrote " + ", ".join(map(str, [args.out / "bench_attention.md", *written])))
+    page = finish_report(args, "bench_attention", text)
+    if page is not None:
+        log("wrote " + ", ".join(map(str, [page, *plots(args.out, args, results)])))
     return 0
 
 

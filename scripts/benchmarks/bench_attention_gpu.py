@@ -22,14 +22,18 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
-from scripts.common.benchmarking import MIB, interleaved_median_seconds
-from scripts.common.plotting import markdown_table, write_text_atomic
+from scripts.common.benchmarking import (
+    MIB,
+    BenchmarkParser,
+    finish_report,
+    interleaved_median_seconds,
+)
+from scripts.common.plotting import markdown_table
 
 CASES = ("sdpa", "relu_flex", "relu_flex_stats", "relu_tiled")
 FULL_LENGTHS = (1024, 2048, 4096, 8192)
@@ -37,24 +41,18 @@ QUICK_LENGTHS = (1024, 2048)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help=f"lengths {QUICK_LENGTHS}")
-    parser.add_argument("--lengths", type=int, nargs="+", default=None,
-                        help=f"sequence lengths (default {FULL_LENGTHS})")
+    parser = BenchmarkParser(__doc__, quick_help=f"lengths {QUICK_LENGTHS}")
+    parser.add_quick_argument("--lengths", list(FULL_LENGTHS), list(QUICK_LENGTHS),
+                              "sequence lengths", type=int, nargs="+")
     parser.add_argument("--batch", type=int, default=8, help="sequences per step (default 8)")
     parser.add_argument("--heads", type=int, default=8, help="heads (default 8)")
     parser.add_argument("--head-dim", type=int, default=64, help="head size (default 64)")
     parser.add_argument("--dtype", choices=("bfloat16", "float16", "float32"),
                         default="bfloat16", help="input dtype (default bfloat16)")
     parser.add_argument("--rounds", type=int, default=10, help="timed rounds (default 10)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="folder for bench_attention_gpu.md")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch intra-op CPU threads for the host side (default 1)")
+    parser.add_threads_and_out("folder for bench_attention_gpu.md",
+                               "torch intra-op CPU threads for the host side (default 1)")
     args = parser.parse_args(argv)
-    if args.lengths is None:
-        args.lengths = list(QUICK_LENGTHS if args.quick else FULL_LENGTHS)
     if min(args.lengths + [args.batch, args.heads, args.head_dim, args.rounds]) < 1:
         parser.error("lengths, --batch, --heads, --head-dim and --rounds must be positive")
     return args
@@ -138,9 +136,7 @@ def main(argv=None) -> int:
     else:
         text = ("# bench_attention_gpu\n\nNo CUDA device here: nothing measured (run it where "
                 "one is; the CPU benchmark is bench_attention.py).\n")
-    print(text)
-    if args.out is not None:
-        write_text_atomic(args.out / "bench_attention_gpu.md", text)
+    finish_report(args, "bench_attention_gpu", text)
     return 0
 
 

@@ -40,8 +40,16 @@ import relu_former.kernels.successive_halving as operator_module
 from relu_former.kernels.successive_halving import PooledSequence, successive_halving_topk
 from relu_former.kernels.topk_baselines import iterative_soft_topk, successive_halving_topk_loop
 from relu_former.kernels.topk_similarity import ncc_similarity
-from scripts.common.benchmarking import MIB, PeakTensorMemory, interleaved_median_seconds, log
-from scripts.common.plotting import line_plot, markdown_table, write_text_atomic
+from scripts.common.benchmarking import (
+    MIB,
+    BenchmarkParser,
+    PeakTensorMemory,
+    finish_report,
+    interleaved_median_seconds,
+    log,
+    torch_setup,
+)
+from scripts.common.plotting import line_plot, markdown_table
 
 Operator = Callable[[torch.Tensor, torch.Tensor, int], PooledSequence]
 OPERATORS: Dict[str, Operator] = {
@@ -59,28 +67,21 @@ TARGET = (8192, 512)  # n, k of the speed and quality targets (batch 16, d = 32)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help=f"n in {QUICK_LENGTHS}, k in {QUICK_KS}, fewer rounds, the memory and "
+    parser = BenchmarkParser(
+        __doc__,
+        quick_help=f"n in {QUICK_LENGTHS}, k in {QUICK_KS}, fewer rounds, the memory and "
         "large-batch cases at n = 2048 (about a minute)",
     )
-    parser.add_argument(
-        "--lengths",
-        type=int,
-        nargs="+",
-        default=None,
-        help=f"input lengths n (default {FULL_LENGTHS})",
+    parser.add_quick_argument(
+        "--lengths", list(FULL_LENGTHS), list(QUICK_LENGTHS), "input lengths n", type=int, nargs="+"
     )
-    parser.add_argument(
+    parser.add_quick_argument(
         "--ks",
+        list(FULL_KS),
+        list(QUICK_KS),
+        "pooled lengths k; pairs with k >= n are skipped",
         type=int,
         nargs="+",
-        default=None,
-        help=f"pooled lengths k; pairs with k >= n are skipped (default {FULL_KS})",
     )
     parser.add_argument("--batch", type=int, default=16, help="examples per call (default 16)")
     parser.add_argument("--dim", type=int, default=32, help="vector size d (default 32)")
@@ -113,31 +114,15 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=TARGET[0] * TARGET[1],
         help="skip Goyal's operator where n * k exceeds this (default 8192 * 512)",
     )
-    parser.add_argument(
-        "--rounds", type=int, default=None, help="timed rounds per case (default 5, --quick 3)"
-    )
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=1,
-        help="torch intra-op threads, fixed for every case (default 1)",
-    )
+    parser.add_quick_argument("--rounds", 5, 3, "timed rounds per case", type=int)
     parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="folder for bench_pooling_operator.md and the PNG plots",
+    parser.add_threads_and_out(
+        "folder for bench_pooling_operator.md and the PNG plots",
+        "torch intra-op threads, fixed for every case (default 1)",
     )
     args = parser.parse_args(argv)
-    if args.lengths is None:
-        args.lengths = list(QUICK_LENGTHS if args.quick else FULL_LENGTHS)
-    if args.ks is None:
-        args.ks = list(QUICK_KS if args.quick else FULL_KS)
     if args.memory_shape is None:
         args.memory_shape = (2048, 128) if args.quick else TARGET
-    if args.rounds is None:
-        args.rounds = 3 if args.quick else 5
     for name in ("lengths", "ks"):
         if any(v < 1 for v in getattr(args, name)):
             parser.error(f"--{name} must be positive, got {getattr(args, name)}")
@@ -431,7 +416,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     log(
-        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), batch {args.batch}, "
+        f"{torch_setup()}, batch {args.batch}, "
         f"d {args.dim}, {args.rounds} timed rounds"
     )
     grid = measure_grid(args)
@@ -443,7 +428,7 @@ def main(argv=None) -> int:
     n_mem, k_mem = args.memory_shape
     report = [
         "# Soft top-k pooling operators: time, memory, nCCS\n",
-        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s) (torch.set_num_threads), "
+        f"{torch_setup()} (torch.set_num_threads), "
         f"CPU; batch {args.batch}, d = {args.dim}; forward time, median of {args.rounds} "
         "interleaved rounds after a warm-up round. Goyal's operator skipped where "
         f"n * k > {args.goyal_max_work}. sort share = 1 - no_sort / ours.\n",
@@ -466,11 +451,10 @@ def main(argv=None) -> int:
         "\n## Targets measured in this run\n",
         markdown_table(["target", "measured", "result"], checks) if checks else "(none)\n",
     ]
-    print("\n".join(report))
-    if args.out is not None:
-        plots = write_plots(args.out, grid)
-        report.append("\n" + "\n".join(f"![{p}]({p})" for p in plots) + "\n")
-        path = write_text_atomic(args.out / "bench_pooling_operator.md", "\n".join(report))
+    plots = [] if args.out is None else write_plots(args.out, grid)
+    links = "\n\n" + "\n".join(f"![{p}]({p})" for p in plots) + "\n"
+    path = finish_report(args, "bench_pooling_operator", "\n".join(report), links)
+    if path is not None:
         log(f"wrote {path} and {len(plots)} plots")
     return 0
 

@@ -50,8 +50,14 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from scripts.common.benchmarking import interleaved_median_seconds, peak_memory_bytes, tagged_log
-from scripts.common.plotting import markdown_table, save_figure, write_text_atomic
+from scripts.common.benchmarking import (
+    BenchmarkParser,
+    finish_report,
+    interleaved_median_seconds,
+    peak_memory_bytes,
+    tagged_log,
+)
+from scripts.common.plotting import markdown_table, save_figure
 
 TARGETS = {"training step": 3.0, "decoding": 2.4}
 PHASES = {"training": "training step", "decoding": "decoding", "encoder": "encoder forward"}
@@ -63,10 +69,8 @@ log = tagged_log("bench_pyramidion")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true",
-                        help="small sizes (2048 -> 512 tokens), about a minute on one core")
+    parser = BenchmarkParser(__doc__, quick_help="small sizes (2048 -> 512 tokens), about a "
+                                                 "minute on one core")
     parser.add_argument("--length", type=int, default=None,
                         help="input tokens (default 8192; --quick 2048)")
     parser.add_argument("--pooled", type=int, default=None,
@@ -96,10 +100,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--phases", default="training,decoding,encoder",
                         help="comma list of what to measure: training, decoding, encoder "
                              "(default all three)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="write OUT/bench_pyramidion.md and OUT/bench_pyramidion.png")
+    parser.add_threads_and_out("write OUT/bench_pyramidion.md and OUT/bench_pyramidion.png",
+                               "torch threads (default 1)")
     args = parser.parse_args(argv)
     quick = args.quick
     own_schedule = args.schedule is not None
@@ -357,12 +360,10 @@ def main(argv=None) -> int:
     logging.getLogger("fairseq").setLevel(logging.WARNING)
     results = measure(args)
     text = report(args, results)
-    print(text)
-    if args.out is not None:
-        write_text_atomic(args.out / "bench_pyramidion.md",
-                          text + "\n![ratios](bench_pyramidion.png)\n")
+    page = finish_report(args, "bench_pyramidion", text, "\n![ratios](bench_pyramidion.png)\n")
+    if page is not None:
         png = plot(args.out / "bench_pyramidion.png", results)
-        log(f"wrote {args.out / 'bench_pyramidion.md'}, {png}")
+        log(f"wrote {page}, {png}")
     return 0
 
 

@@ -28,8 +28,14 @@ from pathlib import Path
 
 import torch
 
-from scripts.common.benchmarking import interleaved_median_seconds, log
-from scripts.common.plotting import line_plot, markdown_table, write_text_atomic
+from scripts.common.benchmarking import (
+    BenchmarkParser,
+    finish_report,
+    interleaved_median_seconds,
+    log,
+    torch_setup,
+)
+from scripts.common.plotting import line_plot, markdown_table
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 USER_DIR = str(REPO_ROOT / "relu_former")
@@ -63,38 +69,28 @@ QUICK_SIZE = (
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true",
-                        help="tiny model, small batch, 3 rounds (a few seconds)")
+    parser = BenchmarkParser(__doc__, quick_help="tiny model, small batch, 3 rounds "
+                                                 "(a few seconds)")
     parser.add_argument("--model-flags", default=None,
                         help="fairseq size flags given to both archs, one string (default: "
                              f"'{REDUCED_SIZE}'; --quick: '{QUICK_SIZE}'; '' = full size)")
     parser.add_argument("--extra-relu-former-flags", default="",
                         help="more fairseq flags for the relu_former models only, one string, "
                              "e.g. '--attention-key-chunk-size 256'")
-    parser.add_argument("--vocab", type=int, default=None,
-                        help="joined vocabulary size (default 8000; --quick 500)")
+    parser.add_quick_argument("--vocab", 8000, 500, "joined vocabulary size", type=int)
     parser.add_argument("--sentence-length", type=int, default=32,
                         help="source and target tokens of a sentence pair (default 32)")
     parser.add_argument("--document-length", type=int, default=1024,
                         help="source and target tokens of a document pair (default 1024)")
-    parser.add_argument("--batch-tokens", type=int, default=None,
-                        help="target tokens per batch at both lengths, at least one document "
-                             "(default 2048; --quick 1024)")
-    parser.add_argument("--rounds", type=int, default=None,
-                        help="timed interleaved rounds after one warm-up (default 5; --quick 3)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch intra-op threads (default 1)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="folder for bench_relu_former_training.md and its PNG")
+    parser.add_quick_argument("--batch-tokens", 2048, 1024,
+                              "target tokens per batch at both lengths, at least one document",
+                              type=int)
+    parser.add_quick_argument("--rounds", 5, 3, "timed interleaved rounds after one warm-up",
+                              type=int)
+    parser.add_threads_and_out("folder for bench_relu_former_training.md and its PNG")
     args = parser.parse_args(argv)
     if args.model_flags is None:
         args.model_flags = QUICK_SIZE if args.quick else REDUCED_SIZE
-    for name, quick, full in (("vocab", 500, 8000), ("batch_tokens", 1024, 2048),
-                              ("rounds", 3, 5)):
-        if getattr(args, name) is None:
-            setattr(args, name, quick if args.quick else full)
     for name in ("vocab", "sentence_length", "document_length", "batch_tokens", "rounds"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be positive")
@@ -187,7 +183,7 @@ def measure(args: argparse.Namespace) -> dict[str, dict[str, float]]:
 
 def report(args: argparse.Namespace, results: dict[str, dict[str, float]]) -> str:
     settings = (
-        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), size flags "
+        f"{torch_setup()}, size flags "
         f"`{args.model_flags or '(full size)'}`, vocabulary {args.vocab}, "
         f"{args.batch_tokens} target tokens per batch, median of {args.rounds} interleaved "
         f"rounds after 1 warm-up; steps are fairseq Trainer.train_step"
@@ -228,13 +224,11 @@ def main(argv=None) -> int:
         logging.getLogger(name).setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=UserWarning)
-    log(f"bench_relu_former_training: torch {torch.__version__}, "
-        f"{torch.get_num_threads()} thread(s)")
+    log(f"bench_relu_former_training: {torch_setup()}")
     results = measure(args)
     text = report(args, results)
-    print(text)
-    if args.out is not None:
-        write_text_atomic(args.out / "bench_relu_former_training.md", text)
+    page = finish_report(args, "bench_relu_former_training", text)
+    if page is not None:
         lengths = [int(v["length"]) for v in results.values()]
         plot = line_plot(
             args.out / "bench_relu_former_training.png",
@@ -242,7 +236,7 @@ def main(argv=None) -> int:
             "training throughput", "tokens per sentence / document", "target words/s",
             logx=True,
         )
-        log(f"wrote {args.out / 'bench_relu_former_training.md'}, {plot}")
+        log(f"wrote {page}, {plot}")
     return 0
 
 

@@ -38,9 +38,17 @@ from relu_former.criterions.sparse_softmax_cross_entropy import (
     SparseSoftmaxCrossEntropyConfig,
     SparseSoftmaxCrossEntropyCriterion,
 )
-from scripts.common.benchmarking import MIB, interleaved_median_seconds, log, peak_memory_bytes
+from scripts.common.benchmarking import (
+    MIB,
+    BenchmarkParser,
+    finish_report,
+    interleaved_median_seconds,
+    log,
+    peak_memory_bytes,
+    torch_setup,
+)
 from scripts.common.criterion_harness import DictionaryTask, LogitsModel
-from scripts.common.plotting import line_plot, markdown_table, write_text_atomic
+from scripts.common.plotting import line_plot, markdown_table
 
 FULL_VOCABS = (1000, 10000, 32000, 50000)
 QUICK_VOCABS = (1000, 32000)
@@ -50,37 +58,25 @@ TIME_TARGET, MEMORY_TARGET = 0.5, 0.6
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true",
-                        help=f"V in {QUICK_VOCABS}, 256 tokens, 3 rounds (under a minute)")
-    parser.add_argument("--vocab-sizes", type=int, nargs="+", default=None,
-                        help=f"vocabulary sizes V (default {FULL_VOCABS})")
+    parser = BenchmarkParser(__doc__, quick_help=f"V in {QUICK_VOCABS}, 256 tokens, 3 rounds "
+                                                 "(under a minute)")
+    parser.add_quick_argument("--vocab-sizes", list(FULL_VOCABS), list(QUICK_VOCABS),
+                              "vocabulary sizes V", type=int, nargs="+")
     parser.add_argument("--ks", type=int, nargs="+", default=list(KS),
                         help=f"values of --sparse-k (default {KS})")
-    parser.add_argument("--tokens", type=int, default=None,
-                        help="target tokens per batch N, in sentences of 32 (default 1024, "
-                             "--quick 256)")
+    parser.add_quick_argument("--tokens", 1024, 256,
+                              "target tokens per batch N, in sentences of 32", type=int)
     parser.add_argument("--label-smoothing", type=float, default=0.1,
                         help="epsilon of both criteria (default 0.1)")
-    parser.add_argument("--rounds", type=int, default=None,
-                        help="timed interleaved rounds (default 5, --quick 3)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch intra-op threads, fixed for every case (default 1)")
+    parser.add_quick_argument("--rounds", 5, 3, "timed interleaved rounds", type=int)
     parser.add_argument("--no-rss", action="store_true",
                         help="skip the fresh-subprocess RSS cross-check of the target case")
     parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="folder for bench_sparse_softmax.md and the PNG plots")
+    parser.add_threads_and_out("folder for bench_sparse_softmax.md and the PNG plots",
+                               "torch intra-op threads, fixed for every case (default 1)")
     parser.add_argument("--rss-child", choices=("ours", "baseline"), default=None,
                         help=argparse.SUPPRESS)  # internal: one RSS measurement
     args = parser.parse_args(argv)
-    if args.vocab_sizes is None:
-        args.vocab_sizes = list(QUICK_VOCABS if args.quick else FULL_VOCABS)
-    if args.tokens is None:
-        args.tokens = 256 if args.quick else 1024
-    if args.rounds is None:
-        args.rounds = 3 if args.quick else 5
     for name in ("vocab_sizes", "ks"):
         if any(v < 1 for v in getattr(args, name)):
             parser.error(f"--{name.replace('_', '-')} must be positive")
@@ -207,7 +203,7 @@ def ratio_rows(results) -> list:
 
 def report(args: argparse.Namespace, results, rss) -> str:
     settings = (
-        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), N = {args.tokens} "
+        f"{torch_setup()}, N = {args.tokens} "
         f"target tokens, float32 logits, label smoothing {args.label_smoothing} in both, "
         f"median of {args.rounds} interleaved rounds after 1 warm-up"
     )
@@ -256,17 +252,15 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     if args.rss_child:
         return rss_child(args)
-    log(f"bench_sparse_softmax: torch {torch.__version__}, {torch.get_num_threads()} "
-        f"thread(s), V {args.vocab_sizes}, k {args.ks}, N {args.tokens}")
+    log(f"bench_sparse_softmax: {torch_setup()}, V {args.vocab_sizes}, k {args.ks}, "
+        f"N {args.tokens}")
     results = measure(args)
     run_rss = not args.no_rss and TARGET[0] in args.vocab_sizes and TARGET[1] in args.ks
     rss = rss_cross_check(args) if run_rss else None
     text = report(args, results, rss)
-    print(text)
-    if args.out is not None:
-        written = [write_text_atomic(args.out / "bench_sparse_softmax.md", text)]
-        written += plots(args.out, results)
-        log("wrote " + ", ".join(map(str, written)))
+    page = finish_report(args, "bench_sparse_softmax", text)
+    if page is not None:
+        log("wrote " + ", ".join(map(str, [page, *plots(args.out, results)])))
     return 0
 
 

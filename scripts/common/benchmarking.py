@@ -16,15 +16,19 @@ to separate a few hundred MiB of one case from the rest.
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import time
-from typing import Callable, Mapping
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
+
+from scripts.common.plotting import write_text_atomic
 
 MIB = 2.0**20  # bytes in a MiB, the unit of every memory column
 
@@ -32,6 +36,53 @@ MIB = 2.0**20  # bytes in a MiB, the unit of every memory column
 def log(message: str) -> None:
     """Progress on stderr, flushed at once, so that stdout holds only results."""
     print(message, file=sys.stderr, flush=True)
+
+
+class BenchmarkParser(argparse.ArgumentParser):
+    """The command line every ``bench_*.py`` shares: ``--quick``, flags whose default depends on
+    it, and (:meth:`add_threads_and_out`) ``--threads`` and ``--out``, which ``run_all`` passes.
+    """
+
+    def __init__(self, doc: str, quick_help: str) -> None:
+        super().__init__(description=doc.split("\n\n")[0],
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+        self._quick_defaults: dict[str, tuple[Any, Any]] = {}
+        self.add_argument("--quick", action="store_true", help=quick_help)
+
+    def add_quick_argument(self, flag: str, full: Any, quick: Any, help: str,
+                           **kwargs: Any) -> None:
+        """A flag left unset takes ``quick`` under ``--quick``, else ``full`` (said in its help)."""
+        action = self.add_argument(flag, default=None, **kwargs,
+                                   help=f"{help} (default {full}; --quick {quick})")
+        self._quick_defaults[action.dest] = (full, quick)
+
+    def add_threads_and_out(self, out_help: str,
+                            threads_help: str = "torch intra-op threads (default 1)") -> None:
+        self.add_argument("--threads", type=int, default=1, help=threads_help)
+        self.add_argument("--out", type=Path, default=None, help=out_help)
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        parsed = super().parse_args(args, namespace)
+        for dest, (full, quick) in self._quick_defaults.items():
+            if getattr(parsed, dest) is None:
+                setattr(parsed, dest, quick if parsed.quick else full)
+        return parsed
+
+
+def finish_report(args: argparse.Namespace, name: str, text: str,
+                  appendix: str = "") -> Path | None:
+    """Print a benchmark's report and, with ``--out``, write it (plus ``appendix``, e.g. image
+    links) to ``OUT/NAME.md`` atomically; the path written, or None."""
+    print(text)
+    if args.out is None:
+        return None
+    return write_text_atomic(args.out / f"{name}.md", text + appendix)
+
+
+def torch_setup() -> str:
+    """``torch VERSION, N thread(s)``: how every benchmark states what it ran on."""
+    return f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)"
 
 
 def tagged_log(tag: str) -> Callable[[str], None]:

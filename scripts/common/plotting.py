@@ -41,8 +41,8 @@ def atomic_path(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[str]:
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file and a rename."""
-    with atomic_path(path) as tmp, open(tmp, "w") as handle:
+    """Write ``text`` (UTF-8) to ``path`` through a temporary file and a rename."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
         handle.write(text)
     return Path(path)
 

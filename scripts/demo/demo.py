@@ -622,11 +622,7 @@ def analyse_attention(runs: List[Run], data_bin: Path, out: Path, sentence: int,
     analyses = {}
     for run in runs:
         analysis = aa.analyze(paths[run.key], run.label, args)
-        total = aa.RowSums()
-        for (module, _, _), sums in analysis.sums.items():
-            if module.endswith("attn"):
-                total.add(sums)
-        means = total.means()
+        means = analysis.attention_means()
         run.entropy, run.zeros = means["entropy"], means["zeros"]
         analyses[run.key] = analysis
     shown = [analyses[k] for k in ("softmax", "relu") if k in analyses]
@@ -757,6 +753,37 @@ def write_report(out: Path, runs: Sequence[Run], context: Dict[str, str],
 
 # ----------------------------------------------------------------------------- main
 
+def add_run_args(parser: argparse.ArgumentParser, out: str, out_files: str, unit: str,
+                 jobs_help: str) -> None:
+    """The flags the demo and the ablations share: report folder, catalogs, CPU share, seed;
+    ``unit`` is what is trained ("model", "variant")."""
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / out,
+                        help=f"report folder ({out_files}; work files in OUT/work; "
+                             f"default: {out})")
+    parser.add_argument("--locale-dir", type=Path, default=Path("/usr/share/locale"),
+                        help="where the gettext catalogs are: <dir>/<lang>/LC_MESSAGES/*.mo "
+                             "(default: %(default)s)")
+    parser.add_argument("--lang", default=SRC,
+                        help="catalog language used as the source side, into English "
+                             "(default: de)")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                        help="CPU threads in all, shared by the --jobs processes (default: "
+                             "all cores)")
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help=jobs_help)
+    parser.add_argument("--budget-scale", type=float, default=1.0,
+                        help=f"multiply every {unit}'s wall-clock training cap (default 1)")
+    parser.add_argument("--seed", type=int, default=1, help="training seed (default 1)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def check_run_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``parser.error`` for the flags of :func:`add_run_args` out of range."""
+    if args.threads < 1 or args.jobs < 1:
+        parser.error("--threads and --jobs must be at least 1")
+    if args.budget_scale <= 0:
+        parser.error(f"--budget-scale must be positive, got {args.budget_scale}")
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -770,26 +797,13 @@ def parse_args(argv=None) -> argparse.Namespace:
                       help="a smoke test: 400 pairs, 1 layer of width 32, 20 updates per "
                            "model, 64-token summarization inputs")
     parser.set_defaults(scale="default")
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "demo_out",
-                        help="report folder (report.md, PNGs; work files in OUT/work; "
-                             "default: demo_out)")
-    parser.add_argument("--locale-dir", type=Path, default=Path("/usr/share/locale"),
-                        help="where the gettext catalogs are: <dir>/<lang>/LC_MESSAGES/*.mo "
-                             "(default: %(default)s)")
-    parser.add_argument("--lang", default=SRC,
-                        help="catalog language used as the source side (default: de)")
+    add_run_args(parser, "demo_out", "report.md, PNGs", "model",
+                 "translation models trained (and decoded) at the same time, each with "
+                 "--threads / --jobs threads (default: 2, or 1 on one core); the three "
+                 "summarization models always run together")
     parser.add_argument("--man-dir", type=Path, default=Path("/usr/share/man"),
                         help="where the manual pages are: <dir>/man<section>/*.gz "
                              "(default: %(default)s)")
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
-                        help="CPU threads in all, shared by the --jobs processes (default: "
-                             "all cores)")
-    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
-                        help="translation models trained (and decoded) at the same time, "
-                             "each with --threads / --jobs threads (default: 2, or 1 on one "
-                             "core); the three summarization models always run together")
-    parser.add_argument("--budget-scale", type=float, default=1.0,
-                        help="multiply every model's wall-clock training cap (default 1)")
     parser.add_argument("--sparse-k", type=int, default=20,
                         help="k of the sparse-softmax training criterion (default 20)")
     parser.add_argument("--sparse-decode-k", type=int, default=5,
@@ -803,13 +817,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--resume", action="store_true",
                         help="reuse the corpora, data and finished trainings already in "
                              "OUT/work (same size and corpus flags); decode and report again")
-    parser.add_argument("--seed", type=int, default=1, help="training seed (default 1)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
-    if args.threads < 1 or args.jobs < 1:
-        parser.error("--threads and --jobs must be at least 1")
-    if args.budget_scale <= 0:
-        parser.error("--budget-scale must be positive")
+    check_run_args(parser, args)
     if args.sparse_k < 1 or args.sparse_decode_k < 0:
         parser.error("--sparse-k must be >= 1 and --sparse-decode-k >= 0")
     if args.no_summaries and args.no_translation:
@@ -839,10 +848,19 @@ class Demo:
     def bin(self, data: str) -> Path:
         return self.work / "bin" / data
 
-    def cached(self, name: str) -> str | None:
-        """A data step's description saved by an earlier run (``--resume``), if any."""
+    def data_step(self, name: str, step: str, what: str, how: str,
+                  build: Callable[[], str]) -> str:
+        """Run ``build`` (it returns the data's description) once: with ``--resume``, the
+        description an earlier run saved as ``WORK/NAME.txt`` stands for the data."""
         path = self.work / f"{name}.txt"
-        return path.read_text().strip() if self.resume and path.is_file() else None
+        corpus = path.read_text().strip() if self.resume and path.is_file() else None
+        if corpus:
+            self.say(f"{step} reusing the {what} in {self.work}: {corpus}")
+            return corpus
+        self.say(f"{step} {what}: {how}")
+        corpus = build()
+        write_text_atomic(path, corpus + "\n")
+        return corpus
 
 
 def start(args: argparse.Namespace) -> Demo:
@@ -865,35 +883,33 @@ def start(args: argparse.Namespace) -> Demo:
 
 def translation_data(demo: Demo) -> str:
     """Step 1: the gettext corpus, tokenised, BPE'd and binarised."""
-    corpus = demo.cached("corpus")
-    if corpus:
-        demo.say(f"1/6 reusing the translation data in {demo.work}: {corpus}")
+
+    def build() -> str:
+        raw, prep = demo.work / "raw", demo.work / "prep"
+        corpus = make_corpus(demo.args, demo.scale, raw, demo.say)
+        demo.say(f"  {corpus}")
+        prepare(raw, prep, demo.scale.bpe_merges, demo.say)
+        preprocess(prep / "sentences", demo.bin("sentences"), child_env(demo.args.threads))
         return corpus
-    demo.say("1/6 translation data: the corpus, Moses tokenisation, BPE, fairseq-preprocess")
-    raw, prep = demo.work / "raw", demo.work / "prep"
-    corpus = make_corpus(demo.args, demo.scale, raw, demo.say)
-    demo.say(f"  {corpus}")
-    prepare(raw, prep, demo.scale.bpe_merges, demo.say)
-    preprocess(prep / "sentences", demo.bin("sentences"), child_env(demo.args.threads))
-    write_text_atomic(demo.work / "corpus.txt", corpus + "\n")
-    return corpus
+
+    return demo.data_step("corpus", "1/6", "translation data",
+                          "the corpus, Moses tokenisation, BPE, fairseq-preprocess", build)
 
 
 def summarization_data(demo: Demo) -> str:
     """Step 2: the manual-page corpus, SentencePiece, cut to length, binarised."""
-    corpus = demo.cached("summary_corpus")
-    if corpus:
-        demo.say(f"2/6 reusing the summarization data in {demo.work}: {corpus}")
+
+    def build() -> str:
+        prep = demo.work / "prep" / "summaries"
+        prep.mkdir(parents=True, exist_ok=True)
+        corpus = build_summary_data(demo.args.man_dir, demo.scale.summary,
+                                    demo.work / "raw" / "summaries", prep, demo.say)
+        demo.say(f"  {corpus}")
+        preprocess(prep, demo.bin("summaries"), child_env(demo.args.threads), src=DOC, tgt=SUM)
         return corpus
-    demo.say("2/6 summarization data: manual pages, SentencePiece, fairseq-preprocess")
-    prep = demo.work / "prep" / "summaries"
-    prep.mkdir(parents=True, exist_ok=True)
-    corpus = build_summary_data(demo.args.man_dir, demo.scale.summary,
-                                demo.work / "raw" / "summaries", prep, demo.say)
-    demo.say(f"  {corpus}")
-    preprocess(prep, demo.bin("summaries"), child_env(demo.args.threads), src=DOC, tgt=SUM)
-    write_text_atomic(demo.work / "summary_corpus.txt", corpus + "\n")
-    return corpus
+
+    return demo.data_step("summary_corpus", "2/6", "summarization data",
+                          "manual pages, SentencePiece, fairseq-preprocess", build)
 
 
 def train_all(demo: Demo, runs: List[Run], jobs: int, step: str) -> None:

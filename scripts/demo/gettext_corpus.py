@@ -27,6 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Sequence, Tuple
 
+from scripts.common.corpus_splits import (
+    add_split_args,
+    check_split_args,
+    hash_subset,
+    write_split_columns,
+)
+
 DEFAULT_LOCALE_DIR = "/usr/share/locale"
 MO_MAGIC = 0x950412DE
 SPLITS = ("train", "valid", "test")
@@ -233,28 +240,15 @@ def build_corpus(locale_dir: Path = Path(DEFAULT_LOCALE_DIR), lang: str = "de",
                 seen_sources.add(key_s)
                 split = split_of(target, valid_per_mille, test_per_mille)
                 splits[split].append(Pair(source, target, path.stem))
-    if max_train is not None and len(splits["train"]) > max_train:
-        ranked = sorted(range(len(splits["train"])), key=lambda i: hashlib.sha1(
-            splits["train"][i].target.encode("utf-8")).hexdigest())
-        keep = set(ranked[:max_train])
-        splits["train"] = [p for i, p in enumerate(splits["train"]) if i in keep]
+    splits["train"] = hash_subset(splits["train"], lambda p: p.target, max_train)
     return splits
 
 
 def write_corpus(splits: Dict[str, Sequence[Pair]], out: Path, src: str = "de",
                  tgt: str = "en") -> Path:
     """Write ``{split}.{src}``, ``{split}.{tgt}`` and ``{split}.catalog`` under ``out``."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    for split, pairs in splits.items():
-        columns = {src: [p.source for p in pairs], tgt: [p.target for p in pairs],
-                   "catalog": [p.catalog for p in pairs]}
-        for suffix, lines in columns.items():
-            final = out / f"{split}.{suffix}"
-            tmp = final.with_name(final.name + ".tmp")
-            tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-            os.replace(tmp, final)
-    return out
+    return write_split_columns(out, splits, {src: lambda p: p.source, tgt: lambda p: p.target,
+                                             "catalog": lambda p: p.catalog})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -271,16 +265,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-ratio", type=float, default=3.0,
                         help="drop pairs whose word counts differ by more than this factor "
                              "(+2 words of slack; default: 3)")
-    parser.add_argument("--valid-per-mille", type=int, default=15,
-                        help="share of pairs in valid, per thousand (default: 15)")
-    parser.add_argument("--test-per-mille", type=int, default=15,
-                        help="share of pairs in test, per thousand (default: 15)")
-    parser.add_argument("--max-train", type=int, default=None,
-                        help="keep at most this many training pairs (a hash-chosen subset)")
+    add_split_args(parser, "pairs", valid=15, test=15, max_train=True)
     args = parser.parse_args(argv)
-    if args.valid_per_mille + args.test_per_mille >= 1000 or min(
-            args.valid_per_mille, args.test_per_mille) < 0:
-        parser.error("--valid-per-mille and --test-per-mille must be >= 0 and sum below 1000")
+    check_split_args(parser, args)
     try:
         splits = build_corpus(args.locale_dir, args.lang, args.max_tokens, args.max_ratio,
                               args.valid_per_mille, args.test_per_mille, args.max_train,

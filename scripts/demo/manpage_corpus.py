@@ -29,9 +29,7 @@ from __future__ import annotations
 import argparse
 import bz2
 import gzip
-import hashlib
 import lzma
-import os
 import re
 import sys
 import zlib
@@ -39,6 +37,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Sequence
 
+from scripts.common.corpus_splits import (
+    add_split_args,
+    check_split_args,
+    hash_subset,
+    write_split_columns,
+)
 from scripts.demo.gettext_corpus import SPLITS, split_of
 
 DEFAULT_MAN_DIR = "/usr/share/man"
@@ -293,11 +297,7 @@ def build_corpus(man_dir: Path = Path(DEFAULT_MAN_DIR), *,
             continue
         seen.add(key)
         splits[split_of(key, valid_per_mille, test_per_mille)].append(doc)
-    if max_train is not None and len(splits["train"]) > max_train:
-        ranked = sorted(range(len(splits["train"])), key=lambda i: hashlib.sha1(
-            splits["train"][i].summary.encode("utf-8")).hexdigest())
-        keep = set(ranked[:max_train])
-        splits["train"] = [d for i, d in enumerate(splits["train"]) if i in keep]
+    splits["train"] = hash_subset(splits["train"], lambda d: d.summary, max_train)
     if log:
         log(f"  {len(files)} page files; skipped: " + (", ".join(
             f"{n} {reason}" for reason, n in sorted(skipped.items())) or "none"))
@@ -306,17 +306,8 @@ def build_corpus(man_dir: Path = Path(DEFAULT_MAN_DIR), *,
 
 def write_corpus(splits: Dict[str, Sequence[Document]], out: Path) -> Path:
     """Write ``{split}.doc``, ``{split}.sum`` and ``{split}.page`` under ``out``."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    for split, docs in splits.items():
-        columns = {"doc": [d.text for d in docs], "sum": [d.summary for d in docs],
-                   "page": [d.page for d in docs]}
-        for suffix, lines in columns.items():
-            final = out / f"{split}.{suffix}"
-            tmp = final.with_name(f".{final.name}.tmp{os.getpid()}")
-            tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-            os.replace(tmp, final)
-    return out
+    return write_split_columns(out, splits, {"doc": lambda d: d.text, "sum": lambda d: d.summary,
+                                             "page": lambda d: d.page})
 
 
 def main(argv: Iterable[str] | None = None) -> int:
@@ -332,17 +323,10 @@ def main(argv: Iterable[str] | None = None) -> int:
                         help="drop pages whose body has fewer words (default: %(default)s)")
     parser.add_argument("--max-summary-words", type=int, default=30,
                         help="drop pages whose description is longer (default: %(default)s)")
-    parser.add_argument("--valid-per-mille", type=int, default=40,
-                        help="share of pages in valid, per thousand (default: %(default)s)")
-    parser.add_argument("--test-per-mille", type=int, default=40,
-                        help="share of pages in test, per thousand (default: %(default)s)")
-    parser.add_argument("--max-train", type=int, default=None,
-                        help="keep at most this many training pages (a hash-chosen subset)")
+    add_split_args(parser, "pages", valid=40, test=40, max_train=True)
     parser.add_argument("--keep-case", action="store_true", help="do not lower-case the text")
     args = parser.parse_args(argv)
-    if args.valid_per_mille + args.test_per_mille >= 1000 or min(
-            args.valid_per_mille, args.test_per_mille) < 0:
-        parser.error("--valid-per-mille and --test-per-mille must be >= 0 and sum below 1000")
+    check_split_args(parser, args)
     try:
         splits = build_corpus(args.man_dir, sections=args.sections.split(","),
                               min_words=args.min_words,

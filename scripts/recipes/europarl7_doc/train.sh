@@ -21,12 +21,9 @@ source "$(dirname "$0")/../lib/recipe.sh"
 L=${SEGMENT_LENGTH:-1024}
 DATASET=europarl7_doc/seg$L
 DATA_BIN=${DATA_BIN:-$DATA_ROOT/europarl7_doc/data-bin/seg$L}
-SRC_LANG=en
 RECIPE_MODELS=(transformer relu_former sparsemax entmax15 rela)
 TRANSFORMER_ARCH=transformer_wmt_en_de
 RELU_FORMER_ARCH=relu_former_doc
 POSITIONS=$((L + 1 > 1024 ? L + 1 : 1024))  # + 1: the end-of-sentence token
-recipe_translation_train_args en de 5e-4 0.0 \
-    --max-source-positions "$POSITIONS" --max-target-positions "$POSITIONS"
-recipe_model_args() { recipe_seq2seq_model_args "$1"; }
-recipe_train_main "$@"
+recipe_translation_train_main en de 5e-4 0.0 \
+    --max-source-positions "$POSITIONS" --max-target-positions "$POSITIONS" -- "$@"

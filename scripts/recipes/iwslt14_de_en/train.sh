@@ -21,11 +21,6 @@ Output: checkpoints and train.log in SAVE_DIR."
 source "$(dirname "$0")/../lib/recipe.sh"
 
 DATASET=iwslt14_de_en
-DATA_BIN=${DATA_BIN:-$DATA_ROOT/iwslt14_de_en/data-bin}
-SRC_LANG=de
-RECIPE_MODELS=(transformer relu_former sparsemax entmax15 rela sparse_softmax)
 TRANSFORMER_ARCH=transformer_iwslt_de_en
 RELU_FORMER_ARCH=relu_former_iwslt_de_en
-recipe_translation_train_args de en 5e-4 0.0001
-recipe_model_args() { recipe_seq2seq_model_args "$1"; }
-recipe_train_main "$@"
+recipe_translation_train_main de en 5e-4 0.0001 -- "$@"

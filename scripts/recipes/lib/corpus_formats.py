@@ -33,7 +33,13 @@ import sys
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from scripts.recipes.lib.prepare_text import moses_tokenize, read_lines, run_cli, write_lines
+from scripts.recipes.lib.prepare_text import (
+    add_command,
+    moses_tokenize,
+    read_lines,
+    run_cli,
+    write_lines,
+)
 from scripts.recipes.lib.sentence_split import split_sentences
 
 _SEG = re.compile(r"<seg[^>]*>(.*)</seg>", re.IGNORECASE)
@@ -347,15 +353,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("iwslt-train", help="sentences of an IWSLT train.tags file")
+    p = add_command(sub, "iwslt-train", _cmd_iwslt_train, "sentences of an IWSLT train.tags file")
     p.add_argument("-i", "--input", required=True, help="train.tags.de-en.<lang>")
     p.add_argument("-o", "--output", required=True, help="output text file")
-    p.set_defaults(func=_cmd_iwslt_train)
 
-    p = sub.add_parser("segments", help="<seg> lines of .xml/.sgm files, concatenated")
+    p = add_command(sub, "segments", _cmd_segments, "<seg> lines of .xml/.sgm files, concatenated")
     p.add_argument("inputs", nargs="+", help="IWSLT .xml or WMT .sgm files, in order")
     p.add_argument("-o", "--output", required=True, help="output text file")
-    p.set_defaults(func=_cmd_segments)
 
     def document_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--src-lang", default="en", help="source language (folder or suffix)")
@@ -363,35 +367,32 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--out-dir", required=True,
                        help="writes {train,valid,test}.{src,tgt,docid}")
 
-    p = sub.add_parser("europarl", help="aligned documents of the Europarl v7 source release")
+    p = add_command(sub, "europarl", _cmd_europarl,
+                    "aligned documents of the Europarl v7 source release")
     p.add_argument("--txt-dir", required=True, help="folder holding txt/<lang>/ep-*.txt's <lang>")
     p.add_argument("--holdout-every", type=int, default=50,
                    help="of every N documents, one goes to valid and one to test")
     document_args(p)
-    p.set_defaults(func=_cmd_europarl)
 
-    p = sub.add_parser("concatenated-docs",
-                       help="documents of the concatenated_<pair>_{train,dev,test} split")
+    p = add_command(sub, "concatenated-docs", _cmd_concatenated,
+                    "documents of the concatenated_<pair>_{train,dev,test} split")
     p.add_argument("--dir", required=True, help="folder holding the concatenated_*.txt files")
     p.add_argument("--pair", default="en2de", help="the files' language-pair name")
     document_args(p)
-    p.set_defaults(func=_cmd_concatenated)
 
-    p = sub.add_parser("cohan", help="article/abstract pairs of arXiv or PubMed jsonl")
+    p = add_command(sub, "cohan", _cmd_cohan, "article/abstract pairs of arXiv or PubMed jsonl")
     p.add_argument("-i", "--input", required=True, help="train.txt, val.txt or test.txt")
     p.add_argument("--out-prefix", required=True, help="writes PREFIX.src and PREFIX.tgt")
     p.add_argument("--sentences", action="store_true",
                    help="also write PREFIX.sentences, one sentence a line (SentencePiece input)")
-    p.set_defaults(func=_cmd_cohan)
 
-    p = sub.add_parser("squad-qg", help="question generation pairs of SQuAD 1.1")
+    p = add_command(sub, "squad-qg", _cmd_squad, "question generation pairs of SQuAD 1.1")
     p.add_argument("-i", "--input", required=True, help="train-v1.1.json or dev-v1.1.json")
     p.add_argument("--out-dir", required=True, help="writes train.{src,tgt} or valid/test")
     p.add_argument("--split-articles", action="store_true",
                    help="split by article into valid (first half) and test (second half)")
     p.add_argument("--split-name", default="train",
                    help="without --split-articles: the output's name (train, valid, test)")
-    p.set_defaults(func=_cmd_squad)
     return parser
 
 

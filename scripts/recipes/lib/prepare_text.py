@@ -46,7 +46,7 @@ import os
 import sys
 from multiprocessing import Pool
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 BPE_SEPARATOR = "@@"
 CURLY_APOSTROPHE = "\u2019"
@@ -408,6 +408,14 @@ def _cmd_pack(a: argparse.Namespace) -> None:
           f"pairs reach the limit alone and are segments of their own", file=sys.stderr)
 
 
+def add_command(sub: argparse._SubParsersAction, name: str,
+                func: Callable[[argparse.Namespace], None], help: str) -> argparse.ArgumentParser:
+    """A sub-command whose arguments :func:`run_cli` hands to ``func``."""
+    p = sub.add_parser(name, help=help)
+    p.set_defaults(func=func)
+    return p
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -417,7 +425,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-i", "--input", default="-", help="input file (default stdin)")
         p.add_argument("-o", "--output", default="-", help="output file (default stdout)")
 
-    p = sub.add_parser("tokenize", help="Moses tokenisation (sacremoses)")
+    def pair_file_args(p: argparse.ArgumentParser) -> None:
+        for name in ("src-in", "tgt-in", "src-out", "tgt-out"):
+            p.add_argument(f"--{name}", required=True, help=f"{name.replace('-', ' ')} file")
+
+    p = add_command(sub, "tokenize", _cmd_tokenize, "Moses tokenisation (sacremoses)")
     p.add_argument("-i", "--input", nargs="+", default=["-"], help="input files (default stdin)")
     p.add_argument("-o", "--output", nargs="+", default=["-"],
                    help="one output file per input (default stdout)")
@@ -431,48 +443,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--straight-apostrophes", action="store_true",
                    help="map U+2019 to ' first, as fairseq's scripts do for test sets")
     p.add_argument("--workers", type=int, default=1, help="processes to tokenise with")
-    p.set_defaults(func=_cmd_tokenize)
 
-    p = sub.add_parser("detokenize", help="undo Moses tokenisation")
+    p = add_command(sub, "detokenize", _cmd_detokenize, "undo Moses tokenisation")
     io_args(p)
     p.add_argument("--lang", required=True, help="language code for Moses rules")
-    p.set_defaults(func=_cmd_detokenize)
 
-    p = sub.add_parser("lowercase", help="lower-case every line")
+    p = add_command(sub, "lowercase", _cmd_lowercase, "lower-case every line")
     io_args(p)
-    p.set_defaults(func=_cmd_lowercase)
 
-    p = sub.add_parser("clean", help="clean-corpus-n: length and ratio filter of a pair")
-    for name in ("src-in", "tgt-in", "src-out", "tgt-out"):
-        p.add_argument(f"--{name}", required=True, help=f"{name.replace('-', ' ')} file")
+    p = add_command(sub, "clean", _cmd_clean, "clean-corpus-n: length and ratio filter of a pair")
+    pair_file_args(p)
     p.add_argument("--min-len", type=int, default=1, help="fewest tokens a side may have")
     p.add_argument("--max-len", type=int, default=175, help="most tokens a side may have")
     p.add_argument("--ratio", type=float, default=1.5, help="largest length ratio of a pair")
-    p.set_defaults(func=_cmd_clean)
 
-    p = sub.add_parser("split-every", help="send every N-th line to a second file")
+    p = add_command(sub, "split-every", _cmd_split_every, "send every N-th line to a second file")
     p.add_argument("-i", "--input", required=True, help="input file")
     p.add_argument("--every", type=int, required=True, help="N: take lines with i %% N == offset")
     p.add_argument("--offset", type=int, default=0, help="which residue to take (default 0)")
     p.add_argument("--kept", required=True, help="file for the other lines")
     p.add_argument("--taken", required=True, help="file for the taken lines")
-    p.set_defaults(func=_cmd_split_every)
 
-    p = sub.add_parser("learn-bpe", help="learn joint BPE codes (subword-nmt)")
+    p = add_command(sub, "learn-bpe", _cmd_learn_bpe, "learn joint BPE codes (subword-nmt)")
     p.add_argument("inputs", nargs="+", help="tokenised training files (all languages)")
     p.add_argument("--codes", required=True, help="output code table")
     p.add_argument("--merges", type=int, required=True, help="number of merge operations")
     p.add_argument("--min-frequency", type=int, default=2, help="stop at pairs rarer than this")
-    p.set_defaults(func=_cmd_learn_bpe)
 
-    p = sub.add_parser("apply-bpe", help="segment files with BPE codes")
+    p = add_command(sub, "apply-bpe", _cmd_apply_bpe, "segment files with BPE codes")
     p.add_argument("--codes", required=True, help="code table from learn-bpe")
     p.add_argument("--inputs", nargs="+", required=True, help="tokenised files")
     p.add_argument("--outputs", nargs="+", required=True, help="one output per input")
     p.add_argument("--glossaries", nargs="*", default=[], help="words never to split")
-    p.set_defaults(func=_cmd_apply_bpe)
 
-    p = sub.add_parser("spm-train", help="train a SentencePiece model")
+    p = add_command(sub, "spm-train", _cmd_spm_train, "train a SentencePiece model")
     p.add_argument("inputs", nargs="+", help="raw training text files")
     p.add_argument("--model-prefix", required=True, help="writes PREFIX.model and PREFIX.vocab")
     p.add_argument("--vocab-size", type=int, required=True, help="pieces in the vocabulary")
@@ -480,28 +484,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="SentencePiece algorithm")
     p.add_argument("--input-sentence-size", type=int, default=2_000_000,
                    help="lines sampled for training")
-    p.set_defaults(func=_cmd_spm_train)
 
-    p = sub.add_parser("spm-encode", help="encode files into SentencePiece pieces")
+    p = add_command(sub, "spm-encode", _cmd_spm_encode, "encode files into SentencePiece pieces")
     p.add_argument("--model", required=True, help="the .model file")
     p.add_argument("--inputs", nargs="+", required=True, help="raw text files")
     p.add_argument("--outputs", nargs="+", required=True, help="one output per input")
     p.add_argument("--max-pieces", type=int, default=None, help="truncate each line to this")
-    p.set_defaults(func=_cmd_spm_encode)
 
-    p = sub.add_parser("spm-decode", help="decode SentencePiece pieces to text")
+    p = add_command(sub, "spm-decode", _cmd_spm_decode, "decode SentencePiece pieces to text")
     io_args(p)
     p.add_argument("--model", required=True, help="the .model file")
-    p.set_defaults(func=_cmd_spm_decode)
 
-    p = sub.add_parser("pack", help="pack document sentence pairs into segments")
-    for name in ("src-in", "tgt-in", "src-out", "tgt-out"):
-        p.add_argument(f"--{name}", required=True, help=f"{name.replace('-', ' ')} file")
+    p = add_command(sub, "pack", _cmd_pack, "pack document sentence pairs into segments")
+    pair_file_args(p)
     p.add_argument("--max-tokens", type=int, required=True, help="most tokens a segment side")
     p.add_argument("--doc-ids", required=True,
                    help="one document id a line, parallel to the inputs; a change of id "
                         "starts a new document")
-    p.set_defaults(func=_cmd_pack)
     return parser
 
 

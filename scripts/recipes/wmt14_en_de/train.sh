@@ -16,11 +16,6 @@ Output: checkpoints and train.log in SAVE_DIR (default \$CHECKPOINT_ROOT/wmt14_e
 source "$(dirname "$0")/../lib/recipe.sh"
 
 DATASET=wmt14_en_de
-DATA_BIN=${DATA_BIN:-$DATA_ROOT/wmt14_en_de/data-bin}
-SRC_LANG=en
-RECIPE_MODELS=(transformer relu_former sparsemax entmax15 rela sparse_softmax)
 TRANSFORMER_ARCH=transformer_wmt_en_de
 RELU_FORMER_ARCH=relu_former_wmt_en_de
-recipe_translation_train_args en de 7e-4 0.0
-recipe_model_args() { recipe_seq2seq_model_args "$1"; }
-recipe_train_main "$@"
+recipe_translation_train_main en de 7e-4 0.0 -- "$@"

@@ -10,7 +10,7 @@ import pytest
 
 from scripts.analysis import ablations
 
-from helpers import REPO_ROOT, run_command
+from helpers import REPO_ROOT, run_command, table_by_label
 
 
 def fixture_catalogs(locale_dir):
@@ -23,14 +23,7 @@ def fixture_catalogs(locale_dir):
 
 
 def printed_table(stdout: str) -> dict:
-    lines = [line for line in stdout.splitlines() if line.startswith("| ")]
-    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
-    assert header == ablations.HEADERS
-    rows = {}
-    for line in lines[1:]:
-        cells = [cell.strip() for cell in line.strip("|").split("|")]
-        rows[cells[0]] = dict(zip(header, cells))
-    return rows
+    return table_by_label(stdout, ablations.HEADERS)
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ from scripts.demo.summary_data import build_summary_data
 from scripts.recipes.lib.score import rouge_scores
 
 from catalog_fixtures import write_fixture_catalogs
-from helpers import run_command
+from helpers import run_command, table_by_label
 from manpage_fixtures import write_fixture_man_pages
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -25,22 +25,19 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 def table_rows(text: str, headers=demo.TABLE_HEADERS) -> dict:
     """The first result table in ``text`` with these headers, label -> {column: cell}."""
-    lines = text[text.index("| " + " | ".join(headers) + " |"):].splitlines()
-    rows = {}
-    for line in lines[2:]:
-        if not line.startswith("| "):
-            break
-        cells = [cell.strip() for cell in line.strip("|").split("|")]
-        rows[cells[0]] = dict(zip(headers, cells))
-    return rows
+    return table_by_label(text, headers)
+
+
+def run_tiny_demo(out, *flags):
+    return run_command([sys.executable, "-m", "scripts.demo.demo", "--tiny", "--quiet", *flags,
+                        "--out", out], timeout=900)
 
 
 @pytest.mark.slow
 def test_tiny_translation_demo_on_fixture_catalog_prints_table_and_writes_report(tmp_path):
     locale = write_fixture_catalogs(tmp_path / "locale")
     out = tmp_path / "report"
-    proc = run_command([sys.executable, "-m", "scripts.demo.demo", "--tiny", "--quiet",
-                        "--no-summaries", "--locale-dir", locale, "--out", out], timeout=900)
+    proc = run_tiny_demo(out, "--no-summaries", "--locale-dir", locale)
     assert "GNU gettext catalogs" in proc.stdout
     rows = table_rows(proc.stdout)
     assert list(rows) == [
@@ -83,8 +80,7 @@ def test_tiny_translation_demo_on_fixture_catalog_prints_table_and_writes_report
 def test_tiny_summarization_demo_on_fixture_man_pages_reports_rouge_and_speed(tmp_path):
     man = write_fixture_man_pages(tmp_path / "man")
     out = tmp_path / "report"
-    proc = run_command([sys.executable, "-m", "scripts.demo.demo", "--tiny", "--quiet",
-                        "--no-translation", "--man-dir", man, "--out", out], timeout=900)
+    proc = run_tiny_demo(out, "--no-translation", "--man-dir", man)
     assert f"manual pages ({man}/man*/)" in proc.stdout
     report = (out / "report.md").read_text()
     assert "## Long-input summarization" in report and "## Translation" not in report

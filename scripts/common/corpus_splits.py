@@ -1,0 +1,65 @@
+"""Train/valid/test splits of the corpus builders: the split flags, a hash-chosen subset and
+the atomic writing of one text file per split and column.
+
+Every builder splits by a hash of an example's key, so a split is the same on every run and
+the same key never lands in two splits; ``--max-train`` keeps a hash-chosen subset for the
+same reason. Files are written to a temporary name and renamed, so a stopped build leaves no
+half-written split behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+from pathlib import Path
+from typing import Callable, Mapping, Sequence, TypeVar
+
+from scripts.common.plotting import write_text_atomic
+
+T = TypeVar("T")
+
+
+def add_split_args(parser: argparse.ArgumentParser, unit: str, valid: int, test: int,
+                   max_train: bool = False) -> None:
+    """``--valid-per-mille`` and ``--test-per-mille`` (shares of ``unit``, e.g. "pairs"), and
+    with ``max_train`` ``--max-train``."""
+    for split, default in (("valid", valid), ("test", test)):
+        parser.add_argument(f"--{split}-per-mille", type=int, default=default,
+                            help=f"share of {unit} in {split}, per thousand "
+                                 "(default: %(default)s)")
+    if max_train:
+        parser.add_argument("--max-train", type=int, default=None,
+                            help=f"keep at most this many training {unit} (a hash-chosen "
+                                 "subset)")
+
+
+def check_split_args(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                     minimum: int = 0) -> None:
+    """``parser.error`` unless both shares are at least ``minimum`` and leave train a part."""
+    valid, test = args.valid_per_mille, args.test_per_mille
+    if min(valid, test) < minimum or valid + test >= 1000:
+        parser.error(f"--valid-per-mille and --test-per-mille must be >= {minimum} and sum "
+                     f"below 1000, got {valid} and {test}")
+
+
+def hash_subset(items: Sequence[T], key: Callable[[T], str], limit: int | None) -> list[T]:
+    """At most ``limit`` of ``items``, the ones whose key hashes lowest, in their order."""
+    if limit is None or len(items) <= limit:
+        return list(items)
+    ranked = sorted(range(len(items)),
+                    key=lambda i: hashlib.sha1(key(items[i]).encode("utf-8")).hexdigest())
+    keep = set(ranked[:limit])
+    return [item for i, item in enumerate(items) if i in keep]
+
+
+def write_split_columns(out: str | Path, splits: Mapping[str, Sequence[T]],
+                        columns: Mapping[str, Callable[[T], str]]) -> Path:
+    """Write ``OUT/{split}.{suffix}``, one line per example, for every split and every
+    ``suffix -> field`` of ``columns``, each file atomically; ``out`` is created."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for split, examples in splits.items():
+        for suffix, field in columns.items():
+            write_text_atomic(out / f"{split}.{suffix}",
+                              "".join(field(example) + "\n" for example in examples))
+    return out
