@@ -692,6 +692,11 @@ def loss_plot(runs: Sequence[Run], path: Path) -> Path:
 
 
 
+def _report_section(title: str, corpus: str, size: str, table: str, columns: str) -> List[str]:
+    """One task's part of the report: what it trained on, at what size, the table, its columns."""
+    return [f"## {title}\n", f"Corpus: {corpus}.  ", f"{size}.\n", table, columns]
+
+
 def write_report(out: Path, runs: Sequence[Run], context: Dict[str, str],
                  figures: Sequence[Path]) -> Path:
     notes = [f"- {run.label}: {run.note}" for run in runs if run.note]
@@ -700,12 +705,11 @@ def write_report(out: Path, runs: Sequence[Run], context: Dict[str, str],
         "# relu-former demo report\n",
         f"Machine: {context['machine']}. Total wall time {context['wall']}.\n",
     ]
-    if table_rows(runs):
-        parts += [
-            "## Translation\n",
-            f"Corpus: {context['corpus']}.  ",
-            f"Size `{context['scale']}`: {context['model']}.\n",
-            markdown_table(TABLE_HEADERS, table_rows(runs), digits=3),
+    translation = table_rows(runs)
+    if translation:
+        parts += _report_section(
+            "Translation", context["corpus"], f"Size `{context['scale']}`: {context['model']}",
+            markdown_table(TABLE_HEADERS, translation, digits=3),
             "Columns: `train s` is fairseq's own training time (no start-up); `words/s` the median "
             "of its per-interval target words per second; `valid nll` the full-softmax "
             "cross-entropy on valid (bits); `BLEU` sacreBLEU on detokenised, case-insensitive test "
@@ -716,13 +720,11 @@ def write_report(out: Path, runs: Sequence[Run], context: Dict[str, str],
             "scratch with the same update budget and wall-clock cap, whichever comes first; the "
             "last two continue the softmax Transformer's last checkpoint, each for the same "
             "number of updates, with a fresh Adam and a constant learning rate (the one the "
-            "softmax run ended at).\n",
-        ]
+            "softmax run ended at).\n")
     if context.get("summary_corpus"):
-        parts += [
-            "## Long-input summarization\n",
-            f"Corpus: {context['summary_corpus']}.  ",
-            f"Size: {context['summary_model']}.\n",
+        parts += _report_section(
+            "Long-input summarization", context["summary_corpus"],
+            f"Size: {context['summary_model']}",
             markdown_table(SUMMARY_HEADERS, summary_rows(runs), digits=3),
             "Columns: ROUGE-1/2/L are F1 x 100 (rouge-score, Porter stemmer) of the decoded "
             "summaries against the pages' own NAME descriptions "
@@ -731,8 +733,7 @@ def write_report(out: Path, runs: Sequence[Run], context: Dict[str, str],
             "CPU seconds per update divided by this model's (above 1: faster); `decode s` "
             "fairseq-generate's own time for the test split and `decode speed` the vanilla "
             "encoder's time divided by this model's. The three models train, and then "
-            "decode, at the same time, so that the machine's load affects each alike.\n",
-        ]
+            "decode, at the same time, so that the machine's load affects each alike.\n")
     if notes:
         parts.append("\n".join(notes) + "\n")
     captions = [
