@@ -16,7 +16,7 @@ regularisers are multiplied by ``sample_size``: a weight lambda then means "lamb
 token", the same whatever the batch size.
 
 The modules record their per-row statistics during the forward pass (``attention_statistics()``,
-see ``relu_former.modules.attention``); this file turns them into the losses and log figures.
+see ``relu_former.relu_attention.attention``); this file turns them into the losses and log figures.
 Criteria other than the one registered here reuse the same mechanism by adding
 ``AttentionRegularizerConfig``'s fields to their config (inherit from it), calling
 ``add_attention_regularizers`` after computing their own loss and

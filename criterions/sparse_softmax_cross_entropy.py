@@ -4,7 +4,7 @@ A drop-in replacement for fairseq's ``label_smoothed_cross_entropy``: the same
 ``--label-smoothing``, ``--sentence-avg``, ``--report-accuracy`` and ``--ignore-prefix-size``,
 plus ``--sparse-k`` and ``--sparse-label-smoothing``. The loss is
 log sum_{j in Omega_k} exp(z_j) - z_t over the k largest logits, with the target not forced
-into the top k (see :mod:`relu_former.kernels.sparse_softmax` for the formula, the two label
+into the top k (see :mod:`relu_former.sparse_softmax.sparse_softmax` for the formula, the two label
 smoothing rules and the tie rule). With ``--sparse-k`` equal to the vocabulary size it is
 exactly fairseq's criterion.
 
@@ -38,7 +38,7 @@ from relu_former.criterions.regularized import (
     reduce_attention_metrics,
 )
 from relu_former.errors import OptionError
-from relu_former.kernels.sparse_softmax import (
+from relu_former.sparse_softmax.sparse_softmax import (
     SMOOTHING_RULES,
     softmax_nll,
     sparse_softmax_cross_entropy,

@@ -4,7 +4,7 @@ The paper's classification setting (WoS-46985, OOS-eval, RCV1-v2, IFLYTEK: tens 
 classes, k = 20 best): fairseq's ``sentence_prediction`` task and a model with a
 classification head (``--arch roberta`` ...), with the softmax of fairseq's
 ``sentence_prediction`` criterion replaced by sparse-softmax over the k largest class logits
-(:mod:`relu_former.kernels.sparse_softmax`; target not forced into the top k, ties by lower
+(:mod:`relu_former.sparse_softmax.sparse_softmax`; target not forced into the top k, ties by lower
 class index).
 
 Logged per sentence: ``loss`` (the trained, possibly label-smoothed, sparse loss),
@@ -34,7 +34,7 @@ from relu_former.criterions.sparse_softmax_cross_entropy import (
     reduce_sparse_softmax_metrics,
 )
 from relu_former.errors import OptionError
-from relu_former.kernels.sparse_softmax import softmax_nll, sparse_softmax_cross_entropy
+from relu_former.sparse_softmax.sparse_softmax import softmax_nll, sparse_softmax_cross_entropy
 
 
 @dataclass

@@ -6,8 +6,8 @@ fairseq checkpoints need for ``weights_only`` loading, keeps checkpoint files wh
 files named), stops fairseq-fixed from dropping the last batch of a data set
 (``fairseq_compat``) and lets ``fairseq-interactive`` skip or truncate an over-long line instead
 of ending the session (``interactive_input``). ``relu_former/__init__.py`` imports this module
-only when fairseq is already imported, so ``import relu_former.kernels.relu_attention`` stays a
-torch-only import. Python code that builds fairseq objects itself can ``import
+only when fairseq is already imported, so ``import relu_former.relu_attention.kernels.reference``
+stays a torch-only import. Python code that builds fairseq objects itself can ``import
 relu_former.plugin`` explicitly; importing it twice is harmless.
 """
 
@@ -15,11 +15,11 @@ import importlib.util
 import os
 import sys
 
-from relu_former.checkpoint_files import guard_checkpoint_files
-from relu_former.checkpoint_safety import allow_fairseq_checkpoint_globals
 from relu_former.errors import install_cli_error_hook
-from relu_former.fairseq_compat import keep_last_batch
-from relu_former.interactive_input import bound_interactive_input
+from relu_former.fairseq_fixes.checkpoint_files import guard_checkpoint_files
+from relu_former.fairseq_fixes.checkpoint_safety import allow_fairseq_checkpoint_globals
+from relu_former.fairseq_fixes.interactive_input import bound_interactive_input
+from relu_former.fairseq_fixes.last_batch import keep_last_batch
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 PACKAGE = __name__.rsplit(".", 1)[0]
@@ -88,5 +88,6 @@ bound_interactive_input()
 _mark_as_user_dir()
 _import_criterions()
 
-import relu_former.generation  # noqa: E402,F401  (registers translation_sparse_decoding)
-from relu_former import models  # noqa: E402,F401  (registers architectures)
+import relu_former.pyramidion.model  # noqa: E402,F401  (registers pyramidion and its archs)
+import relu_former.relu_attention.model  # noqa: E402,F401  (registers relu_former and its archs)
+import relu_former.sparse_softmax.decoding  # noqa: E402,F401  (registers translation_sparse_decoding)

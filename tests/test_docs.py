@@ -48,13 +48,14 @@ README_SECTIONS = ["Set-up", "Registered names", "Train, generate, interactive",
                    "What `make demo` shows", "Documentation"]
 
 # The docs page of each module that registers names (the module's last dotted component).
+# A registering module's docs page, by the module's dotted path without the package prefix.
 PAGE_OF_MODULE = {
-    "relu_former": "relu_former.md",
-    "regularized": "relu_former.md",
-    "sparse_softmax_cross_entropy": "sparse_softmax.md",
-    "sparse_softmax_sentence_prediction": "sparse_softmax.md",
-    "generation": "sparse_softmax.md",
-    "pyramidion": "pyramidion.md",
+    "relu_attention.model": "relu_former.md",
+    "criterions.regularized": "relu_former.md",
+    "criterions.sparse_softmax_cross_entropy": "sparse_softmax.md",
+    "criterions.sparse_softmax_sentence_prediction": "sparse_softmax.md",
+    "sparse_softmax.decoding": "sparse_softmax.md",
+    "pyramidion.model": "pyramidion.md",
 }
 REGISTRIES = {"arch": ARCH_CONFIG_REGISTRY, "criterion": CRITERION_REGISTRY,
               "task": TASK_REGISTRY}
@@ -149,7 +150,7 @@ def test_registered_names_table_lists_only_registered_names():
 
 @pytest.mark.parametrize("kind,name", REGISTERED)
 def test_every_registered_name_has_a_section_in_its_docs_page(kind, name):
-    module = REGISTRIES[kind][name].__module__.rsplit(".", 1)[-1]
+    module = REGISTRIES[kind][name].__module__.split(".", 1)[-1]
     assert module in PAGE_OF_MODULE, (
         f"--{kind} {name} is registered by a module ({module}) with no docs page: add it to "
         "PAGE_OF_MODULE in tests/test_docs.py")

@@ -103,7 +103,7 @@ def build_layer(case: str, embed_dim: int, heads: int, chunk_size: int) -> torch
 
         layer = MultiheadAttention(embed_dim, heads, dropout=0.0, self_attention=True)
     else:
-        from relu_former.modules.attention import ActivationMultiheadAttention
+        from relu_former.relu_attention.attention import ActivationMultiheadAttention
 
         activation = "relu" if case.startswith("relu") else case
         layer = ActivationMultiheadAttention(
@@ -141,7 +141,7 @@ class TileMatmuls(torch.autograd.Function):
 
     @staticmethod
     def tiles(q: torch.Tensor, k: torch.Tensor):
-        from relu_former.kernels.fused_relu_attention import tile_shape
+        from relu_former.relu_attention.kernels.tiled import tile_shape
 
         bq, bk = tile_shape(q.size(0), q.size(1), k.size(1))
         for q0 in range(0, q.size(1), bq):

@@ -6,7 +6,7 @@ length n, side by side in interleaved rounds:
     sdpa            torch's scaled_dot_product_attention (flash / memory-efficient kernels)
     relu_flex       relu_former's FlexAttention path, U and S only (no statistics)
     relu_flex_stats the same with the regularisers' statistics (three more passes; see
-                    relu_former/kernels/flex_relu_attention.py)
+                    relu_former/relu_attention/kernels/flex.py)
     relu_tiled      the tiled torch kernel on the device (the path taken with dropout)
 
 Reports the time ratio to sdpa (target <= 1) and peak memory (torch.cuda.max_memory_allocated
@@ -60,8 +60,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def make_step(case: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
               grad: torch.Tensor) -> Callable[[], None]:
-    from relu_former.kernels.flex_relu_attention import flex_relu_sums
-    from relu_former.kernels.fused_relu_attention import fused_relu_sums
+    from relu_former.relu_attention.kernels.flex import flex_relu_sums
+    from relu_former.relu_attention.kernels.tiled import fused_relu_sums
 
     def step() -> None:
         for x in (q, k, v):

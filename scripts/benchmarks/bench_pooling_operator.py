@@ -36,10 +36,10 @@ from typing import Callable, Dict, List, Sequence
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
-import relu_former.kernels.successive_halving as operator_module
-from relu_former.kernels.successive_halving import PooledSequence, successive_halving_topk
-from relu_former.kernels.topk_baselines import iterative_soft_topk, successive_halving_topk_loop
-from relu_former.kernels.topk_similarity import ncc_similarity
+import relu_former.pyramidion.successive_halving as operator_module
+from relu_former.pyramidion.successive_halving import PooledSequence, successive_halving_topk
+from scripts.benchmarks.topk_baselines import iterative_soft_topk, successive_halving_topk_loop
+from scripts.benchmarks.topk_similarity import ncc_similarity
 from scripts.common.benchmarking import (
     MIB,
     BenchmarkParser,

@@ -133,7 +133,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def build_model(args: argparse.Namespace, dictionary, schedule: str, block_size: int,
                 encoder_layers: int | None = None):
-    from relu_former.models.pyramidion import PyramidionModel, pyramidion_base
+    from relu_former.pyramidion.model import PyramidionModel, pyramidion_base
 
     model_args = argparse.Namespace(
         encoder_layers=encoder_layers or args.layers, decoder_layers=args.layers,

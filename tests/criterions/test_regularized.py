@@ -26,8 +26,8 @@ from relu_former.criterions.sparse_softmax_sentence_prediction import (
     SparseSoftmaxSentencePredictionCriterion,
 )
 from relu_former.errors import OptionError
-from relu_former.kernels.relu_attention import relu_attention
-from relu_former.modules.attention import ActivationMultiheadAttention
+from relu_former.relu_attention.attention import ActivationMultiheadAttention
+from relu_former.relu_attention.kernels.reference import relu_attention
 
 E, HEADS = 8, 2
 

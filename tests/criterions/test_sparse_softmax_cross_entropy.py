@@ -16,8 +16,8 @@ from relu_former.criterions.sparse_softmax_cross_entropy import (
     SparseSoftmaxCrossEntropyCriterion,
 )
 from relu_former.errors import OptionError
-from relu_former.kernels.sparse_softmax import sparse_softmax_cross_entropy
-from relu_former.modules.attention import ActivationMultiheadAttention
+from relu_former.relu_attention.attention import ActivationMultiheadAttention
+from relu_former.sparse_softmax.sparse_softmax import sparse_softmax_cross_entropy
 from scripts.common.criterion_harness import DictionaryTask, LogitsModel
 
 from helpers import FairseqRun

@@ -16,7 +16,7 @@ from relu_former.criterions.sparse_softmax_sentence_prediction import (
     SparseSoftmaxSentencePredictionConfig,
     SparseSoftmaxSentencePredictionCriterion,
 )
-from relu_former.kernels.sparse_softmax import sparse_softmax_cross_entropy
+from relu_former.sparse_softmax.sparse_softmax import sparse_softmax_cross_entropy
 
 from helpers import FairseqRun, fairseq_command, run_command
 

@@ -121,7 +121,7 @@ def test_regularizer_terms_are_the_criterion_s():
     """The analysis' L_norm and L_ent equal what the training criterion computes."""
     import relu_former.plugin  # noqa: F401  (this checkout's criterions)
     from relu_former.criterions.regularized import attention_regularizer_terms
-    from relu_former.modules.attention import ActivationMultiheadAttention
+    from relu_former.relu_attention.attention import ActivationMultiheadAttention
 
     torch.manual_seed(3)
     module = ActivationMultiheadAttention(8, 2, self_attention=True).double().eval()

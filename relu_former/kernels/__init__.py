@@ -1,1 +1,0 @@
-"""Pure tensor functions, one paper equation each; no fairseq import anywhere below here."""

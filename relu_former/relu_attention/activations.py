@@ -1,0 +1,238 @@
+"""Every attention activation the ReLUFormer paper compares, behind one function.
+
+With z_ij = q_i . k_j / sqrt(d) over the keys j that query i may see (others get weight 0):
+
+    softmax    w_i = softmax(z_i)                                  (vanilla Transformer)
+    sparsemax  w_i = argmin_{p in simplex} ||p - z_i||^2           (Martins & Astudillo 2016)
+    entmax15   w_i = 1.5-entmax(z_i)                                (Peters et al. 2019)
+    relu       w_ij = ReLU(z_ij) / (gamma sqrt(n_i / 2))             (ReLUFormer, sec. 4.1)
+    rela       out_i = g * RMSNorm(sum_j ReLU(z_ij) v_j)             (ReLA, Zhang et al. 2021)
+
+    out_i = sum_j w_ij v_j for the first four. ReLA's output is normalised over the head size
+    with a learned gain g; its sigmoid gate (on the layer input) belongs to the module.
+
+sparsemax and 1.5-entmax come from the ``entmax`` package; blocked keys get a large negative
+score before the mapping (sparsemax/entmax give them exactly 0) and are zeroed after it, so a
+row that sees no key outputs 0 instead of NaN. Softmax-like rows are computed in float32
+(float64 for float64 input), as fairseq does for softmax.
+
+Public functions (shapes as in ``relu_attention``):
+
+    ACTIVATIONS: the names accepted by ``--attention-activation``
+    check_activation(name, flag="--attention-activation") -> None
+        ValueError for an unknown name, ImportError when entmax is needed but missing; both
+        name the flag.
+    normalized_attention(q, k, v, activation, *, key_padding_mask=None, attn_mask=None,
+                         dropout_p=0.0, need_weights=False, need_statistics=False,
+                         query_padding_mask=None) -> AttentionResult
+    rela_attention(q, k, v, gain, *, eps=1e-6, key_padding_mask=None, attn_mask=None,
+                   key_chunk_size=0, dropout_p=0.0, need_weights=False,
+                   need_statistics=False, query_padding_mask=None) -> AttentionResult
+    attention(q, k, v, activation, **options) -> AttentionResult
+        Looks ``activation`` up in ``ATTENTION_FUNCTIONS``: ``relu_attention`` (options
+        gamma, key_chunk_size, variance_reduction), ``rela_attention`` (options rela_gain,
+        rela_eps, key_chunk_size) or ``normalized_attention``. key_chunk_size is ignored by
+        the normalised activations (they need the whole row).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable, Dict, NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from relu_former.errors import OptionError
+from relu_former.relu_attention.kernels.reference import (
+    AttentionResult,
+    AttentionStatistics,
+    any_relu_sums,
+    count_positive,
+    count_visible_keys,
+    relu_attention,
+    relu_scores,
+    row_validity,
+    statistics_from_sums,
+    visible_keys,
+    xlogx_sum,
+)
+
+ACTIVATIONS = ("softmax", "relu", "sparsemax", "entmax15", "rela")
+NORMALIZED = ("softmax", "sparsemax", "entmax15")
+NEEDS_ENTMAX = ("sparsemax", "entmax15")
+
+
+def _entmax_function(name: str) -> Callable[..., Tensor]:
+    module = importlib.import_module("entmax")
+    return getattr(module, name)
+
+
+def check_activation(name: str, flag: str = "--attention-activation") -> None:
+    """Fail early, naming ``flag``, for an unknown activation or a missing entmax package."""
+    if name not in ACTIVATIONS:
+        raise OptionError(flag, f"{flag} {name!r} is unknown; choose one of "
+                          f"{', '.join(ACTIVATIONS)}")
+    if name in NEEDS_ENTMAX:
+        try:
+            _entmax_function(name)
+        except ImportError as err:
+            raise ImportError(
+                f"{flag} {name} needs the 'entmax' package, which is not installed: "
+                "pip install -c constraints.txt entmax (or choose softmax, relu or rela)"
+            ) from err
+
+
+def _masked_value(dtype: torch.dtype) -> float:
+    # Finite, so a row with every key blocked stays finite; far below any real score.
+    return -1e4 if dtype == torch.float16 else -1e9
+
+
+def _normalize(scores: Tensor, activation: str) -> Tensor:
+    if activation == "softmax":
+        return torch.softmax(scores, dim=-1)
+    return _entmax_function(activation)(scores, dim=-1)
+
+
+def normalized_attention(q: Tensor, k: Tensor, v: Tensor, activation: str, *,
+                         key_padding_mask: Tensor | None = None,
+                         attn_mask: Tensor | None = None, dropout_p: float = 0.0,
+                         need_weights: bool = False, need_statistics: bool = False,
+                         query_padding_mask: Tensor | None = None) -> AttentionResult:
+    """Softmax, sparsemax or 1.5-entmax attention; weights and statistics of the used rows."""
+    if activation not in NORMALIZED:
+        raise ValueError(f"normalized_attention: {activation!r} is not one of {NORMALIZED}")
+    work_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
+    scores = torch.matmul(q * q.size(-1) ** -0.5, k.transpose(-1, -2)).to(work_dtype)
+    visible = visible_keys(key_padding_mask, attn_mask)
+    if visible is not None:
+        scores = scores.masked_fill(~visible, _masked_value(work_dtype))
+    weights = _normalize(scores, activation)
+    if visible is not None:
+        weights = weights.masked_fill(~visible, 0.0)
+    weights = weights.to(q.dtype)
+    dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
+    out = torch.matmul(dropped, v)
+
+    statistics = None
+    if need_statistics:
+        with torch.no_grad():
+            statistics = _normalized_statistics(weights, key_padding_mask, attn_mask,
+                                                query_padding_mask)
+    return AttentionResult(out, weights if need_weights else None, statistics)
+
+
+def _normalized_statistics(weights: Tensor, key_padding_mask: Tensor | None,
+                           attn_mask: Tensor | None,
+                           query_padding_mask: Tensor | None) -> AttentionStatistics:
+    batch, heads, tgt_len, src_len = weights.shape
+    stat_dtype = torch.float64 if weights.dtype == torch.float64 else torch.float32
+    w = weights.to(stat_dtype)
+    n = count_visible_keys(key_padding_mask, attn_mask, tgt_len, src_len)
+    n = n.to(device=w.device, dtype=stat_dtype)
+    n, valid = row_validity(n, (batch, heads, tgt_len), query_padding_mask)
+    row_sum = w.sum(-1)
+    xlogx = xlogx_sum(w)
+    zeros = n - count_positive(w, stat_dtype)
+    return statistics_from_sums(row_sum, xlogx, zeros, n, valid, regularizable=False)
+
+
+def rela_attention(q: Tensor, k: Tensor, v: Tensor, gain: Tensor, *, eps: float = 1e-6,
+                   key_padding_mask: Tensor | None = None, attn_mask: Tensor | None = None,
+                   key_chunk_size: int = 0, dropout_p: float = 0.0,
+                   need_weights: bool = False, need_statistics: bool = False,
+                   query_padding_mask: Tensor | None = None,
+                   fused: bool = True) -> AttentionResult:
+    """ReLA: ReLU scores without the variance factor, RMS-normalised output times ``gain``.
+
+    ``gain`` broadcasts against (B, H, Tq, D), e.g. shape (H, 1, D). Returned weights are the
+    ReLU scores s_ij (the RMS normalisation rescales each output dimension afterwards).
+    The statistics are those of s (logged; ReLA is not regularised).
+    """
+    batch, heads, tgt_len, _ = q.shape
+    src_len = k.size(-2)
+    fused = fused and not (need_weights and torch.is_grad_enabled())
+    sums = any_relu_sums(q, k, v, fused=fused, key_chunk_size=key_chunk_size,
+                         key_padding_mask=key_padding_mask, attn_mask=attn_mask,
+                         dropout_p=dropout_p, need_sums=need_statistics)
+    u = sums.u
+    rms = torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + eps)
+    out = u * rms * gain
+
+    weights = sums.scores
+    if need_weights and weights is None:
+        with torch.no_grad():
+            weights = relu_scores(q * q.size(-1) ** -0.5, k,
+                                  visible_keys(key_padding_mask, attn_mask))
+
+    statistics = None
+    if need_statistics:
+        n = count_visible_keys(key_padding_mask, attn_mask, tgt_len, src_len)
+        n = n.to(device=q.device, dtype=sums.row_sum.dtype)
+        n, valid = row_validity(n, (batch, heads, tgt_len), query_padding_mask)
+        statistics = statistics_from_sums(sums.row_sum, sums.xlogx, n - sums.positives, n,
+                                          valid, regularizable=False)
+    return AttentionResult(out, weights if need_weights else None, statistics)
+
+
+class _Options(NamedTuple):
+    """The options of ``attention`` that only some activations read."""
+
+    gamma: float | Tensor
+    key_chunk_size: int
+    variance_reduction: bool
+    rela_gain: Tensor | None
+    rela_eps: float
+    fused: bool
+
+
+def _relu(q: Tensor, k: Tensor, v: Tensor, activation: str, options: _Options,
+          masks: Dict[str, Any]) -> AttentionResult:
+    return relu_attention(q, k, v, gamma=options.gamma, key_chunk_size=options.key_chunk_size,
+                          variance_reduction=options.variance_reduction, fused=options.fused,
+                          **masks)
+
+
+def _rela(q: Tensor, k: Tensor, v: Tensor, activation: str, options: _Options,
+          masks: Dict[str, Any]) -> AttentionResult:
+    gain = options.rela_gain
+    if gain is None:
+        gain = torch.ones(q.size(-1), dtype=q.dtype, device=q.device)
+    return rela_attention(q, k, v, gain, eps=options.rela_eps,
+                          key_chunk_size=options.key_chunk_size, fused=options.fused, **masks)
+
+
+def _normalized(q: Tensor, k: Tensor, v: Tensor, activation: str, options: _Options,
+                masks: Dict[str, Any]) -> AttentionResult:
+    return normalized_attention(q, k, v, activation, **masks)
+
+
+# One entry per name of ACTIVATIONS (a test checks they agree).
+ATTENTION_FUNCTIONS: Dict[str, Callable[..., AttentionResult]] = {
+    "relu": _relu,
+    "rela": _rela,
+    **{name: _normalized for name in NORMALIZED},
+}
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, activation: str, *,
+              key_padding_mask: Tensor | None = None, attn_mask: Tensor | None = None,
+              gamma: float | Tensor = 1.0, key_chunk_size: int = 0, dropout_p: float = 0.0,
+              need_weights: bool = False, need_statistics: bool = False,
+              query_padding_mask: Tensor | None = None, variance_reduction: bool = True,
+              rela_gain: Tensor | None = None, rela_eps: float = 1e-6,
+              fused: bool = True) -> AttentionResult:
+    """One interface for every activation of ``ACTIVATIONS`` (see the module docstring).
+
+    ``fused`` selects the fused kernel of relu/rela (False: the dense/chunked reference).
+    """
+    function = ATTENTION_FUNCTIONS.get(activation)
+    if function is None:
+        check_activation(activation)  # raises, naming the flag and the choices
+    masks = dict(key_padding_mask=key_padding_mask, attn_mask=attn_mask, dropout_p=dropout_p,
+                 need_weights=need_weights, need_statistics=need_statistics,
+                 query_padding_mask=query_padding_mask)
+    options = _Options(gamma, key_chunk_size, variance_reduction, rela_gain, rela_eps,
+                       fused)
+    return function(q, k, v, activation, options, masks)

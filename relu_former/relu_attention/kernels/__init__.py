@@ -1,0 +1,1 @@
+"""Pure tensor functions for ReLU attention; no fairseq import anywhere below here."""
