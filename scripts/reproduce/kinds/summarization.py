@@ -1,0 +1,152 @@
+"""Summarization cells (Pyramidion paper): one ``pyramidion_base`` encoder-decoder per row,
+pooling apart, through the real ``fairseq-train``/``fairseq-generate``; ROUGE by the recipes'
+scorer against the untouched references; cost as measured CPU time.
+
+Toy data: the machine's manual pages, the page as the input and its NAME line as the
+summary (``scripts/demo/summary_data.py``, the demo's builder; a generated task where there
+are none, said in the data line), SentencePiece, inputs cut to ``source_tokens``.
+Cost columns: the training process's CPU seconds per update and fairseq-generate's decoding
+seconds, both measured; CPU time, unlike wall time, hardly moves when other jobs load the
+machine.
+Paper scale: ``scripts/recipes/long_doc_summarization`` (``DATASET=arxiv``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Sequence
+
+from scripts.common.fairseq_cli import fairseq_command
+from scripts.common.plotting import write_text_atomic
+from scripts.reproduce.cell_cache import settings_key
+from scripts.reproduce.kinds import Step, recipe_steps
+from scripts.reproduce.kinds.translation import model_flags
+from scripts.reproduce.log_figures import decode_seconds, score_figures, train_figures
+from scripts.reproduce.spec import Row, TableSpec
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+USER_DIR = str(REPO_ROOT / "relu_former")
+DATA_KEYS = ("man_dir", "source_tokens", "target_tokens", "vocab", "max_test",
+             "min_train_docs", "heldout_per_mille", "generated_docs")
+
+
+def prepare(spec: TableSpec, scale: str, settings: Dict[str, Any], work: Path,
+            say: Callable[[str], None]) -> Dict[str, Any]:
+    if scale == "paper":
+        return {"description": "the long_doc_summarization recipe's prepared data "
+                               "(DATASET=arxiv scripts/recipes/long_doc_summarization/prepare.sh)"}
+    from scripts.demo.summary_data import SummaryScale, build_summary_data
+
+    data_settings = {k: settings.get(k) for k in DATA_KEYS}
+    folder = work / "data" / f"summarization-{settings_key(data_settings)[:12]}"
+    stamp = folder / "data.json"
+    if stamp.is_file():
+        return json.loads(stamp.read_text())
+    if folder.exists():
+        shutil.rmtree(folder)
+    say(f"building summarization data in {folder}")
+    sizes = SummaryScale(
+        source_tokens=settings["source_tokens"], target_tokens=settings["target_tokens"],
+        vocab=settings["vocab"], layers=settings["layers"], dim=settings["dim"],
+        ffn=settings["ffn"], heads=settings["heads"], max_tokens=settings["max_tokens"],
+        max_update=settings["max_update"], time_budget_s=1e9, warmup=settings["warmup"],
+        lr=settings["lr"], max_test=settings["max_test"],
+        min_train_docs=settings["min_train_docs"],
+        heldout_per_mille=settings["heldout_per_mille"],
+        generated_docs=settings["generated_docs"])
+    description = build_summary_data(Path(settings["man_dir"]), sizes, folder / "raw",
+                                     folder / "prep", say=say)
+    command = [fairseq_command("fairseq-preprocess"), "--source-lang", "doc", "--target-lang",
+               "sum", "--joined-dictionary", "--workers", "1", "--destdir",
+               str(folder / "bin"), *(f"--{split}pref={folder / 'prep' / split}"
+                                      for split in ("train", "valid", "test"))]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode:
+        raise RuntimeError(f"fairseq-preprocess failed:\n{result.stderr[-2000:]}")
+    info = {"folder": str(folder), "description": description}
+    write_text_atomic(stamp, json.dumps(info, indent=1))
+    return info
+
+
+def cell_settings(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, Any],
+                  data: Dict[str, Any]) -> Dict[str, Any]:
+    keep = {k: v for k, v in settings.items() if k != "man_dir"}
+    return {"settings": keep, "data": data.get("description"), "row": list(row.flags),
+            "seed": seed, "recipe_model": row.recipe_model}
+
+
+_LENGTH = re.compile(r"\bL(?:/(\d+))?\b")
+PAPER_ONLY_RECIPE = ("--attention-block-size", "--pooling-schedule")
+
+
+def resolve(flags: Sequence[str], length: int) -> List[str]:
+    """Rows write lengths as ``L``, ``L/2``, ``L/4`` (of the input length): the same table
+    at any input length."""
+    return [_LENGTH.sub(lambda m: str(length // int(m.group(1) or 1)), flag) for flag in flags]
+
+
+def recipe_flags(flags: Sequence[str]) -> List[str]:
+    """The row's flags without block size and schedule: at paper scale the recipe's MODEL
+    carries the paper's configuration (blocks of 512, 8192 -> 4096 -> 2048)."""
+    kept, skip = [], False
+    for flag in flags:
+        if skip:
+            skip = False
+        elif flag in PAPER_ONLY_RECIPE:
+            skip = True
+        else:
+            kept.append(flag)
+    return kept
+
+
+def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, Any],
+          data: Dict[str, Any], folder: Path, parent: Path | None) -> List[Step]:
+    if scale == "paper":
+        return recipe_steps("long_doc_summarization", row.recipe_model,
+                            {"DATASET": settings["dataset"], **row.recipe_env}, str(folder),
+                            [*recipe_flags(row.flags), "--seed", str(seed)])
+    length, target = settings["source_tokens"], settings["target_tokens"]
+    data_bin = Path(data["folder"]) / "bin"
+    positions = ["--max-source-positions", str(length),
+                 "--max-target-positions", str(target + 8)]
+    train = [fairseq_command("fairseq-train"), str(data_bin), "--user-dir", USER_DIR,
+             "--arch", "pyramidion_base", *model_flags(settings), "--share-all-embeddings",
+             *positions, "--dropout", "0.1", "--attention-dropout", "0.1", "--cpu",
+             "--seed", str(seed), "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)",
+             "--lr", str(settings["lr"]), "--lr-scheduler", "inverse_sqrt",
+             "--warmup-updates", str(settings["warmup"]), "--warmup-init-lr", "1e-07",
+             "--max-tokens", str(settings["max_tokens"]), "--max-update",
+             str(settings["max_update"]), "--criterion", "label_smoothed_cross_entropy",
+             "--label-smoothing", "0.1", "--save-dir", str(folder), "--no-epoch-checkpoints",
+             "--save-interval", "1000", "--validate-interval", "1000", "--log-format", "json",
+             "--log-interval", "10", "--no-progress-bar", "--num-workers", "0",
+             "--required-batch-size-multiple", "1", "--skip-invalid-size-inputs-valid-test",
+             *resolve(row.flags, length)]
+    generate = [fairseq_command("fairseq-generate"), str(data_bin), "--user-dir", USER_DIR,
+                "--path", str(folder / "checkpoint_last.pt"), "--gen-subset", "test", "--cpu",
+                "--beam", str(settings["beam"]), "--post-process", "sentencepiece",
+                "--max-len-a", "0", "--max-len-b", str(target), *positions,
+                "--max-tokens", str(8 * length), "--num-workers", "0",
+                "--required-batch-size-multiple", "1"]
+    score = [sys.executable, "-m", "scripts.recipes.lib.score",
+             str(folder / "generate-test.txt"), "--metric", "rouge", "--references",
+             str(Path(data["folder"]) / "prep" / "test.reference"),
+             "--out", str(folder / "score-test.json")]
+    return [Step("train.log", argv=train), Step("generate-test.txt", argv=generate),
+            Step("score.log", argv=score)]
+
+
+def collect(spec: TableSpec, row: Row, folder: Path) -> Dict[str, float]:
+    """ROUGE-1/2/L, valid nll, and the costs (training CPU s per update, decoding s)."""
+    figures = train_figures(folder / "train.log")
+    scores = score_figures(folder / "score-test.json")
+    figures.update({k: scores[k] for k in ("rouge1", "rouge2", "rougeL") if k in scores})
+    generated = folder / "generate-test.txt"
+    if generated.is_file():
+        figures["decode_seconds"] = decode_seconds(generated)
+    return figures

@@ -1,0 +1,209 @@
+"""Translation cells: sentence-level and document-level, trained and decoded through the real
+``fairseq-train``/``fairseq-generate`` and scored by the recipes' scorer.
+
+Toy data (built once per data setting, shared by every cell): the gettext catalogs of
+``lang`` (into English), Moses-tokenised and lower-cased, word-level (no BPE: documents of
+hundreds of words stay readable and every length uses one vocabulary), split by blocks of
+consecutive messages (:mod:`scripts.reproduce.doc_corpus`). ``sentences`` holds the pairs of
+each split; ``docs<L>`` the same pairs packed into documents of at most L English tokens.
+All are binarized with the sentence data's joined dictionary, so a document model can start
+from a sentence model's checkpoint (G-Transformer's recipe for making document models
+learn). A row with ``parent`` continues the parent's final checkpoint with a fresh optimizer.
+
+Paper scale: the recipes (``train.sh MODEL -- --seed S ...``, ``evaluate.sh MODEL``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, Callable, Dict, List
+
+from scripts.common.fairseq_cli import fairseq_command
+from scripts.common.plotting import write_text_atomic
+from scripts.reproduce.cell_cache import settings_key
+from scripts.reproduce.doc_corpus import catalog_pairs, pack_documents, split_documents
+from scripts.reproduce.kinds import Step, recipe_steps
+from scripts.reproduce.log_figures import decode_seconds, score_figures, train_figures
+from scripts.reproduce.spec import Row, TableSpec
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+USER_DIR = str(REPO_ROOT / "relu_former")
+SRC, TGT = "xx", "en"  # fairseq's language suffixes of the toy data (any catalog language)
+DATA_KEYS = ("locale_dir", "lang", "block_tokens", "valid_per_mille", "test_per_mille",
+             "max_train_pairs", "max_test_docs", "lengths")
+
+
+def length_of(row: Row) -> int:
+    """The row's document length in tokens; 0 for sentence-level data."""
+    return int(row.point.get("length", 0))
+
+
+def prepare(spec: TableSpec, scale: str, settings: Dict[str, Any], work: Path,
+            say: Callable[[str], None]) -> Dict[str, Any]:
+    """Build (or reuse) the binarized sentence and document data of the table's rows."""
+    if scale == "paper":
+        return {"description": f"the {settings['recipe']} recipe's prepared data "
+                               f"(scripts/recipes/{settings['recipe']}/prepare.sh)"}
+    from scripts.recipes.lib.prepare_text import moses_tokenize
+
+    data_settings = {k: settings.get(k) for k in DATA_KEYS}
+    folder = work / "data" / f"translation-{settings_key(data_settings)[:12]}"
+    stamp = folder / "data.json"
+    if stamp.is_file():
+        return json.loads(stamp.read_text())
+    if folder.exists():
+        shutil.rmtree(folder)  # a build stopped half-way
+    say(f"building translation data in {folder}")
+    pairs = catalog_pairs(Path(settings["locale_dir"]), settings["lang"])
+    blocks = split_documents(pack_documents(pairs, settings["block_tokens"]),
+                             settings["valid_per_mille"], settings["test_per_mille"])
+    raw = folder / "raw"
+    description = []
+    per_split = {}
+    for split, docs in blocks.items():
+        split_pairs = [pair for doc in docs for pair in doc.pairs]
+        if split == "train" and settings.get("max_train_pairs"):
+            split_pairs = split_pairs[: settings["max_train_pairs"]]
+        per_split[split] = split_pairs
+        src = moses_tokenize([p.source for p in split_pairs], settings["lang"], lowercase=True)
+        tgt = moses_tokenize([p.target for p in split_pairs], TGT, lowercase=True)
+        per_split[split] = list(zip(split_pairs, src, tgt))
+    lengths = sorted({0, *settings.get("lengths", ())})
+    for length in lengths:
+        name = "sentences" if length == 0 else f"docs{length}"
+        sizes = []
+        for split, items in per_split.items():
+            if length == 0:
+                src_lines = [s for _, s, _ in items]
+                tgt_lines = [t for _, _, t in items]
+            else:
+                tokens = {id(p): (s, t) for p, s, t in items}
+                sizes_of = {key: len(t.split()) for key, (_, t) in tokens.items()}
+                docs = pack_documents([p for p, _, _ in items], length,
+                                      length=lambda p, n=sizes_of: n[id(p)])
+                if split == "test" and settings.get("max_test_docs"):
+                    docs = docs[: settings["max_test_docs"]]
+                src_lines = [" <sep> ".join(tokens[id(p)][0] for p in d.pairs) for d in docs]
+                tgt_lines = [" <sep> ".join(tokens[id(p)][1] for p in d.pairs) for d in docs]
+            for suffix, lines in ((SRC, src_lines), (TGT, tgt_lines)):
+                write_text_atomic(raw / name / f"{split}.{suffix}",
+                                  "".join(line + "\n" for line in lines))
+            sizes.append(f"{split} {len(src_lines)}")
+        description.append(f"{name}: {', '.join(sizes)}")
+    binarize(raw, folder / "bin", lengths)
+    info = {"folder": str(folder), "description":
+            f"gettext catalogs {settings['locale_dir']}/{settings['lang']} -> en, word level, "
+            + "; ".join(description)}
+    write_text_atomic(stamp, json.dumps(info, indent=1))
+    return info
+
+
+def binarize(raw: Path, out: Path, lengths: List[int]) -> None:
+    """fairseq-preprocess every data set with the sentence data's joined dictionary."""
+    import subprocess
+
+    for length in lengths:
+        name = "sentences" if length == 0 else f"docs{length}"
+        command = [fairseq_command("fairseq-preprocess"), "--source-lang", SRC, "--target-lang",
+                   TGT, "--joined-dictionary", "--workers", "1", "--destdir", str(out / name),
+                   *(f"--{split}pref={raw / name / split}" for split in ("train", "valid",
+                                                                          "test"))]
+        if length:
+            command += ["--srcdict", str(out / "sentences" / f"dict.{SRC}.txt")]
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode:
+            raise RuntimeError(f"fairseq-preprocess failed for {name}:\n{result.stderr[-2000:]}")
+
+
+def cell_settings(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, Any],
+                  data: Dict[str, Any]) -> Dict[str, Any]:
+    keep = {k: v for k, v in settings.items() if k != "locale_dir"}
+    return {"settings": keep, "data": data.get("description"), "row": row.flags,
+            "generate": row.generate_flags, "length": length_of(row), "seed": seed,
+            "recipe_model": row.recipe_model, "recipe_env": dict(row.recipe_env)}
+
+
+def model_flags(s: Dict[str, Any]) -> List[str]:
+    layers, dim, ffn, heads = s["layers"], s["dim"], s["ffn"], s["heads"]
+    return ["--encoder-layers", str(layers), "--decoder-layers", str(layers),
+            "--encoder-embed-dim", str(dim), "--decoder-embed-dim", str(dim),
+            "--encoder-ffn-embed-dim", str(ffn), "--decoder-ffn-embed-dim", str(ffn),
+            "--encoder-attention-heads", str(heads), "--decoder-attention-heads", str(heads)]
+
+
+def beams(settings: Dict[str, Any]) -> List[int]:
+    return list(settings.get("beams", [settings.get("beam", 4)]))
+
+
+def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, Any],
+          data: Dict[str, Any], folder: Path, parent: Path | None) -> List[Step]:
+    if scale == "paper":
+        flags = [*row.flags, "--seed", str(seed)]
+        if parent is not None:
+            flags += ["--finetune-from-model", str(parent / "checkpoint_best.pt")]
+        evaluations = [(f"score-test-beam{beam}.json", [*row.generate_flags, "--beam", str(beam)])
+                       for beam in beams(settings)]
+        found = recipe_steps(settings["recipe"], row.recipe_model, dict(row.recipe_env),
+                             str(folder), flags, evaluations)
+        return found[:1] if row.hidden else found
+    length = length_of(row)
+    data_bin = Path(data["folder"]) / "bin" / ("sentences" if length == 0 else f"docs{length}")
+    if parent is None:
+        updates, schedule = settings["max_update"], [
+            "--lr", str(settings["lr"]), "--lr-scheduler", "inverse_sqrt",
+            "--warmup-updates", str(settings["warmup"]), "--warmup-init-lr", "1e-07"]
+    else:
+        updates = settings["finetune_update"]
+        schedule = ["--lr", str(settings["finetune_lr"]), "--lr-scheduler", "fixed",
+                    "--finetune-from-model", str(parent / "checkpoint_last.pt")]
+    positions = max(256, 2 * length + 16)
+    train = [fairseq_command("fairseq-train"), str(data_bin), "--user-dir", USER_DIR,
+             "--arch", settings["arch"], *model_flags(settings), "--share-all-embeddings",
+             "--dropout", "0.1", "--attention-dropout", "0.1", "--cpu", "--seed", str(seed),
+             "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", *schedule,
+             "--max-tokens", str(max(settings["max_tokens"], positions)),
+             "--max-update", str(updates),
+             "--max-source-positions", str(positions), "--max-target-positions", str(positions),
+             "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+             "--save-dir", str(folder), "--no-epoch-checkpoints", "--save-interval", "1000",
+             "--validate-interval", "1000", "--log-format", "json", "--log-interval", "10",
+             "--no-progress-bar", "--num-workers", "0", "--required-batch-size-multiple", "1",
+             "--skip-invalid-size-inputs-valid-test", *row.flags]
+    found = [Step("train.log", argv=train)]
+    if row.hidden:
+        return found
+    for beam in beams(settings):
+        out = f"generate-test-beam{beam}.txt"
+        found.append(Step(out, argv=[
+            fairseq_command("fairseq-generate"), str(data_bin), "--user-dir", USER_DIR,
+            "--path", str(folder / "checkpoint_last.pt"), "--gen-subset", "test", "--cpu",
+            "--beam", str(beam), "--max-tokens", str(max(4096, positions)),
+            "--max-source-positions", str(positions), "--max-target-positions", str(positions),
+            "--max-len-a", "1.2", "--max-len-b", "10", "--num-workers", "0",
+            "--required-batch-size-multiple", "1", *row.generate_flags]))
+        found.append(Step(f"score-beam{beam}.log", argv=[
+            sys.executable, "-m", "scripts.recipes.lib.score", str(folder / out),
+            "--metric", "bleu", "--out", str(folder / f"score-test-beam{beam}.json")]))
+    return found
+
+
+def collect(spec: TableSpec, row: Row, folder: Path) -> Dict[str, float]:
+    """Training figures plus, per beam, tokenised BLEU (``bleu_beam<B>``; ``bleu`` is the
+    first beam's) and decoding seconds."""
+    figures = train_figures(folder / "train.log")
+    scored = sorted(folder.glob("score-test-beam*.json"))
+    for path in scored:
+        beam = path.stem.rsplit("beam", 1)[1]
+        scores = score_figures(path)
+        # BLEU recipes give bleu4_tokenized; a ROUGE recipe (Gigaword at paper scale) rouge1
+        bleu = scores.get("bleu4_tokenized", scores.get("rouge1", float("nan")))
+        figures[f"bleu_beam{beam}"] = bleu
+        figures.setdefault("bleu", bleu)
+        generated = folder / f"generate-test-beam{beam}.txt"
+        if generated.is_file():
+            figures[f"decode_seconds_beam{beam}"] = decode_seconds(generated)
+            figures.setdefault("decode_seconds", figures[f"decode_seconds_beam{beam}"])
+    return figures

@@ -1,0 +1,46 @@
+"""Pyramidion Table 4: token scorers compared on a 4-layer Transpooler (pooling once after
+the encoder, length reduced 4x)."""
+
+from __future__ import annotations
+
+from scripts.reproduce.spec import Comparison, Deviation, Metric, Row, TableSpec
+from scripts.reproduce.tables.toy_settings import SUMMARY_TINY, SUMMARY_TOY
+
+SCORERS = {"linear": "linear (default)", "nonlinear": "nonlinear", "index": "index-based",
+           "power": "PoWER-like (attention received)", "random": "random"}
+
+
+def _rows() -> tuple[Row, ...]:
+    return tuple(Row(key, f"Transpooler, {label} scorer",
+                     ("--attention-block-size", "0", "--pooling-schedule", "last:L/4",
+                      "--pooling-scorer", key),
+                     paper={"rouge2": "best" if key == "linear" else "-"},
+                     recipe_model="transpooler") for key, label in SCORERS.items())
+
+
+SPEC = TableSpec(
+    name="pyramidion_table4",
+    title="scorers on a 4-layer Transpooler",
+    paper="Pyramidion, Table 4",
+    claim="The trainable linear scorer is the best: above random and index-based selection "
+          "and the attention-based (PoWER-like) and nonlinear scorers.",
+    kind="summarization",
+    metrics=(Metric("rouge1", "ROUGE-1"), Metric("rouge2", "ROUGE-2"),
+             Metric("valid_nll", "valid nll (bits)", False)),
+    rows=_rows(),
+    comparisons=(
+        Comparison("linear", "random", "rouge2", "linear scorer beats random"),
+        Comparison("linear", "index", "rouge2", "linear scorer beats index-based"),
+        Comparison("linear", "power", "rouge2", "linear scorer beats PoWER-like"),
+    ),
+    toy={**SUMMARY_TOY, "layers": 4, "pooling": "last"},
+    tiny=dict(SUMMARY_TINY),
+    paper_settings={"dataset": "arxiv"},
+    deviations=(
+        Deviation("data", "arXiv", "manual pages -> their NAME line", "offline long texts"),
+        Deviation("length", "8192 -> 2048", "512 -> 128 (4x, as the paper)", "CPU budget"),
+        Deviation("attention", "blocks of 512", "full attention at 512 tokens",
+                  "one block at toy length"),
+    ),
+)
+
