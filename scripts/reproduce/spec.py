@@ -29,7 +29,8 @@ class Row:
     ``parent`` names the row whose final checkpoint this row starts from (the same seed);
     ``hidden`` rows are trained as starting points and not shown; ``point`` holds the x of a
     curve (e.g. the document length); ``paper`` the paper's figures for this row;
-    ``recipe_model`` and ``recipe_env`` the paper-scale recipe's MODEL and variables.
+    ``recipe_model``, ``recipe_env`` and ``recipe_flags`` the paper-scale recipe's MODEL,
+    variables and extra fairseq-train flags (the MODEL carries the model itself).
     """
 
     key: str
@@ -41,6 +42,7 @@ class Row:
     paper: Mapping[str, Any] = field(default_factory=dict)
     recipe_model: str = ""
     recipe_env: Mapping[str, str] = field(default_factory=dict)
+    recipe_flags: Tuple[str, ...] = ()
     generate_flags: Tuple[str, ...] = ()
 
 

@@ -35,7 +35,7 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
           data: Dict[str, Any], folder: Path, parent: Path | None) -> List[Step]:
     if scale == "paper":
         return recipe_steps("iwslt14_de_en", row.recipe_model, dict(row.recipe_env),
-                            str(folder), [*row.flags, "--seed", str(seed)])
+                            str(folder), [*row.recipe_flags, "--seed", str(seed)])
     argv = [sys.executable, "-m", "scripts.analysis.ablations", "--variants", row.key,
             "--seed", str(seed), "--out", str(folder), "--jobs", "1", "--threads", "1",
             "--quiet", "--locale-dir", str(settings["locale_dir"]), "--lang", settings["lang"],
@@ -52,7 +52,7 @@ def collect(spec: TableSpec, row: Row, folder: Path) -> Dict[str, float]:
         figures = train_figures(folder / "train.log")
         score = folder / "score-test.json"
         if score.is_file():
-            figures["tok_bleu"] = score_figures(score)["bleu4_tokenized"]
+            figures["bleu"] = figures["tok_bleu"] = score_figures(score)["bleu4_tokenized"]
         return figures
     found = json.loads(path.read_text())[row.key]
     figures = {k: float(found[k]) for k in ("bleu", "tok_bleu", "valid_nll", "entropy",

@@ -81,7 +81,6 @@ def cell_settings(spec: TableSpec, row: Row, seed: int, scale: str, settings: Di
 
 
 _LENGTH = re.compile(r"\bL(?:/(\d+))?\b")
-PAPER_ONLY_RECIPE = ("--attention-block-size", "--pooling-schedule")
 
 
 def resolve(flags: Sequence[str], length: int) -> List[str]:
@@ -90,26 +89,12 @@ def resolve(flags: Sequence[str], length: int) -> List[str]:
     return [_LENGTH.sub(lambda m: str(length // int(m.group(1) or 1)), flag) for flag in flags]
 
 
-def recipe_flags(flags: Sequence[str]) -> List[str]:
-    """The row's flags without block size and schedule: at paper scale the recipe's MODEL
-    carries the paper's configuration (blocks of 512, 8192 -> 4096 -> 2048)."""
-    kept, skip = [], False
-    for flag in flags:
-        if skip:
-            skip = False
-        elif flag in PAPER_ONLY_RECIPE:
-            skip = True
-        else:
-            kept.append(flag)
-    return kept
-
-
 def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, Any],
           data: Dict[str, Any], folder: Path, parent: Path | None) -> List[Step]:
     if scale == "paper":
         return recipe_steps("long_doc_summarization", row.recipe_model,
                             {"DATASET": settings["dataset"], **row.recipe_env}, str(folder),
-                            [*recipe_flags(row.flags), "--seed", str(seed)])
+                            [*row.recipe_flags, "--seed", str(seed)])
     length, target = settings["source_tokens"], settings["target_tokens"]
     data_bin = Path(data["folder"]) / "bin"
     positions = ["--max-source-positions", str(length),

@@ -141,10 +141,11 @@ def beams(settings: Dict[str, Any]) -> List[int]:
 def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, Any],
           data: Dict[str, Any], folder: Path, parent: Path | None) -> List[Step]:
     if scale == "paper":
-        flags = [*row.flags, "--seed", str(seed)]
+        flags = [*row.recipe_flags, "--seed", str(seed)]
         if parent is not None:
             flags += ["--finetune-from-model", str(parent / "checkpoint_best.pt")]
-        evaluations = [(f"score-test-beam{beam}.json", [*row.generate_flags, "--beam", str(beam)])
+        # the recipe's evaluate.sh picks the decoding of its MODEL; only the beam is ours
+        evaluations = [(f"score-test-beam{beam}.json", ["--beam", str(beam)])
                        for beam in beams(settings)]
         found = recipe_steps(settings["recipe"], row.recipe_model, dict(row.recipe_env),
                              str(folder), flags, evaluations)

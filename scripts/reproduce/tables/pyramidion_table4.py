@@ -15,7 +15,8 @@ def _rows() -> tuple[Row, ...]:
                      ("--attention-block-size", "0", "--pooling-schedule", "last:L/4",
                       "--pooling-scorer", key),
                      paper={"rouge2": "best" if key == "linear" else "-"},
-                     recipe_model="transpooler") for key, label in SCORERS.items())
+                     recipe_model="transpooler", recipe_flags=("--pooling-scorer", key))
+                 for key, label in SCORERS.items())
 
 
 SPEC = TableSpec(

@@ -22,7 +22,10 @@ def _rows() -> tuple[Row, ...]:
                  "--encoder-ffn-embed-dim", str(slots), "--decoder-ffn-embed-dim", str(slots)),
                 point={"slots": slots},
                 paper={"bleu": PAPER[key] if slots == SLOTS[-1] else "-"},
-                recipe_model="relu_former"))
+                recipe_model="relu_former", recipe_flags=(
+                    "--attention-activation", "softmax", "--ffn-activation", key,
+                    "--encoder-ffn-embed-dim", str(slots), "--decoder-ffn-embed-dim",
+                    str(slots))))
     return tuple(rows)
 
 

@@ -25,8 +25,10 @@ SPEC = TableSpec(
     metrics=(Metric("bleu", "BLEU"), Metric("valid_nll", "valid nll (bits)", False),
              Metric("entropy", "attention entropy (nats)"),
              Metric("zeros", "zero weights (share)", False, 3)),
-    rows=tuple(Row(key, VARIANTS[key][0], tuple(VARIANTS[key][1]),
-                   paper=PAPER.get(key, {}), recipe_model="relu_former") for key in SHOWN),
+    rows=tuple(Row(key, VARIANTS[key][0], tuple(VARIANTS[key][1]), paper=PAPER.get(key, {}),
+                   recipe_model="transformer" if key == "softmax" else "relu_former",
+                   recipe_flags=() if key == "softmax" else tuple(VARIANTS[key][1]))
+               for key in SHOWN),
     comparisons=(
         Comparison("relu_former", "no_regularisers", "bleu",
                    "the regularisers add BLEU (+1.37)"),

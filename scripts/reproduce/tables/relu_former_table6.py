@@ -71,7 +71,7 @@ SPEC = TableSpec(
     toy={**TRANSLATION_TOY, "lengths": [128, 256, 512], "max_update": 800,
          "finetune_update": 300},
     tiny={**TRANSLATION_TINY, "lengths": [32]},
-    paper_settings={"recipe": "europarl7_doc", "lengths": list(LENGTHS), "beams": [4],
+    paper_settings={"recipe": "europarl7_doc", "lengths": list(LENGTHS), "beams": [5],
                     "use_parents": False},
     deviations=(
         Deviation("data", "Europarl v7 En-De documents", "gettext catalogs (fr->en), "
