@@ -16,7 +16,7 @@ from typing import Dict
 
 from scripts.common.fairseq_log import json_log_records
 
-_PARAMS = re.compile(r"num\. model params: ([\d,]+)")
+_PARAMS = re.compile(r"model params: ([\d,]+)")
 _DONE = re.compile(r"done training in ([\d.]+) seconds")
 _DECODED = re.compile(r"Translated [\d,]+ sentences \(([\d,]+) tokens\) in ([\d.]+)s")
 

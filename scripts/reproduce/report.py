@@ -66,7 +66,8 @@ def claims_table(spec: TableSpec, table: Dict[tuple, Spread]) -> str:
         better = table.get((claim.better, claim.metric), spread([]))
         worse = table.get((claim.worse, claim.metric), spread([]))
         d, se = difference(better, worse, metric.higher_is_better)
-        rows.append([claim.claim, metric.label, f"{d:+.{metric.digits}f}",
+        rows.append([claim.claim, metric.label,
+                     "-" if math.isnan(d) else f"{d:+.{metric.digits}f}",
                      "-" if math.isnan(se) else f"{se:.{metric.digits}f}",
                      verdict(better, worse, metric.higher_is_better)])
     return markdown_table(["paper's claim", "metric", "difference (ours)", "standard error",

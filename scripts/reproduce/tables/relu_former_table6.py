@@ -70,7 +70,7 @@ SPEC = TableSpec(
     comparisons=_claims(),
     toy={**TRANSLATION_TOY, "lengths": [128, 256, 512], "max_update": 800,
          "finetune_update": 300},
-    tiny={**TRANSLATION_TINY, "lengths": [32]},
+    tiny={**TRANSLATION_TINY, "lengths": [128]},
     paper_settings={"recipe": "europarl7_doc", "lengths": list(LENGTHS), "beams": [5],
                     "use_parents": False},
     deviations=(
