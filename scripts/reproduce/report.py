@@ -54,7 +54,10 @@ def result_table(spec: TableSpec, table: Dict[tuple, Spread]) -> str:
         for metric in spec.metrics:
             cell = table.get((row.key, metric.key), spread([]))
             seeds = max(seeds, cell.n)
-            line += [cell.text(metric.digits), row.paper.get(metric.key, "-")]
+            paper = row.paper.get(metric.key, "-")
+            if isinstance(paper, (int, float)):
+                paper = f"{paper:.{metric.digits}f}"
+            line += [cell.text(metric.digits), paper]
         rows.append(line + [seeds])
     return markdown_table(headers, rows)
 

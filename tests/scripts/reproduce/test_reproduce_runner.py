@@ -126,7 +126,7 @@ def test_a_changed_setting_invalidates_only_its_cells(kind, tmp_path):
 def test_the_table_from_the_stored_figures(kind, tmp_path):
     cells, data = run_table(SPEC, options(tmp_path))
     text = section(SPEC, cells, data, "toy", 3, "python -m scripts.reproduce synthetic")
-    assert "| Good | 10.20 ± 0.10 | 11 |" in text
+    assert "| Good | 10.20 ± 0.10 | 11.00 |" in text
     assert "| Bad | 5.20 ± 0.10 | - |" in text
     assert "| good beats bad | score | +5.00 | 0.08 | holds |" in text
     assert "| bad beats good | score | -5.00 | 0.08 | reversed |" in text
@@ -151,4 +151,4 @@ def test_a_section_replaces_only_its_own_part(tmp_path):
 def test_not_run_tables_say_so_and_show_the_papers_numbers(kind, tmp_path):
     text = section(SPEC, [], {}, "toy", 3, "cmd")
     assert "not yet run at toy scale in this repository" in text
-    assert "| Good | - | 11 |" in text
+    assert "| Good | - | 11.00 |" in text
