@@ -16,8 +16,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Sequence
 
@@ -25,7 +23,7 @@ from scripts.common.fairseq_cli import fairseq_command
 from scripts.common.plotting import write_text_atomic
 from scripts.reproduce.cell_cache import settings_key
 from scripts.reproduce.kinds import Step, recipe_steps
-from scripts.reproduce.kinds.translation import model_flags
+from scripts.reproduce.kinds.translation import model_flags, score_step
 from scripts.reproduce.log_figures import decode_seconds, score_figures, train_figures
 from scripts.reproduce.spec import Row, TableSpec
 
@@ -61,13 +59,13 @@ def prepare(spec: TableSpec, scale: str, settings: Dict[str, Any], work: Path,
         generated_docs=settings["generated_docs"])
     description = build_summary_data(Path(settings["man_dir"]), sizes, folder / "raw",
                                      folder / "prep", say=say)
-    command = [fairseq_command("fairseq-preprocess"), "--source-lang", "doc", "--target-lang",
-               "sum", "--joined-dictionary", "--workers", "1", "--destdir",
-               str(folder / "bin"), *(f"--{split}pref={folder / 'prep' / split}"
-                                      for split in ("train", "valid", "test"))]
-    result = subprocess.run(command, capture_output=True, text=True)
-    if result.returncode:
-        raise RuntimeError(f"fairseq-preprocess failed:\n{result.stderr[-2000:]}")
+    from fairseq import options
+    from fairseq_cli import preprocess
+
+    preprocess.main(options.get_preprocessing_parser().parse_args([
+        "--source-lang", "doc", "--target-lang", "sum", "--joined-dictionary", "--workers", "1",
+        "--destdir", str(folder / "bin"),
+        *(f"--{split}pref={folder / 'prep' / split}" for split in ("train", "valid", "test"))]))
     info = {"folder": str(folder), "description": description}
     write_text_atomic(stamp, json.dumps(info, indent=1))
     return info
@@ -118,12 +116,9 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
                 "--max-len-a", "0", "--max-len-b", str(target), *positions,
                 "--max-tokens", str(8 * length), "--num-workers", "0",
                 "--required-batch-size-multiple", "1"]
-    score = [sys.executable, "-m", "scripts.recipes.lib.score",
-             str(folder / "generate-test.txt"), "--metric", "rouge", "--references",
-             str(Path(data["folder"]) / "prep" / "test.reference"),
-             "--out", str(folder / "score-test.json")]
-    return [Step("train.log", argv=train), Step("generate-test.txt", argv=generate),
-            Step("score.log", argv=score)]
+    score = score_step(folder, "generate-test.txt", "score-test.json", "rouge",
+                       references=Path(data["folder"]) / "prep" / "test.reference")
+    return [Step("train.log", argv=train), Step("generate-test.txt", argv=generate), score]
 
 
 def collect(spec: TableSpec, row: Row, folder: Path) -> Dict[str, float]:

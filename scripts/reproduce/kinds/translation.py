@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, List
 
@@ -102,20 +101,32 @@ def prepare(spec: TableSpec, scale: str, settings: Dict[str, Any], work: Path,
 
 
 def binarize(raw: Path, out: Path, lengths: List[int]) -> None:
-    """fairseq-preprocess every data set with the sentence data's joined dictionary."""
-    import subprocess
+    """fairseq-preprocess every data set with the sentence data's joined dictionary (in this
+    process: one fairseq start instead of one per data set)."""
+    from fairseq import options
+    from fairseq_cli import preprocess
 
     for length in lengths:
         name = "sentences" if length == 0 else f"docs{length}"
-        command = [fairseq_command("fairseq-preprocess"), "--source-lang", SRC, "--target-lang",
-                   TGT, "--joined-dictionary", "--workers", "1", "--destdir", str(out / name),
-                   *(f"--{split}pref={raw / name / split}" for split in ("train", "valid",
-                                                                          "test"))]
+        argv = ["--source-lang", SRC, "--target-lang", TGT, "--joined-dictionary",
+                "--workers", "1", "--destdir", str(out / name),
+                *(f"--{split}pref={raw / name / split}" for split in ("train", "valid", "test"))]
         if length:
-            command += ["--srcdict", str(out / "sentences" / f"dict.{SRC}.txt")]
-        result = subprocess.run(command, capture_output=True, text=True)
-        if result.returncode:
-            raise RuntimeError(f"fairseq-preprocess failed for {name}:\n{result.stderr[-2000:]}")
+            argv += ["--srcdict", str(out / "sentences" / f"dict.{SRC}.txt")]
+        preprocess.main(options.get_preprocessing_parser().parse_args(argv))
+
+
+def score_step(folder: Path, generated: str, results: str, metric: str,
+               references: Path | None = None) -> Step:
+    """Score a fairseq-generate output with the recipes' scorer, in this process."""
+    def run() -> None:
+        """score with scripts.recipes.lib.score"""
+        from scripts.recipes.lib.score import score
+
+        result = score(folder / generated, metric, references=references)
+        write_text_atomic(folder / results, json.dumps(result, indent=1))
+
+    return Step(results, call=run)
 
 
 def cell_settings(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, Any],
@@ -185,9 +196,7 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
             "--max-source-positions", str(positions), "--max-target-positions", str(positions),
             "--max-len-a", "1.2", "--max-len-b", "10", "--num-workers", "0",
             "--required-batch-size-multiple", "1", *row.generate_flags]))
-        found.append(Step(f"score-beam{beam}.log", argv=[
-            sys.executable, "-m", "scripts.recipes.lib.score", str(folder / out),
-            "--metric", "bleu", "--out", str(folder / f"score-test-beam{beam}.json")]))
+        found.append(score_step(folder, out, f"score-test-beam{beam}.json", "bleu"))
     return found
 
 
