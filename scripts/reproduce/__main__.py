@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from scripts.reproduce.report import section, write_section
+from scripts.reproduce.report import section, summary_section, verdicts, write_section
 from scripts.reproduce.runner import REPO_ROOT, BudgetSpent, CellFailed, RunOptions, run_table
 from scripts.reproduce.tables import TABLES
 
@@ -33,6 +33,18 @@ Each section is one table or figure of the three papers, rebuilt by
 for how cells, seeds and the direction rule work. Numbers are as measured; a section that has
 not been run says so.
 """
+
+
+def update_summary(doc: Path, name: str, entry: dict) -> None:
+    """Record ``name``'s verdicts beside the report (``reproduction/verdicts.json``) and
+    rewrite the closing summary from every table's latest verdicts."""
+    from scripts.common.plotting import write_text_atomic
+
+    store = doc.parent / "reproduction" / "verdicts.json"
+    found = json.loads(store.read_text()) if store.is_file() else {}
+    found[name] = entry
+    write_text_atomic(store, json.dumps(found, indent=1, sort_keys=True) + "\n")
+    write_section(doc, "summary", summary_section(found, list(TABLES)), DOC_HEADER)
 
 
 def parse_value(text: str):
@@ -140,6 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = section(spec, cells, data, args.scale, args.seeds, command,
                    plot_dir=args.out.parent / "reproduction")
     write_section(args.out, spec.name, text, DOC_HEADER)
+    update_summary(args.out, spec.name, verdicts(spec, cells, args.scale, args.seeds))
     say(f"{spec.name}: report in {args.out} ({time.monotonic() - started:.0f} s)")
     return status
 

@@ -62,7 +62,8 @@ def result_table(spec: TableSpec, table: Dict[tuple, Spread]) -> str:
     return markdown_table(headers, rows)
 
 
-def claims_table(spec: TableSpec, table: Dict[tuple, Spread]) -> str:
+def claim_rows(spec: TableSpec, table: Dict[tuple, Spread]) -> List[list]:
+    """Per claim: its text, metric, our difference, its standard error and the verdict."""
     rows = []
     for claim in spec.comparisons:
         metric = spec.metric(claim.metric)
@@ -73,8 +74,41 @@ def claims_table(spec: TableSpec, table: Dict[tuple, Spread]) -> str:
                      "-" if math.isnan(d) else f"{d:+.{metric.digits}f}",
                      "-" if math.isnan(se) else f"{se:.{metric.digits}f}",
                      verdict(better, worse, metric.higher_is_better)])
+    return rows
+
+
+def claims_table(spec: TableSpec, table: Dict[tuple, Spread]) -> str:
     return markdown_table(["paper's claim", "metric", "difference (ours)", "standard error",
-                           "direction (d > 2 SE)"], rows)
+                           "direction (d > 2 SE)"], claim_rows(spec, table))
+
+
+def verdicts(spec: TableSpec, cells: Sequence, scale: str, seeds: int) -> Dict:
+    """What the closing summary keeps of one run: per claim, its verdict (or not run)."""
+    done = sum(cell.result is not None for cell in cells)
+    rows = claim_rows(spec, spreads(spec, cells)) if done else []
+    return {"paper": spec.paper, "title": spec.title, "scale": scale, "seeds": seeds,
+            "cells": f"{done} of {len(cells)}",
+            "claims": [[row[0], row[4] if done else NOT_RUN] for row in rows] or
+                      [[claim.claim, NOT_RUN] for claim in spec.comparisons]}
+
+
+def summary_section(found: Dict[str, Dict], names: Sequence[str]) -> str:
+    """The closing note: every table's claims and whether they held at the scale run."""
+    start, end = markers("summary")
+    rows = []
+    for name in names:
+        entry = found.get(name)
+        if entry is None:
+            rows.append([f"`{name}`", "-", NOT_RUN, "-"])
+            continue
+        for claim, outcome in entry["claims"]:
+            rows.append([f"`{name}` ({entry['paper']})", claim, outcome,
+                         f"{entry['scale']}, {entry['seeds']} seed(s), {entry['cells']} cells"])
+    return "\n".join([start, "## Closing note: the papers' claims at our scale\n",
+                      "Per claim: *holds*, *reversed* (the opposite direction is resolved) or "
+                      "*not resolved at this scale*, by the rule above; rows of tables that "
+                      "were not run say so.\n",
+                      markdown_table(["table", "paper's claim", "outcome", "run"], rows), end])
 
 
 def curve_plot(spec: TableSpec, table: Dict[tuple, Spread], path: Path) -> Path | None:
@@ -159,8 +193,12 @@ def write_section(path: Path, name: str, text: str, header: str) -> Path:
     current = path.read_text(encoding="utf-8") if path.is_file() else header
     start, end = markers(name)
     pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
+    summary = markers("summary")[0]
     if pattern.search(current):
         updated = pattern.sub(lambda _: text, current)
+    elif name != "summary" and summary in current:  # the closing note stays last
+        head, tail = current.split(summary, 1)
+        updated = head.rstrip("\n") + "\n\n" + text + "\n\n" + summary + tail
     else:
         updated = current.rstrip("\n") + "\n\n" + text + "\n"
     return write_text_atomic(path, updated)

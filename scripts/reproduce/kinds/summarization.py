@@ -57,6 +57,8 @@ def prepare(spec: TableSpec, scale: str, settings: Dict[str, Any], work: Path,
         min_train_docs=settings["min_train_docs"],
         heldout_per_mille=settings["heldout_per_mille"],
         generated_docs=settings["generated_docs"])
+    for sub in ("raw", "prep"):
+        (folder / sub).mkdir(parents=True, exist_ok=True)
     description = build_summary_data(Path(settings["man_dir"]), sizes, folder / "raw",
                                      folder / "prep", say=say)
     from fairseq import options

@@ -152,3 +152,12 @@ def test_not_run_tables_say_so_and_show_the_papers_numbers(kind, tmp_path):
     text = section(SPEC, [], {}, "toy", 3, "cmd")
     assert "not yet run at toy scale in this repository" in text
     assert "| Good | - | 11.00 |" in text
+
+
+def test_new_sections_go_before_the_closing_note(tmp_path):
+    doc = tmp_path / "reproduction.md"
+    write_section(doc, "summary", "<!-- reproduce:summary start -->\nS\n"
+                  "<!-- reproduce:summary end -->", "# T\n")
+    write_section(doc, "a", "<!-- reproduce:a start -->\nA\n<!-- reproduce:a end -->", "# T\n")
+    text = doc.read_text()
+    assert text.index("\nA\n") < text.index("\nS\n")
