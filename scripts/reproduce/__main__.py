@@ -28,10 +28,36 @@ from scripts.reproduce.tables import TABLES
 
 DOC_HEADER = """# Reproduction tables
 
-Each section is one table or figure of the three papers, rebuilt by
-`python -m scripts.reproduce NAME` (or `make reproduce TABLE=NAME`); see the end of this file
-for how cells, seeds and the direction rule work. Numbers are as measured; a section that has
-not been run says so.
+Each section below is one table or figure of the three papers, rebuilt by one command,
+`python -m scripts.reproduce NAME` (`make reproduce TABLE=NAME`). Numbers are as measured,
+never tuned away; a section whose table has not been run says so and shows only the paper's
+figures. The closing note at the end lists every claim and its outcome.
+
+## How the tables are built
+
+- **Cells.** A cell is one row of a table at one seed. Its key is a SHA-256 of every setting
+  that determines it (model and training flags, data, budget, seed, and the key of the cell it
+  starts from); its figures are written to `reproduce_out/cells/SCALE/TABLE/ROW-seedS-KEY/
+  result.json` through a temporary name the moment it finishes. A killed run resumes where it
+  stopped; changing a setting (`--set KEY=VALUE`, or a row's flags) gives new keys only to the
+  cells it changes.
+- **Seeds.** `--seeds N` (default 3) trains every row with seeds 1..N; a cell of a table is the
+  mean ± sample standard deviation over the seeds that finished.
+- **Direction rule.** For a claim "A beats B", d = mean(A) - mean(B) (sign flipped where lower
+  is better) and its standard error SE = sqrt(s_A^2/n_A + s_B^2/n_B). The claim *holds* when
+  d > 2 SE, is *reversed* when d < -2 SE and is otherwise *not resolved at this scale*; with
+  fewer than two seeds on a side nothing is resolved.
+- **Scales.** `--scale toy` (default): offline corpora (the gettext catalogs of French, a
+  catalog language the demo does not use; the machine's manual pages), small models, minutes
+  per cell. `--scale paper`: the recipes' prepared data and the papers' settings; `--dry-run`
+  prints every cell's recipe call and the exact `fairseq-train`/`fairseq-generate` command it
+  runs, and `--collect-only` builds the table from the logs those runs leave in the cells'
+  folders (`train.log`, `score-test*.json`), e.g. copied back from a cluster.
+- **Document models learn from a starting point.** Trained from scratch for 600 updates, no
+  document-level model learned to translate (outputs 1.6 times the reference length, BLEU
+  below 0.2 for every attention). The toy table 6 therefore starts every document model from
+  the sentence-level model of the same attention and seed and continues it on documents
+  (G-Transformer's recipe); at paper scale every row trains from scratch as in the paper.
 """
 
 

@@ -161,7 +161,11 @@ def section(spec: TableSpec, cells: Sequence, data: Dict, scale: str, seeds: int
         lines.append(f"Results: {NOT_RUN} (scale {scale}). The command above runs it; the "
                      "paper's figures are listed for comparison.\n")
     lines += [result_table(spec, table), ""]
-    if spec.comparisons:
+    if spec.comparisons and not done:
+        lines += ["Claims the table tests (each needs its rows run on at least two seeds):\n",
+                  *[f"- {claim.claim} ({spec.metric(claim.metric).label})"
+                    for claim in spec.comparisons], ""]
+    elif spec.comparisons:
         lines += ["Direction of each claim: the difference of seed means in the paper's "
                   "favour and its standard error; it *holds* when the difference exceeds "
                   "twice its standard error, is *reversed* when it is below minus twice, and "
