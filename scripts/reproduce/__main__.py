@@ -70,7 +70,7 @@ def update_summary(doc: Path, name: str, entry: dict) -> None:
     found = json.loads(store.read_text()) if store.is_file() else {}
     found[name] = entry
     write_text_atomic(store, json.dumps(found, indent=1, sort_keys=True) + "\n")
-    write_section(doc, "summary", summary_section(found, list(TABLES)), DOC_HEADER)
+    write_section(doc, "summary", summary_section(found, list(TABLES.values())), DOC_HEADER)
 
 
 def parse_value(text: str):

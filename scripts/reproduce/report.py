@@ -92,14 +92,15 @@ def verdicts(spec: TableSpec, cells: Sequence, scale: str, seeds: int) -> Dict:
                       [[claim.claim, NOT_RUN] for claim in spec.comparisons]}
 
 
-def summary_section(found: Dict[str, Dict], names: Sequence[str]) -> str:
+def summary_section(found: Dict[str, Dict], specs: Sequence[TableSpec]) -> str:
     """The closing note: every table's claims and whether they held at the scale run."""
     start, end = markers("summary")
     rows = []
-    for name in names:
-        entry = found.get(name)
+    for spec in specs:
+        name, entry = spec.name, found.get(spec.name)
         if entry is None:
-            rows.append([f"`{name}`", "-", NOT_RUN, "-"])
+            rows += [[f"`{name}` ({spec.paper})", claim.claim, NOT_RUN, "-"]
+                     for claim in spec.comparisons]
             continue
         for claim, outcome in entry["claims"]:
             rows.append([f"`{name}` ({entry['paper']})", claim, outcome,

@@ -120,10 +120,11 @@ def child_env(threads: int, extra: Dict[str, str]) -> Dict[str, str]:
 
 
 def run_step(step: Step, folder: Path, threads: int) -> float:
-    """Run one step; returns the CPU seconds its process used (0 for an in-process call)."""
+    """Run one step; returns the CPU seconds its process (or, in-process, this thread) used."""
     if step.call is not None:
+        before = time.thread_time()
         step.call()
-        return 0.0
+        return time.thread_time() - before
     log = folder / step.log
     with open(log, "w", encoding="utf-8") as out, subprocess.Popen(
             step.argv, stdout=out, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
