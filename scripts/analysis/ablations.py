@@ -2,7 +2,7 @@
 
 Every variant trains through the real ``fairseq-train --user-dir relu_former`` with the same
 size, data, seed and update budget, on a translation corpus built from the GNU gettext
-catalogs installed on the machine (``scripts/demo/gettext_corpus.py``; ``--lang`` picks the
+catalogs installed on the machine (``scripts/common/gettext_corpus.py``; ``--lang`` picks the
 catalog language, translated into English). Then each model decodes the test split
 (``fairseq-generate``, so the checkpoint is reloaded from disk) and its attention is measured on
 the valid split (``scripts/analysis/analyze_attention.py``). The table:
@@ -49,7 +49,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-from scripts.common.plotting import markdown_table, write_text_atomic
+from scripts.common.atomic_files import write_text_atomic
+from scripts.common.plotting import markdown_table
 from scripts.demo.demo import (
     SCALES,
     Run,

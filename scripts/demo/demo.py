@@ -3,7 +3,7 @@
 What it does (``make demo`` runs it with the default size), one step at a time:
 
 1. Translation data: a De-En corpus from the GNU gettext catalogs installed on the machine
-   (``scripts/demo/gettext_corpus.py``; falls back, saying so, to a generated task when there
+   (``scripts/common/gettext_corpus.py``; falls back, saying so, to a generated task when there
    are none), Moses-tokenised, lower-cased, joint BPE (``scripts/recipes/lib/prepare_text.py``,
    the recipes' helpers), ``fairseq-preprocess``.
 2. Summarization data: the manual pages installed on the machine, the page as the input and
@@ -45,10 +45,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Dict, List, Sequence
 
+from scripts.common.atomic_files import write_text_atomic
 from scripts.common.fairseq_cli import fairseq_command
 from scripts.common.fairseq_log import parse_json_log_line
-from scripts.common.plotting import line_plot, markdown_table, write_text_atomic
-from scripts.demo.gettext_corpus import Pair, build_corpus, write_corpus
+from scripts.common.gettext_corpus import Pair, build_corpus, write_corpus
+from scripts.common.plotting import line_plot, markdown_table
 from scripts.demo.summary_data import SOURCE as DOC
 from scripts.demo.summary_data import TARGET as SUM
 from scripts.demo.summary_data import SummaryScale, build_summary_data
