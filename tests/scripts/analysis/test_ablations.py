@@ -31,7 +31,7 @@ def test_tiny_ablation_run_prints_the_table(tmp_path):
     for key in variants:
         row = rows[ablations.VARIANTS[key][0]]
         # trained its budget, decoded the test split from the reloaded checkpoint, measured
-        assert int(row["updates"]) == ablations.ABLATION_SCALES["tiny"].max_update
+        assert int(row["updates"]) == ablations.ABLATION_SCALES["tiny"].budget.max_update
         assert math.isfinite(float(row["BLEU"])) and math.isfinite(float(row["entropy"]))
         assert (out / "work" / key / "generate.log").is_file()
     assert rows["Transformer (softmax)"]["L_norm"] == "-"  # softmax is not regularised
