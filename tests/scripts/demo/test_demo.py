@@ -14,7 +14,8 @@ import pytest
 from scripts.common.fairseq_train import train_command
 from scripts.common.plotting import format_number
 from scripts.common.run_record import Run
-from scripts.demo import demo, report
+from scripts.demo import demo
+from scripts.demo.report import SUMMARY_HEADERS, TABLE_HEADERS, summary_rows
 from scripts.demo.summary_data import build_summary_data
 from scripts.recipes.lib.score import rouge_scores
 
@@ -25,7 +26,7 @@ from manpage_fixtures import write_fixture_man_pages
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def table_rows(text: str, headers=report.TABLE_HEADERS) -> dict:
+def table_rows(text: str, headers=TABLE_HEADERS) -> dict:
     """The first result table in ``text`` with these headers, label -> {column: cell}."""
     return table_by_label(text, headers)
 
@@ -86,8 +87,8 @@ def test_tiny_summarization_demo_on_fixture_man_pages_reports_rouge_and_speed(tm
     assert f"manual pages ({man}/man*/)" in proc.stdout
     report = (out / "report.md").read_text()
     assert "## Long-input summarization" in report and "## Translation" not in report
-    rows = table_rows(report, report.SUMMARY_HEADERS)
-    assert table_rows(proc.stdout, report.SUMMARY_HEADERS) == rows
+    rows = table_rows(report, SUMMARY_HEADERS)
+    assert table_rows(proc.stdout, SUMMARY_HEADERS) == rows
     assert list(rows) == ["Vanilla encoder (64 tokens)", "Transpooler 64->16",
                           "Pyramidion 64->32->16"]
     references = (out / "work" / "prep" / "summaries" / "test.reference").read_text()
@@ -197,8 +198,8 @@ def test_summary_speeds_are_relative_to_the_vanilla_row():
             Run("sum_pyramidion", "pyramidion", "pyramidion_base", [], data="summaries",
                      updates=5, train_cpu=10.0, decode_seconds=2.0,
                      rouge={"rouge1": 30.0, "rouge2": 10.0, "rougeL": 25.0})]
-    rows = report.summary_rows(runs)
-    header = report.SUMMARY_HEADERS
+    rows = summary_rows(runs)
+    header = SUMMARY_HEADERS
     vanilla, pyramidion = (dict(zip(header, row)) for row in rows)
     assert vanilla["train speed"] == 1 and vanilla["decode speed"] == 1
     assert vanilla["ROUGE-1"] == "-"
@@ -206,7 +207,7 @@ def test_summary_speeds_are_relative_to_the_vanilla_row():
     assert pyramidion["decode speed"] == 3.0
     assert (pyramidion["ROUGE-1"], pyramidion["ROUGE-2"], pyramidion["ROUGE-L"]) == (30, 10, 25)
     runs[1].decode_seconds = 0.0  # below fairseq's 0.1 s resolution: no ratio
-    assert dict(zip(header, report.summary_rows(runs)[1]))["decode speed"] == "-"
+    assert dict(zip(header, summary_rows(runs)[1]))["decode speed"] == "-"
 
 
 def test_bad_flags_are_argparse_errors(capsys):
