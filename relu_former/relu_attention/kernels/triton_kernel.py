@@ -97,6 +97,16 @@ def triton_available(q: Tensor | None = None) -> bool:
 if triton is not None:
 
     @triton.jit
+    def _dot(a, b, DOT_PRECISION: tl.constexpr):
+        """a @ b accumulated in float32 (float64 for float64); "fp32" upcasts the operands
+        first: the interpreter's numpy dot has no bfloat16."""
+        if DOT_PRECISION == "fp32":
+            out = tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
+        else:
+            out = tl.dot(a, b, input_precision=DOT_PRECISION)
+        return out
+
+    @triton.jit
     def _keep(seed, bh, offs_m, offs_n, src_len, dropout_p):
         """m_ij of one tile: Philox keyed by (seed + bh), counter i * Tk + j."""
         counters = offs_m[:, None] * src_len + offs_n[None, :]
@@ -111,7 +121,7 @@ if triton is not None:
         tile's key block (BLOCK_N, BLOCK_D) it loaded."""
         valid_n = offs_n < src_len
         k = tl.load(k_ptrs, mask=valid_n[:, None] & mask_d[None, :], other=0.0)
-        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale
+        s = _dot(q, tl.trans(k), DOT_PRECISION) * scale
         visible = (offs_m[:, None] < tgt_len) & valid_n[None, :]
         if HAS_KPM:
             pad = tl.load(kpm_ptr + b * stride_kpm_b + offs_n, mask=valid_n, other=1)
@@ -165,7 +175,7 @@ if triton is not None:
                 s = tl.where(keep, s / (1.0 - dropout_p), 0.0)
             v = tl.load(v_ptr + bh * stride_vb + offs_n[:, None] * stride_vn + offs_d[None, :],
                         mask=(offs_n < src_len)[:, None] & mask_d[None, :], other=0.0)
-            u += tl.dot(s.to(v.dtype), v, input_precision=DOT_PRECISION).to(acc_dtype)
+            u += _dot(s.to(v.dtype), v, DOT_PRECISION).to(acc_dtype)
         tl.store(u_ptr + bh * stride_ub + offs_m[:, None] * stride_um + offs_d[None, :],
                  u.to(u_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_d[None, :])
         if NEED_SUMS:
@@ -181,7 +191,7 @@ if triton is not None:
         """dL/ds of one tile (zero where s = 0: ReLU's and the masks' derivative)."""
         ds = tl.zeros_like(s)
         if HAS_GU:
-            ds = tl.dot(gu, tl.trans(v), input_precision=DOT_PRECISION).to(s.dtype)
+            ds = _dot(gu, tl.trans(v), DOT_PRECISION).to(s.dtype)
             if HAS_DROPOUT:
                 ds = tl.where(keep, ds / (1.0 - dropout_p), 0.0)
         positive = s > 0
@@ -234,8 +244,7 @@ if triton is not None:
                 dropped = s
                 if HAS_DROPOUT:
                     dropped = tl.where(keep, s / (1.0 - dropout_p), 0.0)
-                dv += tl.dot(tl.trans(dropped.to(gu.dtype)), gu,
-                             input_precision=DOT_PRECISION).to(acc_dtype)
+                dv += _dot(tl.trans(dropped.to(gu.dtype)), gu, DOT_PRECISION).to(acc_dtype)
             gt = tl.zeros((BLOCK_M,), dtype=acc_dtype)
             shift = tl.zeros((BLOCK_M,), dtype=acc_dtype)
             if HAS_GT:
@@ -244,8 +253,7 @@ if triton is not None:
                 shift = tl.load(shift_ptr + bh * tgt_len + offs_m, mask=mask_m, other=0.0)
             ds = _grad_scores(s, gu, v, gt, shift, keep, dropout_p, HAS_GU, HAS_GT,
                               HAS_SHIFT, HAS_DROPOUT, DOT_PRECISION)
-            dk += tl.dot(tl.trans(ds.to(q.dtype)), q,
-                         input_precision=DOT_PRECISION).to(acc_dtype)
+            dk += _dot(tl.trans(ds.to(q.dtype)), q, DOT_PRECISION).to(acc_dtype)
         out = bh * stride_kb + offs_n[:, None] * stride_kn + offs_d[None, :]
         tl.store(dk_ptr + out, (dk * scale).to(dk_ptr.dtype.element_ty), mask=mask_nd)
         tl.store(dv_ptr + out, dv.to(dv_ptr.dtype.element_ty), mask=mask_nd)
@@ -299,7 +307,7 @@ if triton is not None:
                             mask=(offs_n < src_len)[:, None] & mask_d[None, :], other=0.0)
             ds = _grad_scores(s, gu, v, gt, shift, keep, dropout_p, HAS_GU, HAS_GT,
                               HAS_SHIFT, HAS_DROPOUT, DOT_PRECISION)
-            dq += tl.dot(ds.to(k.dtype), k, input_precision=DOT_PRECISION).to(acc_dtype)
+            dq += _dot(ds.to(k.dtype), k, DOT_PRECISION).to(acc_dtype)
         tl.store(dq_ptr + bh * stride_qb + offs_m[:, None] * stride_qm + offs_d[None, :],
                  (dq * scale).to(dq_ptr.dtype.element_ty), mask=mask_md)
 
@@ -322,7 +330,10 @@ def _require_triton() -> None:
 
 
 def _dot_precision(dtype: torch.dtype) -> str:
-    """tf32 for float32 only where torch itself allows it for matmuls; exact otherwise."""
+    """tf32 for float32 only where torch itself allows it for matmuls; exact otherwise;
+    "fp32" (operands upcast) for bfloat16 in the interpreter, whose dot has no bfloat16."""
+    if dtype == torch.bfloat16 and interpreting():
+        return "fp32"
     if dtype == torch.float32 and torch.backends.cuda.matmul.allow_tf32 and not interpreting():
         return "tf32"
     return "ieee"
