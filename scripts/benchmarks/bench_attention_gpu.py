@@ -182,8 +182,9 @@ def main(argv=None) -> int:
     if torch.cuda.is_available():
         text = report(args, measure(args), torch.cuda.get_device_name())
     else:
-        text = ("# bench_attention_gpu\n\nNo CUDA device here: nothing measured (run it where "
-                "one is; the CPU benchmark is bench_attention.py).\n")
+        text = ("# bench_attention_gpu\n\nNo CUDA device here: nothing measured; the GPU "
+                "figures are not yet measured (run `python -m scripts.benchmarks.gpu_check` "
+                "on a GPU; the CPU benchmark is bench_attention.py).\n")
     finish_report(args, "bench_attention_gpu", text)
     return 0
 
