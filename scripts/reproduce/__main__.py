@@ -64,7 +64,7 @@ figures. The closing note at the end lists every claim and its outcome.
 def update_summary(doc: Path, name: str, entry: dict) -> None:
     """Record ``name``'s verdicts beside the report (``reproduction/verdicts.json``) and
     rewrite the closing summary from every table's latest verdicts."""
-    from scripts.common.plotting import write_text_atomic
+    from scripts.common.atomic_files import write_text_atomic
 
     store = doc.parent / "reproduction" / "verdicts.json"
     found = json.loads(store.read_text()) if store.is_file() else {}

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from scripts.common.plotting import write_text_atomic
+from scripts.common.atomic_files import write_text_atomic
 
 RESULT = "result.json"
 

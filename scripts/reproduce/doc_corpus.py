@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-from scripts.demo.gettext_corpus import Pair, build_corpus
+from scripts.common.gettext_corpus import Pair, build_corpus
 
 SEPARATOR = "<sep>"
 

@@ -17,7 +17,8 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-from scripts.common.plotting import line_plot, markdown_table, write_text_atomic
+from scripts.common.atomic_files import write_text_atomic
+from scripts.common.plotting import line_plot, markdown_table
 from scripts.reproduce.direction import Spread, difference, spread, verdict
 from scripts.reproduce.spec import TableSpec, family, shown_rows
 

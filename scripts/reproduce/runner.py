@@ -11,7 +11,6 @@ the cells already finished are stored.
 
 from __future__ import annotations
 
-import os
 import platform
 import subprocess
 import time
@@ -20,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Sequence
 
+from scripts.common.child_processes import child_env, stream
+from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce.cell_cache import CellCache, settings_key
 from scripts.reproduce.kinds import Step, kind_module
 from scripts.reproduce.spec import Row, TableSpec
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class CellFailed(RuntimeError):
@@ -112,13 +111,6 @@ def plan(spec: TableSpec, options: RunOptions, data: Dict) -> List[Cell]:
     return list(cells.values())
 
 
-def child_env(threads: int, extra: Dict[str, str]) -> Dict[str, str]:
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
-           **extra}
-    env.pop("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", None)  # checkpoints load through the allowlist
-    return env
-
-
 def run_step(step: Step, folder: Path, threads: int) -> float:
     """Run one step; returns the CPU seconds its process (or, in-process, this thread) used."""
     if step.call is not None:
@@ -126,17 +118,13 @@ def run_step(step: Step, folder: Path, threads: int) -> float:
         step.call()
         return time.thread_time() - before
     log = folder / step.log
-    with open(log, "w", encoding="utf-8") as out, subprocess.Popen(
-            step.argv, stdout=out, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
-            env=child_env(threads, step.env)) as proc:
-        # wait4: this child's own CPU time, right even when several cells run at once
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = code = os.waitstatus_to_exitcode(status)
+    # the child's own CPU time (wait4), right even when several cells run at once
+    code, cpu = stream(step.argv, log, lambda _: None, {**child_env(threads), **step.env})
     if code:
         tail = log.read_text(encoding="utf-8", errors="replace")[-1500:]
         raise CellFailed(f"{folder.name}: `{step.describe()}` exited {code}; log {log}:\n"
                          f"{tail}")
-    return usage.ru_utime + usage.ru_stime
+    return cpu
 
 
 def add_cpu_figures(figures: Dict, cpu: Dict[str, float]) -> None:
@@ -156,7 +144,7 @@ def print_dry_run(cell: Cell, say: Callable[[str], None]) -> None:
         say(step.describe())
         if step.dry_run is not None:
             printed = subprocess.run(step.dry_run, capture_output=True, text=True,
-                                     cwd=REPO_ROOT, env=child_env(1, step.env))
+                                     cwd=REPO_ROOT, env={**child_env(1), **step.env})
             text = (printed.stdout or printed.stderr).strip()
             say("\n".join(f"    {line}" for line in text.splitlines()))
 
@@ -168,12 +156,16 @@ def run_table(spec: TableSpec, options: RunOptions) -> tuple[List[Cell], Dict]:
     data = kind.prepare(spec, options.scale, settings, options.work, options.say)
     cells = plan(spec, options, data)
     cache = CellCache(options.work)
-    for cell in cells:
+    def make_steps(cell: Cell) -> None:
+        # built just before the cell runs: a continuation reads its parent's figures
         cell.steps = kind.steps(spec, cell.row, cell.seed, options.scale, settings, data,
                                 cell.folder, cell.parent.folder if cell.parent else None)
+
+    for cell in cells:
         cell.result = cache.get(cell.folder, cell.key)
     if options.dry_run:
         for cell in cells:
+            make_steps(cell)
             print_dry_run(cell, options.say)
         return cells, data
     if options.collect_only:
@@ -198,6 +190,7 @@ def run_table(spec: TableSpec, options: RunOptions) -> tuple[List[Cell], Dict]:
         cell.folder.mkdir(parents=True, exist_ok=True)
         begin = time.monotonic()
         options.say(f"  run {cell.row.key} seed {cell.seed}")
+        make_steps(cell)
         cpu = {step.log: run_step(step, cell.folder, options.threads) for step in cell.steps}
         figures = kind.collect(spec, cell.row, cell.folder)
         add_cpu_figures(figures, cpu)

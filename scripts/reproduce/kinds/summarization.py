@@ -16,19 +16,19 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Sequence
 
+from scripts.common.atomic_files import write_text_atomic
 from scripts.common.fairseq_cli import fairseq_command
-from scripts.common.plotting import write_text_atomic
+from scripts.common.repo_paths import USER_DIR
 from scripts.reproduce.cell_cache import settings_key
 from scripts.reproduce.kinds import Step, recipe_steps
-from scripts.reproduce.kinds.translation import model_flags, score_step
+from scripts.reproduce.kinds.translation import score_step, train_step
 from scripts.reproduce.log_figures import decode_seconds, score_figures, train_figures
 from scripts.reproduce.spec import Row, TableSpec
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-USER_DIR = str(REPO_ROOT / "relu_former")
 DATA_KEYS = ("man_dir", "source_tokens", "target_tokens", "vocab", "max_test",
              "min_train_docs", "heldout_per_mille", "generated_docs")
 
@@ -99,19 +99,11 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
     data_bin = Path(data["folder"]) / "bin"
     positions = ["--max-source-positions", str(length),
                  "--max-target-positions", str(target + 8)]
-    train = [fairseq_command("fairseq-train"), str(data_bin), "--user-dir", USER_DIR,
-             "--arch", "pyramidion_base", *model_flags(settings), "--share-all-embeddings",
-             *positions, "--dropout", "0.1", "--attention-dropout", "0.1", "--cpu",
-             "--seed", str(seed), "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)",
-             "--lr", str(settings["lr"]), "--lr-scheduler", "inverse_sqrt",
-             "--warmup-updates", str(settings["warmup"]), "--warmup-init-lr", "1e-07",
-             "--max-tokens", str(settings["max_tokens"]), "--max-update",
-             str(settings["max_update"]), "--criterion", "label_smoothed_cross_entropy",
-             "--label-smoothing", "0.1", "--save-dir", str(folder), "--no-epoch-checkpoints",
-             "--save-interval", "1000", "--validate-interval", "1000", "--log-format", "json",
-             "--log-interval", "10", "--no-progress-bar", "--num-workers", "0",
-             "--required-batch-size-multiple", "1", "--skip-invalid-size-inputs-valid-test",
-             *resolve(row.flags, length)]
+    train = train_step(replace(row, flags=tuple(resolve(row.flags, length))), seed,
+                       {**settings, "arch": "pyramidion_base"}, data_bin, folder, None,
+                       [*positions, "--attention-dropout", "0.1", "--criterion",
+                        "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+                        "--log-interval", "10"])
     generate = [fairseq_command("fairseq-generate"), str(data_bin), "--user-dir", USER_DIR,
                 "--path", str(folder / "checkpoint_last.pt"), "--gen-subset", "test", "--cpu",
                 "--beam", str(settings["beam"]), "--post-process", "sentencepiece",
@@ -120,7 +112,7 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
                 "--required-batch-size-multiple", "1"]
     score = score_step(folder, "generate-test.txt", "score-test.json", "rouge",
                        references=Path(data["folder"]) / "prep" / "test.reference")
-    return [Step("train.log", argv=train), Step("generate-test.txt", argv=generate), score]
+    return [train, Step("generate-test.txt", argv=generate), score]
 
 
 def collect(spec: TableSpec, row: Row, folder: Path) -> Dict[str, float]:

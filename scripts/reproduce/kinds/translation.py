@@ -9,27 +9,30 @@ each split; ``docs<L>`` the same pairs packed into documents of at most L Englis
 All are binarized with the sentence data's joined dictionary, so a document model can start
 from a sentence model's checkpoint (G-Transformer's recipe for making document models
 learn). A row with ``parent`` continues the parent's final checkpoint with a fresh optimizer.
+Training goes through the shared orchestrator's command (``scripts/common/fairseq_train.py``).
 
 Paper scale: the recipes (``train.sh MODEL -- --seed S ...``, ``evaluate.sh MODEL``).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 from pathlib import Path
 from typing import Any, Callable, Dict, List
 
+from scripts.common.atomic_files import write_text_atomic
 from scripts.common.fairseq_cli import fairseq_command
-from scripts.common.plotting import write_text_atomic
+from scripts.common.fairseq_train import train_command
+from scripts.common.repo_paths import USER_DIR
+from scripts.common.run_record import Budget, Run
 from scripts.reproduce.cell_cache import settings_key
 from scripts.reproduce.doc_corpus import catalog_pairs, pack_documents, split_documents
 from scripts.reproduce.kinds import Step, recipe_steps
 from scripts.reproduce.log_figures import decode_seconds, score_figures, train_figures
 from scripts.reproduce.spec import Row, TableSpec
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-USER_DIR = str(REPO_ROOT / "relu_former")
 SRC, TGT = "xx", "en"  # fairseq's language suffixes of the toy data (any catalog language)
 DATA_KEYS = ("locale_dir", "lang", "block_tokens", "valid_per_mille", "test_per_mille",
              "max_train_pairs", "max_test_docs", "lengths")
@@ -137,12 +140,32 @@ def cell_settings(spec: TableSpec, row: Row, seed: int, scale: str, settings: Di
             "recipe_model": row.recipe_model, "recipe_env": dict(row.recipe_env)}
 
 
-def model_flags(s: Dict[str, Any]) -> List[str]:
-    layers, dim, ffn, heads = s["layers"], s["dim"], s["ffn"], s["heads"]
-    return ["--encoder-layers", str(layers), "--decoder-layers", str(layers),
-            "--encoder-embed-dim", str(dim), "--decoder-embed-dim", str(dim),
-            "--encoder-ffn-embed-dim", str(ffn), "--decoder-ffn-embed-dim", str(ffn),
-            "--encoder-attention-heads", str(heads), "--decoder-attention-heads", str(heads)]
+def budget(settings: Dict[str, Any], updates: int) -> Budget:
+    """The shared orchestrator's size and budget of one cell; the time cap only guards
+    against a run that hangs (the update budget is what the table compares)."""
+    return Budget(layers=settings["layers"], dim=settings["dim"], ffn=settings["ffn"],
+                  heads=settings["heads"], max_tokens=settings["max_tokens"],
+                  max_update=updates, time_budget_s=settings.get("time_cap_s", 7200.0),
+                  warmup=settings["warmup"], lr=settings["lr"])
+
+
+def train_step(row: Row, seed: int, settings: Dict[str, Any], data_bin: Path, folder: Path,
+               parent: Path | None, extra: List[str]) -> Step:
+    """fairseq-train through :func:`scripts.common.fairseq_train.train_command` (the demo's
+    orchestrator): a continuation starts from the parent cell's last checkpoint with a
+    fresh optimizer at the learning rate the parent's schedule ended at."""
+    run = Run(folder.name, row.label, settings["arch"], [*extra, *row.flags])
+    updates = settings["max_update"]
+    if parent is not None:
+        figures = json.loads((parent / "result.json").read_text())["figures"] if (
+            parent / "result.json").is_file() else {}
+        run.parent = Run(parent.name, "parent", settings["arch"], [])
+        run.parent.updates = int(figures.get("updates", settings["max_update"]))
+        run.parent.train_seconds = float(figures.get("train_seconds", 0.0))
+        updates = settings["finetune_update"]
+    command, _, _ = train_command(run, budget(settings, updates), data_bin, folder.parent,
+                                  argparse.Namespace(seed=seed, budget_scale=1.0))
+    return Step("train.log", argv=[str(part) for part in command])
 
 
 def beams(settings: Dict[str, Any]) -> List[int]:
@@ -163,28 +186,13 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
         return found[:1] if row.hidden else found
     length = length_of(row)
     data_bin = Path(data["folder"]) / "bin" / ("sentences" if length == 0 else f"docs{length}")
-    if parent is None:
-        updates, schedule = settings["max_update"], [
-            "--lr", str(settings["lr"]), "--lr-scheduler", "inverse_sqrt",
-            "--warmup-updates", str(settings["warmup"]), "--warmup-init-lr", "1e-07"]
-    else:
-        updates = settings["finetune_update"]
-        schedule = ["--lr", str(settings["finetune_lr"]), "--lr-scheduler", "fixed",
-                    "--finetune-from-model", str(parent / "checkpoint_last.pt")]
     positions = max(256, 2 * length + 16)
-    train = [fairseq_command("fairseq-train"), str(data_bin), "--user-dir", USER_DIR,
-             "--arch", settings["arch"], *model_flags(settings), "--share-all-embeddings",
-             "--dropout", "0.1", "--attention-dropout", "0.1", "--cpu", "--seed", str(seed),
-             "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", *schedule,
-             "--max-tokens", str(max(settings["max_tokens"], positions)),
-             "--max-update", str(updates),
-             "--max-source-positions", str(positions), "--max-target-positions", str(positions),
-             "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
-             "--save-dir", str(folder), "--no-epoch-checkpoints", "--save-interval", "1000",
-             "--validate-interval", "1000", "--log-format", "json", "--log-interval", "10",
-             "--no-progress-bar", "--num-workers", "0", "--required-batch-size-multiple", "1",
-             "--skip-invalid-size-inputs-valid-test", *row.flags]
-    found = [Step("train.log", argv=train)]
+    # the paper's attention dropout and label smoothing; a row's own flags come last
+    extra = ["--attention-dropout", "0.1", "--criterion", "label_smoothed_cross_entropy",
+             "--label-smoothing", "0.1", "--max-source-positions", str(positions),
+             "--max-target-positions", str(positions), "--log-interval", "10",
+             "--max-tokens", str(max(settings["max_tokens"], positions))]
+    found = [train_step(row, seed, settings, data_bin, folder, parent, extra)]
     if row.hidden:
         return found
     for beam in beams(settings):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scripts.demo.gettext_corpus import Pair
+from scripts.common.gettext_corpus import Pair
 from scripts.reproduce.doc_corpus import pack_documents, split_documents
 
 

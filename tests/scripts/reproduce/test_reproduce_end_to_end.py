@@ -11,8 +11,9 @@ import pytest
 
 from scripts.reproduce.__main__ import main
 from tests.scripts.analysis.domain_catalogs import write_domain_catalogs
-from tests.scripts.demo.catalog_fixtures import write_fixture_catalogs
 from tests.scripts.demo.manpage_fixtures import write_fixture_man_pages
+
+from catalog_fixtures import write_fixture_catalogs
 
 pytestmark = pytest.mark.slow
 
