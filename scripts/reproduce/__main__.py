@@ -104,10 +104,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "docs" / "reproduction.md",
                         help="the report to update (default: docs/reproduction.md); plots go "
                              "beside it in reproduction/")
-    parser.add_argument("--jobs", type=int, default=1,
-                        help="cells run at the same time (default 1)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="threads of each cell's processes (default 1)")
+    for flag, what in (("--jobs", "cells run at the same time"),
+                       ("--threads", "threads of each cell's processes")):
+        parser.add_argument(flag, type=int, default=1, help=f"{what} (default 1)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print every cell's commands (at paper scale the exact "
                              "fairseq commands the recipes run) and run nothing")

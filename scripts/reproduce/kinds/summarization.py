@@ -13,17 +13,14 @@ Paper scale: ``scripts/recipes/long_doc_summarization`` (``DATASET=arxiv``).
 
 from __future__ import annotations
 
-import json
 import re
-import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Sequence
 
-from scripts.common.atomic_files import write_text_atomic
 from scripts.common.fairseq_cli import fairseq_command
 from scripts.common.repo_paths import USER_DIR
-from scripts.reproduce.cell_cache import settings_key
+from scripts.reproduce.data_folder import shared_data
 from scripts.reproduce.kinds import Step, recipe_steps
 from scripts.reproduce.kinds.translation import score_step, train_step
 from scripts.reproduce.log_figures import decode_seconds, score_figures, train_figures
@@ -38,16 +35,15 @@ def prepare(spec: TableSpec, scale: str, settings: Dict[str, Any], work: Path,
     if scale == "paper":
         return {"description": "the long_doc_summarization recipe's prepared data "
                                "(DATASET=arxiv scripts/recipes/long_doc_summarization/prepare.sh)"}
+    return shared_data(work, "summarization", {k: settings.get(k) for k in DATA_KEYS},
+                       lambda folder: build_data(settings, folder, say), say)
+
+
+def build_data(settings: Dict[str, Any], folder: Path,
+               say: Callable[[str], None]) -> Dict[str, Any]:
+    """The demo's manual-page summaries, cut to size and binarized, in ``folder``."""
     from scripts.demo.summary_data import SummaryScale, build_summary_data
 
-    data_settings = {k: settings.get(k) for k in DATA_KEYS}
-    folder = work / "data" / f"summarization-{settings_key(data_settings)[:12]}"
-    stamp = folder / "data.json"
-    if stamp.is_file():
-        return json.loads(stamp.read_text())
-    if folder.exists():
-        shutil.rmtree(folder)
-    say(f"building summarization data in {folder}")
     sizes = SummaryScale(
         source_tokens=settings["source_tokens"], target_tokens=settings["target_tokens"],
         vocab=settings["vocab"], layers=settings["layers"], dim=settings["dim"],
@@ -68,9 +64,7 @@ def prepare(spec: TableSpec, scale: str, settings: Dict[str, Any], work: Path,
         "--source-lang", "doc", "--target-lang", "sum", "--joined-dictionary", "--workers", "1",
         "--destdir", str(folder / "bin"),
         *(f"--{split}pref={folder / 'prep' / split}" for split in ("train", "valid", "test"))]))
-    info = {"folder": str(folder), "description": description}
-    write_text_atomic(stamp, json.dumps(info, indent=1))
-    return info
+    return {"description": description}
 
 
 def cell_settings(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, Any],

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 from pathlib import Path
 from typing import Any, Callable, Dict, List
 
@@ -27,7 +26,7 @@ from scripts.common.fairseq_cli import fairseq_command
 from scripts.common.fairseq_train import train_command
 from scripts.common.repo_paths import USER_DIR
 from scripts.common.run_record import Budget, Run
-from scripts.reproduce.cell_cache import settings_key
+from scripts.reproduce.data_folder import shared_data
 from scripts.reproduce.doc_corpus import catalog_pairs, pack_documents, split_documents
 from scripts.reproduce.kinds import Step, recipe_steps
 from scripts.reproduce.log_figures import decode_seconds, score_figures, train_figures
@@ -49,16 +48,14 @@ def prepare(spec: TableSpec, scale: str, settings: Dict[str, Any], work: Path,
     if scale == "paper":
         return {"description": f"the {settings['recipe']} recipe's prepared data "
                                f"(scripts/recipes/{settings['recipe']}/prepare.sh)"}
+    return shared_data(work, "translation", {k: settings.get(k) for k in DATA_KEYS},
+                       lambda folder: build_data(settings, folder), say)
+
+
+def build_data(settings: Dict[str, Any], folder: Path) -> Dict[str, Any]:
+    """Corpus, documents at every length and their binarized data in ``folder``."""
     from scripts.recipes.lib.prepare_text import moses_tokenize
 
-    data_settings = {k: settings.get(k) for k in DATA_KEYS}
-    folder = work / "data" / f"translation-{settings_key(data_settings)[:12]}"
-    stamp = folder / "data.json"
-    if stamp.is_file():
-        return json.loads(stamp.read_text())
-    if folder.exists():
-        shutil.rmtree(folder)  # a build stopped half-way
-    say(f"building translation data in {folder}")
     pairs = catalog_pairs(Path(settings["locale_dir"]), settings["lang"])
     blocks = split_documents(pack_documents(pairs, settings["block_tokens"]),
                              settings["valid_per_mille"], settings["test_per_mille"])
@@ -96,11 +93,8 @@ def prepare(spec: TableSpec, scale: str, settings: Dict[str, Any], work: Path,
             sizes.append(f"{split} {len(src_lines)}")
         description.append(f"{name}: {', '.join(sizes)}")
     binarize(raw, folder / "bin", lengths)
-    info = {"folder": str(folder), "description":
-            f"gettext catalogs {settings['locale_dir']}/{settings['lang']} -> en, word level, "
-            + "; ".join(description)}
-    write_text_atomic(stamp, json.dumps(info, indent=1))
-    return info
+    return {"description": f"gettext catalogs {settings['locale_dir']}/{settings['lang']} -> "
+                           "en, word level, " + "; ".join(description)}
 
 
 def binarize(raw: Path, out: Path, lengths: List[int]) -> None:

@@ -3,8 +3,8 @@ the encoder, length reduced 4x)."""
 
 from __future__ import annotations
 
-from scripts.reproduce.spec import Comparison, Deviation, Metric, Row, TableSpec
-from scripts.reproduce.tables.toy_settings import SUMMARY_TINY, SUMMARY_TOY
+from scripts.reproduce.spec import Comparison, Deviation, Row, TableSpec
+from scripts.reproduce.tables import toy_settings as toy
 
 SCORERS = {"linear": "linear (default)", "nonlinear": "nonlinear", "index": "index-based",
            "power": "PoWER-like (attention received)", "random": "random"}
@@ -26,19 +26,18 @@ SPEC = TableSpec(
     claim="The trainable linear scorer is the best: above random and index-based selection "
           "and the attention-based (PoWER-like) and nonlinear scorers.",
     kind="summarization",
-    metrics=(Metric("rouge1", "ROUGE-1"), Metric("rouge2", "ROUGE-2"),
-             Metric("valid_nll", "valid nll (bits)", False)),
+    metrics=(*toy.ROUGE, toy.VALID_NLL),
     rows=_rows(),
     comparisons=(
         Comparison("linear", "random", "rouge2", "linear scorer beats random"),
         Comparison("linear", "index", "rouge2", "linear scorer beats index-based"),
         Comparison("linear", "power", "rouge2", "linear scorer beats PoWER-like"),
     ),
-    toy={**SUMMARY_TOY, "layers": 4, "pooling": "last"},
-    tiny=dict(SUMMARY_TINY),
+    toy={**toy.SUMMARY_TOY, "layers": 4, "pooling": "last"},
+    tiny=dict(toy.SUMMARY_TINY),
     paper_settings={"dataset": "arxiv"},
     deviations=(
-        Deviation("data", "arXiv", "manual pages -> their NAME line", "offline long texts"),
+        toy.MANPAGES,
         Deviation("length", "8192 -> 2048", "512 -> 128 (4x, as the paper)", "CPU budget"),
         Deviation("attention", "blocks of 512", "full attention at 512 tokens",
                   "one block at toy length"),

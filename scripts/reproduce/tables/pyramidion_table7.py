@@ -4,7 +4,7 @@ blockwise encoders, with their cost."""
 from __future__ import annotations
 
 from scripts.reproduce.spec import Comparison, Deviation, Metric, Row, TableSpec
-from scripts.reproduce.tables.toy_settings import SUMMARY_TINY, SUMMARY_TOY
+from scripts.reproduce.tables import toy_settings as toy
 
 # Schedules are written for the toy length L = 512 with 4 layers and rescaled by the kind
 # from the placeholders L, L/2, L/4 (see scripts/reproduce/kinds/summarization.py).
@@ -34,8 +34,7 @@ SPEC = TableSpec(
           "full-attention vanilla encoder at the same input length while training 3x and "
           "decoding 2.4x faster; DeepPyramidion beats blockwise (47.15 vs 46.85 ROUGE-1).",
     kind="summarization",
-    metrics=(Metric("rouge1", "ROUGE-1"), Metric("rouge2", "ROUGE-2"),
-             Metric("train_cpu_per_update", "train CPU s/update", False, 3),
+    metrics=(*toy.ROUGE, Metric("train_cpu_per_update", "train CPU s/update", False, 3),
              Metric("decode_seconds", "decode s", False)),
     rows=ROWS,
     comparisons=(
@@ -46,11 +45,11 @@ SPEC = TableSpec(
         Comparison("pyramidion", "vanilla", "decode_seconds",
                    "Pyramidion decodes faster than vanilla"),
     ),
-    toy={**SUMMARY_TOY, "layers": 4},
-    tiny=dict(SUMMARY_TINY),
+    toy={**toy.SUMMARY_TOY, "layers": 4},
+    tiny=dict(toy.SUMMARY_TINY),
     paper_settings={"dataset": "arxiv"},
     deviations=(
-        Deviation("data", "arXiv", "manual pages -> their NAME line", "offline long texts"),
+        toy.MANPAGES,
         Deviation("length", "8192 -> 4096 -> 2048, blocks of 512",
                   "512 -> 256 -> 128, blocks of 128", "the paper's ratios at 1/16 the length"),
         Deviation("layers", "3+3 (Pyramidion), 6+6 (deep)", "4+4 for every row",

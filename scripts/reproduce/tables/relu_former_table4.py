@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from scripts.reproduce.spec import Comparison, Deviation, Metric, Row, TableSpec
-from scripts.reproduce.tables.toy_settings import TRANSLATION_TINY, TRANSLATION_TOY
+from scripts.reproduce.tables import toy_settings as toy
 
 REGULARISED = ("--criterion", "regularized_label_smoothed_cross_entropy")
 ROWS = (
@@ -27,8 +27,7 @@ SPEC = TableSpec(
     claim="ReLUFormer matches or beats the Transformer (34.56 vs 34.22 BLEU on IWSLT14 De-En) "
           "and decodes about as fast, 1.7x faster than sparsemax and 1.5-entmax.",
     kind="translation",
-    metrics=(Metric("bleu", "BLEU"), Metric("valid_nll", "valid nll (bits)", False),
-             Metric("decode_seconds", "decode s", False)),
+    metrics=(toy.BLEU, toy.VALID_NLL, Metric("decode_seconds", "decode s", False)),
     rows=ROWS,
     comparisons=(
         Comparison("relu_former", "transformer", "bleu", "ReLUFormer >= Transformer in BLEU"),
@@ -37,13 +36,11 @@ SPEC = TableSpec(
         Comparison("relu_former", "entmax15", "decode_seconds",
                    "ReLUFormer decodes faster than 1.5-entmax"),
     ),
-    toy=dict(TRANSLATION_TOY),
-    tiny=dict(TRANSLATION_TINY),
+    toy=dict(toy.TRANSLATION_TOY),
+    tiny=dict(toy.TRANSLATION_TINY),
     paper_settings={"recipe": "iwslt14_de_en", "beams": [5]},
     deviations=(
-        Deviation("data", "IWSLT14 De-En", "gettext catalogs fr->en (sentences)", "offline"),
-        Deviation("model", "6+6 layers, 512/1024, 4 heads", "2+2 layers, 64/256, 4 heads",
-                  "CPU budget"),
+        toy.gettext_data("IWSLT14 De-En"), toy.CPU_MODEL,
         Deviation("latency", "GPU decoding time", "fairseq-generate seconds on one CPU thread",
                   "no GPU; compare ratios, not absolute times"),
     ),

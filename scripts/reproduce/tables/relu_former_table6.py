@@ -10,8 +10,8 @@ reference length and BLEU below 0.2 for every model).
 
 from __future__ import annotations
 
-from scripts.reproduce.spec import Comparison, Deviation, Metric, Row, TableSpec
-from scripts.reproduce.tables.toy_settings import TRANSLATION_TINY, TRANSLATION_TOY
+from scripts.reproduce.spec import Comparison, Deviation, Row, TableSpec
+from scripts.reproduce.tables import toy_settings as toy
 
 LENGTHS = (128, 256, 512, 1024, 2048)
 MODELS = {
@@ -65,12 +65,12 @@ SPEC = TableSpec(
     claim="ReLUFormer is comparable to the Transformer at 128-256 tokens and better from 512 "
           "on (+1.15 BLEU at 1024); sparsemax fails to converge on long inputs.",
     kind="translation",
-    metrics=(Metric("bleu", "BLEU"), Metric("valid_nll", "valid nll (bits)", False)),
+    metrics=(toy.BLEU, toy.VALID_NLL),
     rows=_rows(),
     comparisons=_claims(),
-    toy={**TRANSLATION_TOY, "lengths": [128, 256, 512], "max_update": 800,
+    toy={**toy.TRANSLATION_TOY, "lengths": [128, 256, 512], "max_update": 800,
          "finetune_update": 300},
-    tiny={**TRANSLATION_TINY, "lengths": [128]},
+    tiny={**toy.TRANSLATION_TINY, "lengths": [128]},
     paper_settings={"recipe": "europarl7_doc", "lengths": list(LENGTHS), "beams": [5],
                     "use_parents": False},
     deviations=(
@@ -81,8 +81,7 @@ SPEC = TableSpec(
         Deviation("start", "from scratch (not stated otherwise)",
                   "from the sentence model, 800 + 300 updates",
                   "from scratch no document model learned at toy budgets (G-Transformer)"),
-        Deviation("model", "6+6 layers, 512/2048, 8 heads", "2+2 layers, 64/256, 4 heads",
-                  "CPU budget"),
+        toy.CPU_MODEL,
         Deviation("vocabulary", "joint BPE", "words (Moses-tokenised, lower-cased)",
                   "small corpus; one vocabulary for every length"),
     ),

@@ -4,7 +4,7 @@ cross-entropy or with sparse-softmax, decoded with beam 1 and beam 5."""
 from __future__ import annotations
 
 from scripts.reproduce.spec import Comparison, Deviation, Metric, Row, TableSpec
-from scripts.reproduce.tables.toy_settings import TRANSLATION_TINY, TRANSLATION_TOY
+from scripts.reproduce.tables import toy_settings as toy
 
 SOFTMAX = ("--attention-activation", "softmax")
 SPARSE = ("--criterion", "sparse_softmax_cross_entropy", "--sparse-k", "20")
@@ -29,7 +29,7 @@ SPEC = TableSpec(
           "(+0.67 ROUGE-1 on Gigaword-10k) than at beam 5 (+0.28).",
     kind="translation",
     metrics=(Metric("bleu_beam1", "BLEU beam 1"), Metric("bleu_beam5", "BLEU beam 5"),
-             Metric("valid_nll", "valid nll (bits)", False)),
+             toy.VALID_NLL),
     rows=ROWS,
     comparisons=(
         Comparison("finetune_sparse", "finetune_ce", "bleu_beam1",
@@ -37,8 +37,8 @@ SPEC = TableSpec(
         Comparison("finetune_sparse", "finetune_ce", "bleu_beam5",
                    "sparse-softmax fine-tuning wins at beam 5"),
     ),
-    toy={**TRANSLATION_TOY, "beams": [1, 5]},
-    tiny={**TRANSLATION_TINY, "beams": [1, 2]},
+    toy={**toy.TRANSLATION_TOY, "beams": [1, 5]},
+    tiny={**toy.TRANSLATION_TINY, "beams": [1, 2]},
     paper_settings={"recipe": "gigaword_10k", "beams": [1, 5]},
     deviations=(
         Deviation("task", "Gigaword-10k headlines, SQuAD question generation (UNILM)",

@@ -10,6 +10,8 @@ beam 4. Document models start from the sentence model of the same activation and
 
 from __future__ import annotations
 
+from scripts.reproduce.spec import Deviation, Metric
+
 TRANSLATION_TOY = {
     "locale_dir": "/usr/share/locale", "lang": "fr", "block_tokens": 1024,
     "valid_per_mille": 30, "test_per_mille": 30, "max_train_pairs": None,
@@ -34,3 +36,15 @@ SUMMARY_TINY = {
     "ffn": 32, "heads": 2, "max_tokens": 512, "max_update": 3, "warmup": 2, "max_test": 6,
     "min_train_docs": 30, "heldout_per_mille": 150, "generated_docs": 120, "beam": 2,
 }
+
+# metrics and deviations several tables share
+BLEU = Metric("bleu", "BLEU")
+VALID_NLL = Metric("valid_nll", "valid nll (bits)", False)
+ROUGE = (Metric("rouge1", "ROUGE-1"), Metric("rouge2", "ROUGE-2"))
+CPU_MODEL = Deviation("model", "6+6 layers of width 512", "2+2 layers of width 64, 4 heads",
+                      "CPU budget")
+MANPAGES = Deviation("data", "arXiv", "manual pages -> their NAME line", "offline long texts")
+
+
+def gettext_data(paper: str) -> Deviation:
+    return Deviation("data", paper, "gettext catalogs fr->en", "offline; real translations")
