@@ -23,8 +23,11 @@ _DECODED = re.compile(r"Translated [\d,]+ sentences \(([\d,]+) tokens\) in ([\d.
 
 def train_figures(log: Path) -> Dict[str, float]:
     """``valid_nll`` (bits, the last validation), ``first_nll`` (the first logged training
-    nll), ``updates``, ``train_seconds`` and ``params`` of a fairseq-train log; NaN where a
-    figure is missing (e.g. a run stopped before validating)."""
+    nll), ``updates``, ``train_seconds`` and ``params`` of a finished fairseq-train log; NaN
+    where a figure is missing. Raises ``FileNotFoundError``/``ValueError`` for a missing log
+    or one whose run did not finish (killed, or still running)."""
+    if not log.is_file():
+        raise FileNotFoundError(f"no training log {log}")
     lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
     figures = dict.fromkeys(("valid_nll", "first_nll", "updates", "train_seconds", "params"),
                             math.nan)
@@ -45,6 +48,8 @@ def train_figures(log: Path) -> Dict[str, float]:
             figures["params"] = float(match.group(1).replace(",", ""))
         if match := _DONE.search(line):
             figures["train_seconds"] = float(match.group(1))
+    if math.isnan(figures["train_seconds"]):
+        raise ValueError(f"{log} has no 'done training' line: the run did not finish")
     return figures
 
 

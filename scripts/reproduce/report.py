@@ -42,7 +42,17 @@ def spreads(spec: TableSpec, cells: Sequence) -> Dict[tuple, Spread]:
     return {key: spread(v) for key, v in values.items()}
 
 
-def result_table(spec: TableSpec, table: Dict[tuple, Spread]) -> str:
+def diverged_seeds(cells: Sequence) -> Dict[str, int]:
+    """Per row, how many seeds stopped on a NaN or infinite loss."""
+    counts: Dict[str, int] = {}
+    for cell in cells:
+        if cell.result is not None and cell.result["figures"].get("diverged"):
+            counts[cell.row.key] = counts.get(cell.row.key, 0) + 1
+    return counts
+
+
+def result_table(spec: TableSpec, table: Dict[tuple, Spread],
+                 diverged: Dict[str, int] | None = None) -> str:
     headers = ["row"]
     for metric in spec.metrics:
         arrow = "↑" if metric.higher_is_better else "↓"
@@ -59,7 +69,8 @@ def result_table(spec: TableSpec, table: Dict[tuple, Spread]) -> str:
             if isinstance(paper, (int, float)):
                 paper = f"{paper:.{metric.digits}f}"
             line += [cell.text(metric.digits), paper]
-        rows.append(line + [seeds])
+        failed = (diverged or {}).get(row.key, 0)
+        rows.append(line + [f"{seeds} (+{failed} diverged)" if failed else seeds])
     return markdown_table(headers, rows)
 
 
@@ -162,7 +173,7 @@ def section(spec: TableSpec, cells: Sequence, data: Dict, scale: str, seeds: int
     if not done:
         lines.append(f"Results: {NOT_RUN} (scale {scale}). The command above runs it; the "
                      "paper's figures are listed for comparison.\n")
-    lines += [result_table(spec, table), ""]
+    lines += [result_table(spec, table, diverged_seeds(cells)), ""]
     if spec.comparisons and not done:
         lines += ["Claims the table tests (each needs its rows run on at least two seeds):\n",
                   *[f"- {claim.claim} ({spec.metric(claim.metric).label})"

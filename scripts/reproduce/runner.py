@@ -12,6 +12,7 @@ the cells already finished are stored.
 from __future__ import annotations
 
 import platform
+import re
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +29,18 @@ from scripts.reproduce.spec import Row, TableSpec
 
 class CellFailed(RuntimeError):
     """A step of a cell exited non-zero; the message names the cell and its log."""
+
+
+_DIVERGED = re.compile(r"FloatingPointError|\bnan\b|\binf\b|overflow|Minimum loss scale",
+                       re.I)
+
+
+class Diverged(Exception):
+    """A training step stopped on a NaN or infinite loss; ``reason`` is the log's line."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class BudgetSpent(RuntimeError):
@@ -121,7 +134,13 @@ def run_step(step: Step, folder: Path, threads: int) -> float:
     # the child's own CPU time (wait4), right even when several cells run at once
     code, cpu = stream(step.argv, log, lambda _: None, {**child_env(threads), **step.env})
     if code:
-        tail = log.read_text(encoding="utf-8", errors="replace")[-1500:]
+        text = log.read_text(encoding="utf-8", errors="replace")
+        tail = text[-1500:]
+        if step.trains:
+            reason = next((line for line in reversed(text.splitlines())
+                           if _DIVERGED.search(line)), None)
+            if reason is not None:
+                raise Diverged(reason.strip()[-200:])
         raise CellFailed(f"{folder.name}: `{step.describe()}` exited {code}; log {log}:\n"
                          f"{tail}")
     return cpu
@@ -170,10 +189,16 @@ def run_table(spec: TableSpec, options: RunOptions) -> tuple[List[Cell], Dict]:
         return cells, data
     if options.collect_only:
         for cell in cells:
-            if cell.result is None and (cell.folder / "train.log").is_file():
+            if cell.result is not None or not cell.folder.is_dir():
+                continue
+            try:
                 figures = kind.collect(spec, cell.row, cell.folder)
-                cell.result = cache.put(cell.folder, cell.key, {"figures": figures,
-                                                                "seconds": None})
+            except (FileNotFoundError, KeyError, ValueError) as error:
+                # a killed or still running cell: its logs are not complete
+                options.say(f"  {cell.folder.name}: no complete logs ({error})")
+                continue
+            cell.result = cache.put(cell.folder, cell.key, {"figures": figures,
+                                                            "seconds": None})
         return cells, data
     todo = [cell for cell in cells if cell.result is None]
     options.say(f"{spec.name}: {len(cells) - len(todo)} of {len(cells)} cells cached, "
@@ -190,9 +215,18 @@ def run_table(spec: TableSpec, options: RunOptions) -> tuple[List[Cell], Dict]:
         cell.folder.mkdir(parents=True, exist_ok=True)
         begin = time.monotonic()
         options.say(f"  run {cell.row.key} seed {cell.seed}")
-        make_steps(cell)
-        cpu = {step.log: run_step(step, cell.folder, options.threads) for step in cell.steps}
-        figures = kind.collect(spec, cell.row, cell.folder)
+        cpu: Dict[str, float] = {}
+        if cell.parent is not None and cell.parent.result["figures"].get("diverged"):
+            figures = {"diverged": 1.0, "reason": "its starting point diverged"}
+        else:
+            make_steps(cell)
+            try:
+                for step in cell.steps:
+                    cpu[step.log] = run_step(step, cell.folder, options.threads)
+                figures = kind.collect(spec, cell.row, cell.folder)
+            except Diverged as stopped:
+                options.say(f"  {cell.row.key} seed {cell.seed} diverged: {stopped.reason}")
+                figures = {"diverged": 1.0, "reason": stopped.reason}
         add_cpu_figures(figures, cpu)
         cell.result = cache.put(cell.folder, cell.key, {
             "figures": figures, "seconds": round(time.monotonic() - begin, 1),

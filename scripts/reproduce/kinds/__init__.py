@@ -31,7 +31,9 @@ class Step:
 
     ``log`` is the file (under the cell folder) that receives its output; ``dry_run`` is the
     argv that prints the exact fairseq command without running it (a recipe with
-    ``--dry-run``), where there is one; ``env`` adds environment variables.
+    ``--dry-run``), where there is one; ``env`` adds environment variables; a ``trains`` step
+    that fairseq stops on a NaN or infinite loss makes the cell *diverged* (a result: the
+    papers report models that fail to converge), not a failure of the run.
     """
 
     log: str
@@ -39,6 +41,7 @@ class Step:
     call: Callable[[], None] | None = None
     env: Dict[str, str] = field(default_factory=dict)
     dry_run: List[str] | None = None
+    trains: bool = False  # a training step: stopped by NaN/inf it is a divergence, not an error
 
     def describe(self) -> str:
         import shlex
@@ -68,7 +71,7 @@ def recipe_steps(recipe: str, model: str, env: Dict[str, str], save_dir: str,
     env = {**env, "SAVE_DIR": save_dir}
     train = [f"{folder}/train.sh", model, "--", *train_flags]
     found = [Step("recipe-train.log", argv=train, env=env,
-                  dry_run=[train[0], "--dry-run", *train[1:]])]
+                  dry_run=[train[0], "--dry-run", *train[1:]], trains=True)]
     for results, flags in evaluations:
         evaluate = [f"{folder}/evaluate.sh", model, *(["--", *flags] if flags else [])]
         step_env = {**env, "RESULTS": f"{save_dir}/{results}"}

@@ -159,7 +159,7 @@ def train_step(row: Row, seed: int, settings: Dict[str, Any], data_bin: Path, fo
         updates = settings["finetune_update"]
     command, _, _ = train_command(run, budget(settings, updates), data_bin, folder.parent,
                                   argparse.Namespace(seed=seed, budget_scale=1.0))
-    return Step("train.log", argv=[str(part) for part in command])
+    return Step("train.log", argv=[str(part) for part in command], trains=True)
 
 
 def beams(settings: Dict[str, Any]) -> List[int]:
@@ -207,6 +207,8 @@ def collect(spec: TableSpec, row: Row, folder: Path) -> Dict[str, float]:
     first beam's) and decoding seconds."""
     figures = train_figures(folder / "train.log")
     scored = sorted(folder.glob("score-test-beam*.json"))
+    if not row.hidden and not scored:
+        raise FileNotFoundError(f"no score-test-beam*.json in {folder}: not decoded yet")
     for path in scored:
         beam = path.stem.rsplit("beam", 1)[1]
         scores = score_figures(path)

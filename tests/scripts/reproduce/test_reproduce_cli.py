@@ -120,3 +120,20 @@ def test_halving_operator_tiny_runs_caches_and_reports(tmp_path, capsys):
     assert [p.stat().st_mtime_ns for p in results] == stamps
     text = out.read_text()
     assert "## Pyramidion, operator figures" in text and "8 of 8 cells finished" in text
+
+
+def test_collect_only_skips_a_run_that_did_not_finish(tmp_path, capsys):
+    work, out = tmp_path / "work", tmp_path / "reproduction.md"
+    args = ["relu_former_table4", "--scale", "paper", "--seeds", "2", "--work", str(work),
+            "--rows", "relu_former"]
+    main([*args, "--dry-run"])
+    folders = re.findall(r"^# \w+, seed \d -> (\S+)$", capsys.readouterr().out, re.M)
+    fake_recipe_logs(Path(folders[0]), 4.0, 30.0)
+    killed = Path(folders[1])
+    fake_recipe_logs(killed, 4.0, 31.0)
+    log = (killed / "train.log").read_text().splitlines()
+    (killed / "train.log").write_text("\n".join(log[:-1]) + "\n")  # no 'done training'
+    assert main([*args, "--collect-only", "--out", str(out)]) == 0
+    assert "did not finish" in capsys.readouterr().err
+    assert not (killed / "result.json").exists()
+    assert "| ReLUFormer | 30.00 | 34.56 |" in out.read_text()

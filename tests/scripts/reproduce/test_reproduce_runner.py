@@ -39,7 +39,12 @@ def synthetic_kind(calls: list, fail: set):
             (folder / "out.json").write_text(json.dumps({"score": score}))
 
         found = [Step("out.json", call=compute)]
-        if row.key in fail:
+        if row.key in fail and "diverge" in fail:
+            found.insert(0, Step("train.log", trains=True, argv=[
+                sys.executable, "-c",
+                "import sys; print('FloatingPointError: Minimum loss scale reached'); "
+                "sys.exit(1)"]))
+        elif row.key in fail:
             found.append(Step("fail.log", argv=[sys.executable, "-c", "import sys; sys.exit(3)"]))
         return found
 
@@ -161,3 +166,16 @@ def test_new_sections_go_before_the_closing_note(tmp_path):
     write_section(doc, "a", "<!-- reproduce:a start -->\nA\n<!-- reproduce:a end -->", "# T\n")
     text = doc.read_text()
     assert text.index("\nA\n") < text.index("\nS\n")
+
+
+def test_a_diverged_training_is_a_result_not_a_failure(kind, tmp_path):
+    kind.fail.update({"good", "diverge"})
+    cells, data = run_table(SPEC, options(tmp_path))  # no exception: the table goes on
+    by_row = {(c.row.key, c.seed): c.result["figures"] for c in cells}
+    assert by_row["good", 1]["diverged"] == 1.0 and "Minimum loss scale" in by_row["good", 1][
+        "reason"]
+    assert by_row["child", 2] == {"diverged": 1.0, "reason": "its starting point diverged"}
+    assert by_row["bad", 3]["score"] == pytest.approx(5.3)
+    text = section(SPEC, cells, data, "toy", 3, "cmd")
+    assert "| Good | - | 11.00 | 0 (+3 diverged) |" in text
+    assert "| good beats bad | score | - | - | not resolved at this scale |" in text
