@@ -5,7 +5,9 @@ gettext catalogs of French (a catalog language the demo does not use; ``--set la
 picks another), word level, 2+2 layers of width 64 with 4 heads and FFN 256, dropout and
 attention dropout 0.1 (the paper's), shared embeddings, label smoothing 0.1 (the paper's),
 beam 4. Document models start from the sentence model of the same activation and seed
-(G-Transformer's way: trained from scratch at 600 updates, no document model learned).
+(G-Transformer's way: trained from scratch at 600 updates, no document model learned) and
+continue for ``finetune_update`` updates with a fresh optimizer at the constant learning rate
+the sentence model's schedule ended at (the shared orchestrator's continuation rule).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ TRANSLATION_TOY = {
     "valid_per_mille": 30, "test_per_mille": 30, "max_train_pairs": None,
     "max_test_docs": 200, "lengths": [], "arch": "relu_former", "layers": 2, "dim": 64,
     "ffn": 256, "heads": 4, "max_tokens": 4096, "max_update": 800, "lr": 2e-3, "warmup": 100,
-    "finetune_update": 300, "finetune_lr": 5e-4, "beams": [4],
+    "finetune_update": 300, "beams": [4],
 }
 TRANSLATION_TINY = {
     "block_tokens": 64, "valid_per_mille": 150, "test_per_mille": 150,
