@@ -129,7 +129,19 @@ def curve_plot(spec: TableSpec, table: Dict[tuple, Spread], path: Path) -> Path 
     if spec.plot is None:
         return None
     point, metric = spec.plot
-    series: Dict[str, tuple[list, list]] = {}
+    label = spec.metric(metric).label
+    if point.startswith("metric:"):
+        # one point per row: a measured figure (e.g. a cost) against the metric
+        x_metric = spec.metric(point.split(":", 1)[1])
+        series = {row.label: ([table[row.key, x_metric.key].mean], [table[row.key, metric].mean])
+                  for row in shown_rows(spec)
+                  if table.get((row.key, x_metric.key), spread([])).n
+                  and table.get((row.key, metric), spread([])).n}
+        if len(series) < 2:
+            return None
+        return line_plot(path, series, title=f"{spec.paper}: {label} against "
+                         f"{x_metric.label}", xlabel=x_metric.label, ylabel=label, logx=True)
+    series = {}
     for row in shown_rows(spec):
         cell = table.get((row.key, metric))
         if cell is None or cell.n == 0 or point not in row.point:
@@ -139,7 +151,6 @@ def curve_plot(spec: TableSpec, table: Dict[tuple, Spread], path: Path) -> Path 
         ys.append(cell.mean)
     if not any(len(xs) > 1 for xs, _ in series.values()):
         return None
-    label = spec.metric(metric).label
     return line_plot(path, series, title=f"{spec.paper}: {label} against {point}",
                      xlabel=point, ylabel=label, logx=True)
 
@@ -186,7 +197,7 @@ def section(spec: TableSpec, cells: Sequence, data: Dict, scale: str, seeds: int
     if plot_dir is not None and done:
         plotted = curve_plot(spec, table, plot_dir / f"{spec.name}.png")
         if plotted is not None:
-            lines.append(f"![{spec.plot[1]} against {spec.plot[0]}]"
+            lines.append(f"![{spec.plot[1]} against {spec.plot[0].split(':')[-1]}]"
                          f"({plotted.parent.name}/{plotted.name})\n")
     if done:
         wall = sum(cell.result.get("seconds") or 0 for cell in done)

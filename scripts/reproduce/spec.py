@@ -82,7 +82,9 @@ class TableSpec:
     tiny: Mapping[str, Any] = field(default_factory=dict)   # overrides for the tests
     paper_settings: Mapping[str, Any] = field(default_factory=dict)
     deviations: Tuple[Deviation, ...] = ()
-    plot: Tuple[str, str] | None = None  # (point key, metric key): a curve per row family
+    # (x, metric key): x a point key (a curve per row family) or "metric:KEY" (one point per
+    # row, e.g. ROUGE against a cost)
+    plot: Tuple[str, str] | None = None
     notes: str = ""
 
     def row(self, key: str) -> Row:

@@ -48,6 +48,7 @@ SPEC = TableSpec(
     toy={**toy.SUMMARY_TOY, "layers": 4},
     tiny=dict(toy.SUMMARY_TINY),
     paper_settings={"dataset": "arxiv"},
+    plot=("metric:train_cpu_per_update", "rouge1"),  # ROUGE against cost
     deviations=(
         toy.MANPAGES,
         Deviation("length", "8192 -> 4096 -> 2048, blocks of 512",

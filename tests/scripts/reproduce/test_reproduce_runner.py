@@ -179,3 +179,16 @@ def test_a_diverged_training_is_a_result_not_a_failure(kind, tmp_path):
     text = section(SPEC, cells, data, "toy", 3, "cmd")
     assert "| Good | - | 11.00 | 0 (+3 diverged) |" in text
     assert "| good beats bad | score | - | - | not resolved at this scale |" in text
+
+
+def test_plots_a_curve_and_a_metric_against_a_metric(kind, tmp_path):
+    cells, data = run_table(SPEC, options(tmp_path))
+    spec = replace(SPEC, metrics=(Metric("score", "score"), Metric("cost", "cost", False)),
+                   plot=("metric:score", "score"))
+    text = section(spec, cells, data, "toy", 3, "cmd", plot_dir=tmp_path / "plots")
+    assert "![score against score](plots/synthetic.png)" in text
+    assert (tmp_path / "plots" / "synthetic.png").stat().st_size > 1000
+    curve = replace(SPEC, rows=tuple(replace(r, label=f"F @ {i}", point={"x": i})
+                                     for i, r in enumerate(SPEC.rows, 1)), plot=("x", "score"))
+    text = section(curve, cells, data, "toy", 3, "cmd", plot_dir=tmp_path / "curve")
+    assert "![score against x](curve/synthetic.png)" in text
