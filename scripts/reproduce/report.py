@@ -180,7 +180,9 @@ def section(spec: TableSpec, cells: Sequence, data: Dict, scale: str, seeds: int
     start, end = markers(spec.name)
     lines = [start, f"## {spec.paper}: {spec.title} (`{spec.name}`)\n",
              f"Paper's claim: {spec.claim}\n",
-             f"Command: `{command}`\n"]
+             f"Command: `{command}` (paper scale: `python -m scripts.reproduce {spec.name} "
+             "--scale paper --dry-run` prints the recipes' fairseq commands, `--collect-only` "
+             "reads their logs)\n"]
     if not done:
         lines.append(f"Results: {NOT_RUN} (scale {scale}). The command above runs it; the "
                      "paper's figures are listed for comparison.\n")
@@ -202,10 +204,17 @@ def section(spec: TableSpec, cells: Sequence, data: Dict, scale: str, seeds: int
     if done:
         wall = sum(cell.result.get("seconds") or 0 for cell in done)
         cpu = sum(cell.result.get("cpu_seconds") or 0 for cell in done)
+        commits = sorted({cell.result.get("commit") or "not recorded"
+                          for cell in done})
+        loads = [cell.result["load_average"][0] for cell in done
+                 if cell.result.get("load_average")]
+        load = (f"; 1-minute load average when the cells finished {min(loads):.1f} to "
+                f"{max(loads):.1f}" if loads else "")
         lines.append(f"Scale `{scale}`, {seeds} seed(s); {len(done)} of {len(cells)} cells "
                      f"finished; cell wall time {wall / 60:.1f} min in all, CPU time "
-                     f"{cpu / 60:.1f} min; data: {data.get('description', '-')}; commit "
-                     f"{commit()}; machine: {machine()}.\n")
+                     f"{cpu / 60:.1f} min; data: {data.get('description', '-')}; cells run at "
+                     f"commit {', '.join(commits)}; report at commit {commit()}; machine: "
+                     f"{machine()}{load}.\n")
     if spec.deviations:
         lines += ["Settings at toy scale against the paper's:\n", markdown_table(
             ["setting", "paper", "ours (toy)", "why"],

@@ -11,6 +11,7 @@ the cells already finished are stored.
 
 from __future__ import annotations
 
+import os
 import platform
 import re
 import subprocess
@@ -24,6 +25,7 @@ from scripts.common.child_processes import child_env, stream
 from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce.cell_cache import CellCache, settings_key
 from scripts.reproduce.kinds import Step, kind_module
+from scripts.reproduce.report import commit
 from scripts.reproduce.spec import Row, TableSpec
 
 
@@ -204,6 +206,7 @@ def run_table(spec: TableSpec, options: RunOptions) -> tuple[List[Cell], Dict]:
     options.say(f"{spec.name}: {len(cells) - len(todo)} of {len(cells)} cells cached, "
                 f"{len(todo)} to run")
     started = [0]
+    commit_id = commit()  # the code the cells of this call run
 
     def run_cell(cell: Cell) -> None:
         if options.max_new_cells is not None and started[0] >= options.max_new_cells:
@@ -231,7 +234,8 @@ def run_table(spec: TableSpec, options: RunOptions) -> tuple[List[Cell], Dict]:
         cell.result = cache.put(cell.folder, cell.key, {
             "figures": figures, "seconds": round(time.monotonic() - begin, 1),
             "cpu_seconds": round(sum(cpu.values()), 1),
-            "row": cell.row.key, "seed": cell.seed, "machine": platform.node()})
+            "row": cell.row.key, "seed": cell.seed, "machine": platform.node(),
+            "commit": commit_id, "load_average": [round(v, 1) for v in os.getloadavg()]})
         options.say(f"  done {cell.row.key} seed {cell.seed} in {cell.result['seconds']} s")
 
     for level in sorted({cell_depth(cell) for cell in todo}):
