@@ -27,14 +27,19 @@ from scripts.common.fairseq_train import train_command
 from scripts.common.repo_paths import USER_DIR
 from scripts.common.run_record import Budget, Run
 from scripts.reproduce.data_folder import shared_data
-from scripts.reproduce.doc_corpus import catalog_pairs, pack_documents, split_documents
+from scripts.reproduce.doc_corpus import (
+    SEPARATOR,
+    catalog_pairs,
+    pack_documents,
+    split_documents,
+)
 from scripts.reproduce.kinds import Step, recipe_steps
 from scripts.reproduce.log_figures import decode_seconds, score_figures, train_figures
 from scripts.reproduce.spec import Row, TableSpec
 
 SRC, TGT = "xx", "en"  # fairseq's language suffixes of the toy data (any catalog language)
 DATA_KEYS = ("locale_dir", "lang", "block_tokens", "valid_per_mille", "test_per_mille",
-             "max_train_pairs", "max_test_docs", "lengths")
+             "max_train_pairs", "max_test_docs", "lengths", "vocab")
 
 
 def length_of(row: Row) -> int:
@@ -85,32 +90,44 @@ def build_data(settings: Dict[str, Any], folder: Path) -> Dict[str, Any]:
                                       length=lambda p, n=sizes_of: n[id(p)])
                 if split == "test" and settings.get("max_test_docs"):
                     docs = docs[: settings["max_test_docs"]]
-                src_lines = [" <sep> ".join(tokens[id(p)][0] for p in d.pairs) for d in docs]
-                tgt_lines = [" <sep> ".join(tokens[id(p)][1] for p in d.pairs) for d in docs]
+                joiner = f" {SEPARATOR} "
+                src_lines = [joiner.join(tokens[id(p)][0] for p in d.pairs) for d in docs]
+                tgt_lines = [joiner.join(tokens[id(p)][1] for p in d.pairs) for d in docs]
             for suffix, lines in ((SRC, src_lines), (TGT, tgt_lines)):
                 write_text_atomic(raw / name / f"{split}.{suffix}",
                                   "".join(line + "\n" for line in lines))
             sizes.append(f"{split} {len(src_lines)}")
         description.append(f"{name}: {', '.join(sizes)}")
-    binarize(raw, folder / "bin", lengths)
+    # the dictionary is built from the sentence data ("dictionary" is a copy of its text)
+    for split in ("train", "valid", "test"):
+        for suffix in (SRC, TGT):
+            write_text_atomic(raw / "dictionary" / f"{split}.{suffix}",
+                              (raw / "sentences" / f"{split}.{suffix}").read_text())
+    binarize(raw, folder / "bin", lengths, settings.get("vocab"))
     return {"description": f"gettext catalogs {settings['locale_dir']}/{settings['lang']} -> "
                            "en, word level, " + "; ".join(description)}
 
 
-def binarize(raw: Path, out: Path, lengths: List[int]) -> None:
-    """fairseq-preprocess every data set with the sentence data's joined dictionary (in this
+def binarize(raw: Path, out: Path, lengths: List[int], vocab: int | None) -> None:
+    """fairseq-preprocess every data set with one joined dictionary: the sentence data's
+    ``vocab`` most frequent words (all with None) plus the sentence separator (in this
     process: one fairseq start instead of one per data set)."""
     from fairseq import options
     from fairseq_cli import preprocess
 
+    def run(name: str, *extra: str) -> None:
+        preprocess.main(options.get_preprocessing_parser().parse_args([
+            "--source-lang", SRC, "--target-lang", TGT, "--joined-dictionary", "--workers",
+            "1", "--destdir", str(out / name), *extra,
+            *(f"--{split}pref={raw / name / split}" for split in ("train", "valid", "test"))]))
+
+    limit = [] if vocab is None else ["--nwordssrc", str(vocab), "--nwordstgt", str(vocab)]
+    run("dictionary", "--dict-only", *limit)
+    dictionary = out / "dictionary" / f"dict.{SRC}.txt"
+    with open(dictionary, "a", encoding="utf-8") as words:
+        words.write(f"{SEPARATOR} 1\n")  # only documents hold it; it must not be <unk>
     for length in lengths:
-        name = "sentences" if length == 0 else f"docs{length}"
-        argv = ["--source-lang", SRC, "--target-lang", TGT, "--joined-dictionary",
-                "--workers", "1", "--destdir", str(out / name),
-                *(f"--{split}pref={raw / name / split}" for split in ("train", "valid", "test"))]
-        if length:
-            argv += ["--srcdict", str(out / "sentences" / f"dict.{SRC}.txt")]
-        preprocess.main(options.get_preprocessing_parser().parse_args(argv))
+        run("sentences" if length == 0 else f"docs{length}", "--srcdict", str(dictionary))
 
 
 def score_step(folder: Path, generated: str, results: str, metric: str,
