@@ -120,7 +120,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.add_argument(flag, type=int, default=1, help=f"{what} (default 1)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print every cell's commands (at paper scale the exact "
-                             "fairseq commands the recipes run) and run nothing")
+                             "fairseq commands the recipes run) and train nothing; at toy "
+                             "scale the shared data is built first (the commands name it)")
     parser.add_argument("--collect-only", action="store_true",
                         help="run nothing; build the table from the logs already in the "
                              "cells' folders (e.g. copied back from a cluster)")
