@@ -203,7 +203,9 @@ def section(spec: TableSpec, cells: Sequence, data: Dict, scale: str, seeds: int
                          f"({plotted.parent.name}/{plotted.name})\n")
     if done:
         wall = sum(cell.result.get("seconds") or 0 for cell in done)
-        cpu = sum(cell.result.get("cpu_seconds") or 0 for cell in done)
+        # cells from before the commit was recorded measured in-process CPU time wrongly
+        timed = [cell for cell in done if cell.result.get("commit")]
+        cpu = sum(cell.result.get("cpu_seconds") or 0 for cell in timed)
         commits = sorted({cell.result.get("commit") or "not recorded"
                           for cell in done})
         loads = [cell.result["load_average"][0] for cell in done
@@ -212,7 +214,8 @@ def section(spec: TableSpec, cells: Sequence, data: Dict, scale: str, seeds: int
                 f"{max(loads):.1f}" if loads else "")
         lines.append(f"Scale `{scale}`, {seeds} seed(s); {len(done)} of {len(cells)} cells "
                      f"finished; cell wall time {wall / 60:.1f} min in all, CPU time "
-                     f"{cpu / 60:.1f} min; data: {data.get('description', '-')}; cells run at "
+                     + (f"{cpu / 60:.1f} min" if timed else "not recorded")
+                     + f"; data: {data.get('description', '-')}; cells run at "
                      f"commit {', '.join(commits)}; report at commit {commit()}; machine: "
                      f"{machine()}{load}.\n")
     if spec.deviations:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import resource
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -126,12 +127,19 @@ def plan(spec: TableSpec, options: RunOptions, data: Dict) -> List[Cell]:
     return list(cells.values())
 
 
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_step(step: Step, folder: Path, threads: int) -> float:
     """Run one step; returns the CPU seconds its process (or, in-process, this thread) used."""
     if step.call is not None:
-        before = time.thread_time()
+        # this thread's time plus that of the processes the call waited for (exact with
+        # --jobs 1; with several cells at once their children's times mix)
+        before = time.thread_time() + children_cpu()
         step.call()
-        return time.thread_time() - before
+        return time.thread_time() + children_cpu() - before
     log = folder / step.log
     # the child's own CPU time (wait4), right even when several cells run at once
     code, cpu = stream(step.argv, log, lambda _: None, {**child_env(threads), **step.env})
