@@ -20,6 +20,8 @@ FAIRSEQ_TABLES = sorted(name for name, spec in TABLES.items()
 def parsers():
     from fairseq import options
 
+    import relu_former.plugin  # noqa: F401  (registers the plugin's archs, however run)
+
     return options
 
 
