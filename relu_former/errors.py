@@ -41,6 +41,15 @@ class CorruptCheckpointError(CommandLineError):
         super().__init__(f"checkpoint {path} is corrupt: {problem}")
 
 
+class DataFileError(CommandLineError):
+    """A binarized data file that is missing its other half, cut short or empty; the
+    message names the file and the fix."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        super().__init__(f"data file {path} {problem}")
+
+
 class UnsafeCheckpointError(CommandLineError):
     """A checkpoint holding something the safe (``weights_only``) loader refuses: code, or a
     class no fairseq checkpoint needs. The message names the file and what it holds, and never
