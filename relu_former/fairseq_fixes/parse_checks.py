@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 from typing import Callable
 
 from relu_former.errors import OptionError
+from relu_former.fairseq_fixes.dictionary_check import ACCEPT_ENV, ACCEPT_FLAG
 from relu_former.flag_types import non_finite_floats
 
 # relu attention's own options; another activation never reads them
@@ -55,16 +57,32 @@ def check_command_line(args: argparse.Namespace) -> None:
                     f"Drop {flag} or use --attention-activation relu")
 
 
+def _add_plugin_flags(parser: argparse.ArgumentParser) -> None:
+    """The plugin's flags that belong to no model, criterion or task."""
+    if any(ACCEPT_FLAG in action.option_strings for action in parser._actions):
+        return
+    parser.add_argument(ACCEPT_FLAG, action="store_true",
+                        help="load a checkpoint (--finetune-from-model, --restore-file) although "
+                        "the data's dictionary lists other words, or the same words in another "
+                        "order, than the one it was trained with; its embeddings then belong to "
+                        "other words (refused without this flag)")
+
+
 def _checking(original: Callable) -> Callable:
     @functools.wraps(original)
     def parse_args_and_arch(parser, input_args=None, parse_known=False, suppress_defaults=False,
                             modify_parser=None):
+        _add_plugin_flags(parser)
         parsed = original(parser, input_args=input_args, parse_known=parse_known,
                           suppress_defaults=suppress_defaults, modify_parser=modify_parser)
+        args = parsed[0] if parse_known else parsed
         # suppress_defaults: a partial namespace of overrides (fairseq-validate), checked whole
         # with the checkpoint's arguments later by fairseq itself
         if not suppress_defaults:
-            check_command_line(parsed[0] if parse_known else parsed)
+            check_command_line(args)
+        if getattr(args, "accept_dictionary_change", False):
+            # an environment variable reaches the spawned distributed workers too
+            os.environ[ACCEPT_ENV] = "1"
         return parsed
 
     return parse_args_and_arch
