@@ -301,20 +301,14 @@ class SourceLengthCheck:
         self.checked = weakref.ref(dataset)
 
 
-def real_source_positions(args, task) -> int:
-    """The longest source the encoder can get: ``--max-source-positions`` (fairseq's default,
-    1024, when not typed), or the task's limit where that is lower."""
-    limit = getattr(args, "max_source_positions", None) or DEFAULT_MAX_SOURCE_POSITIONS
-    task_positions = getattr(task, "max_positions", None)
-    if callable(task_positions):
-        try:
-            positions = task_positions()
-        except (AttributeError, KeyError, TypeError):  # a task without its config (tests)
-            positions = None
-        source = positions[0] if isinstance(positions, tuple) else positions
-        if isinstance(source, int) and source > 0:
-            limit = min(limit, source)
-    return limit
+def real_source_positions(args) -> int:
+    """The longest source the encoder can get: ``--max-source-positions``, or fairseq's
+    default (1024) that ``TransformerModel.build_model`` fills in when it is not typed.
+
+    Training shares the flag with the translation task, so its data limit is the same number;
+    at generation the model's own (saved) limit counts, whatever the task's.
+    """
+    return getattr(args, "max_source_positions", None) or DEFAULT_MAX_SOURCE_POSITIONS
 
 
 @register_model("pyramidion")
@@ -372,7 +366,7 @@ class PyramidionModel(ReLUFormerModel):
         schedule = parse_pooling_schedule(args.pooling_schedule, args.encoder_layers)
         # typed or not: an untyped --max-source-positions is fairseq's default, which
         # TransformerModel.build_model fills in below, and inputs are never longer than that
-        check_schedule_pools(schedule, args.pooling_schedule, real_source_positions(args, task))
+        check_schedule_pools(schedule, args.pooling_schedule, real_source_positions(args))
         model = super().build_model(args, task)
         model.source_length_check = SourceLengthCheck(args, task)
         return model

@@ -119,15 +119,6 @@ def test_pooling_schedule_is_checked_at_the_default_source_positions(flags, mess
         PyramidionModel.build_model(args, _toy_task())
 
 
-def test_pooling_schedule_is_checked_at_the_tasks_lower_limit():
-    """The model takes 8192 positions but the task never gives it more than 1024."""
-    args = parse("--max-source-positions", "8192")
-    task = _toy_task()
-    task.max_positions = lambda: (1024, 1024)
-    with pytest.raises(OptionError, match=r"--max-source-positions is 1024"):
-        PyramidionModel.build_model(args, task)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("flags, message", [
     (["--pooling-base", "nan"], "argument --pooling-base: --pooling-base must be a finite"),

@@ -9,9 +9,10 @@
 #   ($DATA_ROOT/.<data set>.lock, flock) held until the script exits; a second prepare.sh on
 #   the same data set stops at once with exit code 4 and says which run holds it.
 # - A prepared data set is never removed by a script: when the input variable names another
-#   input than the one the data set was prepared from, the script refuses (exit 2) and says
-#   which folder to move away; archive members that are links, devices or absolute or
-#   upward (..) paths are refused before anything is unpacked.
+#   input than the one the data set was prepared from, the new input is checked completely
+#   first, and the script refuses (exit 2), saying which folder to move away, unless only the
+#   fetch step was done; archive members that are links, devices or absolute or upward (..)
+#   paths are refused before anything is unpacked.
 # - Inputs come from a variable naming a local archive or folder (`recipe_fetch`): without it
 #   the recipe says what to fetch, from where, and which variable to set, then exits 2; with
 #   <VAR>_SHA256 set (file) or <VAR>_SHA256SUMS (folder, sha256sum -c format) the input is
@@ -250,12 +251,43 @@ _recipe_check_input() {
 ${wanted# or }. Point $FETCH_VAR at the right archive or folder and run again. $FETCH_HOW" 2
 }
 
+# The variable names another input than the one DIR was fetched from. The new input is
+# checked completely first (checksum, members, unpacked into DIR.next, expected files) and a
+# bad one stops the script with the old data untouched. A good one replaces DIR only when
+# nothing was prepared from DIR yet; a prepared data set (hours of work for WMT14) is never
+# removed: the script stops, naming the variable and the folder to move away.
+_recipe_fetch_another() {
+    local dir=$1 var=$2 what=$3 how=$4 source=$5 work prepared
+    shift 5
+    work=$(dirname "$dir")
+    recipe_log "$var=$source is another input than the one $work was prepared from: checking it"
+    recipe_sha256_check "$source" "$var"
+    recipe_lock "$work"
+    rm -rf -- "$dir.next"  # a check of another input, interrupted after its rename
+    FETCH_VAR=$var FETCH_SOURCE=$source FETCH_WHAT=$what FETCH_HOW=$how \
+        recipe_step fetch "$dir.next" _recipe_fetch_into "$source" "$@"
+    prepared=$(find "$work" -mindepth 2 -maxdepth 3 -name .done ! -path "$dir/.done" \
+        ! -path "$dir.next/.done" -printf '%h\n' | LC_ALL=C sort | tr '\n' ' ')
+    if [[ -n $prepared ]]; then
+        rm -rf -- "$dir.next"
+        recipe_die "$var=$source is another input than the one $work was prepared from \
+($(tr '\n' ' ' <"$dir/.source" | sed 's/ $//')), and $work holds data prepared from that one \
+(${prepared% }). Nothing was changed. To prepare the new input, move $work away (or delete it) \
+and run again; to keep the prepared data, unset $var or point it at the original input." 2
+    fi
+    # only the fetch step was done: nothing is lost by replacing it
+    rm -rf -- "$dir"
+    mv -T "$dir.next" "$dir"
+    recipe_log "step fetch: replaced by $source ($dir)"
+}
+
 # recipe_fetch DIR VAR WHAT HOW [MEMBERS...]: put the input named by $VAR (archive or folder)
 # into DIR; MEMBERS limits what is unpacked from an archive. Before the step counts as done
 # the input must hold the files RECIPE_EXPECT names (set it before calling). When DIR is done
-# and $VAR names an input of another name or size than the one it came from, the script stops
-# (exit 2) before touching anything, naming the variable and the folder to move away. From
-# here on the data set folder is locked for this run (recipe_lock).
+# and $VAR names an input of another name or size than the one it came from, the new input is
+# checked first and replaces DIR only if nothing was prepared from DIR yet; otherwise the script
+# stops (exit 2), changing nothing (_recipe_fetch_another). From here on the data set folder
+# is locked for this run (recipe_lock).
 RECIPE_EXPECT=()
 recipe_fetch() {
     local dir=$1 var=$2 what=$3 how=$4 source
@@ -264,12 +296,8 @@ recipe_fetch() {
     if recipe_is_done "$dir"; then
         if [[ -n $source && -e $source && -f $dir/.source ]] && \
                 [[ $(_recipe_source_id "$source") != "$(<"$dir/.source")" ]]; then
-            # never delete a preparation (hours for WMT14) for an input not yet known to be
-            # right: the user moves the old one away, or points the variable back
-            recipe_die "$var=$source is another input than the one $(dirname "$dir") was \
-prepared from ($(tr '\n' ' ' <"$dir/.source" | sed 's/ $//')). Nothing was changed. To prepare \
-the new input, move $(dirname "$dir") away (or delete it) and run again; to keep the prepared \
-data, unset $var or point it at the original input." 2
+            _recipe_fetch_another "$dir" "$var" "$what" "$how" "$source" "$@"
+            return 0
         fi
         recipe_lock "$(dirname "$dir")"
         recipe_log "step fetch: done already ($dir)"

@@ -62,27 +62,60 @@ def assert_fetched_whole(work: Path) -> None:
 
 
 # ------------------------------------------------------------------ a changed input
-def test_another_input_never_removes_the_prepared_data(tmp_path: Path):
-    """A prepared data set and the variable pointed at another (here a wrong) archive: the
-    run stops naming the variable and the folder, and not a byte of the old data changes."""
+def _prepared(tmp_path: Path) -> tuple[Path, dict]:
+    """A data set whose fetch step is done, plus a stand-in for the later steps' outputs
+    (text, BPE, data-bin) of that first preparation; its tree before anything else runs."""
     archive = build_iwslt14(tmp_path / "download")
     run_command([IWSLT], env=env_for(tmp_path, archive), check=False)
     work = tmp_path / "data" / "iwslt14_de_en"
-    # stands for the later steps' outputs (text, BPE, data-bin) of the first preparation
+    assert (work / "orig" / ".done").is_file()
     (work / "data-bin").mkdir()
     (work / "data-bin" / "train.de-en.de.bin").write_bytes(b"\x01" * 64)
     (work / "data-bin" / ".done").touch()
-    before = tree(work)
-    assert (work / "orig" / ".done").is_file()
+    return work, tree(work)
 
+
+def test_a_wrong_input_never_removes_the_prepared_data(tmp_path: Path):
+    """A prepared data set and the variable pointed at a wrong archive: the new input is
+    checked first, the run stops naming the variable, and not a byte of the old data
+    changes."""
+    work, before = _prepared(tmp_path)
     wrong = build_gigaword(tmp_path / "other")
     proc = run_command([IWSLT], env=env_for(tmp_path, wrong), check=False)
     assert proc.returncode == 2, proc.stderr
     errors = [line for line in proc.stderr.splitlines() if "error" in line]
     assert len(errors) == 1, proc.stderr
-    assert "IWSLT14_ARCHIVE=" in errors[0] and str(work) in errors[0], errors[0]
-    assert "Nothing was changed" in errors[0]
+    assert f"IWSLT14_ARCHIVE={wrong} is not the IWSLT14 De-En archive" in errors[0], errors[0]
     assert tree(work) == before
+
+
+def test_a_valid_other_input_is_refused_while_data_is_prepared_from_the_first(tmp_path: Path):
+    """Another valid archive (here: one more sentence): nothing prepared is removed, the
+    run stops naming the variable and the folder to move away."""
+    work, before = _prepared(tmp_path)
+    other = build_iwslt14(tmp_path / "other", n_train=301)
+    proc = run_command([IWSLT], env=env_for(tmp_path, other), check=False)
+    assert proc.returncode == 2, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1, proc.stderr
+    assert f"IWSLT14_ARCHIVE={other} is another input than the one {work}" in errors[0]
+    assert "Nothing was changed" in errors[0] and f"move {work} away" in errors[0]
+    assert tree(work) == before
+
+
+def test_a_valid_other_input_replaces_a_fetch_nothing_was_prepared_from(tmp_path: Path):
+    """Only the fetch step done (the next step failed): the right archive replaces it, no
+    cleaning up needed."""
+    first = build_iwslt14(tmp_path / "download")
+    run_command([IWSLT], env=env_for(tmp_path, first), check=False)
+    other = build_iwslt14(tmp_path / "other", n_train=301)
+    proc = run_command([IWSLT], env=env_for(tmp_path, other), check=False)
+    work = tmp_path / "data" / "iwslt14_de_en"
+    assert "step fetch: replaced by" in proc.stderr, proc.stderr
+    assert (work / "orig" / ".source").read_text().split() == ["de-en.tgz",
+                                                               str(other.stat().st_size)]
+    assert_fetched_whole(work)
+    assert not (work / "orig.next").exists()
 
 
 # ------------------------------------------------------------------ concurrent runs
