@@ -1,13 +1,15 @@
 """Checks of the whole command line, run as soon as fairseq has parsed it.
 
 Some bad command lines pass argparse flag by flag and fail much later, or never: a NaN or
-infinite float (``--lr nan``, ``--relu-gamma inf``) reaches the model and aborts the process
-or trains on NaN; ``--fp16``/``--bf16`` with ``--cpu`` ends in a traceback inside the
-optimizer; ``--relu-learn-gamma`` or ``--relu-attention-scaling`` with no ReLU attention is
-silently ignored. fairseq has no hook after parsing, so :func:`check_parsed_command_lines`
-wraps ``fairseq.options.parse_args_and_arch`` (every fairseq command line goes through it, and
-the architecture's defaults are filled in by then): each problem is an ``OptionError`` naming
-the flag and the fix, printed as one line with exit status 2.
+infinite float (``--dropout nan``, ``--clip-norm inf``: argparse's ``float`` accepts both)
+reaches the model and aborts the process or trains on NaN; ``--fp16``/``--bf16`` with
+``--cpu`` ends in a traceback inside the optimizer; ``--relu-learn-gamma`` or
+``--relu-attention-scaling`` with no ReLU attention, or ``--pooling-base`` beside
+``--pooling-temperature``, is silently ignored. fairseq has no hook after parsing, so
+:func:`check_parsed_command_lines` wraps ``fairseq.options.parse_args_and_arch`` (every
+fairseq command line goes through it, and the architecture's defaults are filled in by then):
+each problem is an ``OptionError`` naming the flag and the fix, printed as one line with exit
+status 2. The wrapper also adds the plugin's ``--accept-dictionary-change`` to the parser.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-from typing import Callable
+import sys
+from typing import Callable, Sequence
 
 from relu_former.errors import OptionError
 from relu_former.fairseq_fixes.dictionary_check import ACCEPT_ENV, ACCEPT_FLAG
@@ -33,8 +36,15 @@ def _attention_activations(args: argparse.Namespace) -> set[str]:
             for kind in ("encoder", "decoder", "cross")} - {None}
 
 
-def check_command_line(args: argparse.Namespace) -> None:
-    """Raise ``OptionError`` for the first problem of a parsed fairseq command line."""
+def typed_flags(argv: Sequence[str]) -> set[str]:
+    """The ``--flags`` written on a command line (``--flag value`` and ``--flag=value``):
+    what the user typed, as opposed to a default the architecture filled in."""
+    return {item.split("=", 1)[0] for item in argv if item.startswith("--")}
+
+
+def check_command_line(args: argparse.Namespace, typed: set[str] | None = None) -> None:
+    """Raise ``OptionError`` for the first problem of a parsed fairseq command line;
+    ``typed``: the flags the user wrote (for the checks of combinations of typed flags)."""
     for name, value in non_finite_floats(args):
         flag = "--" + name.replace("_", "-")
         raise OptionError(flag, f"must be a finite number, got {value!r}")
@@ -44,6 +54,10 @@ def check_command_line(args: argparse.Namespace) -> None:
                 raise OptionError(
                     f"--{flag}", f"half-precision training needs a GPU, but --cpu is given: "
                     f"drop --{flag} to run in float32 on the CPU, or drop --cpu")
+    if typed and {"--pooling-base", "--pooling-temperature"} <= typed:
+        raise OptionError(
+            "--pooling-base", "--pooling-base is ignored when --pooling-temperature is given "
+            "(pairs are then weighed by softmax(score / T)): give one of the two")
     activations = _attention_activations(args)
     if activations and "relu" not in activations:
         for name, flag, is_set in _RELU_ONLY:
@@ -79,7 +93,8 @@ def _checking(original: Callable) -> Callable:
         # suppress_defaults: a partial namespace of overrides (fairseq-validate), checked whole
         # with the checkpoint's arguments later by fairseq itself
         if not suppress_defaults:
-            check_command_line(args)
+            argv = sys.argv[1:] if input_args is None else input_args
+            check_command_line(args, typed_flags([str(a) for a in argv]))
         if getattr(args, "accept_dictionary_change", False):
             # an environment variable reaches the spawned distributed workers too
             os.environ[ACCEPT_ENV] = "1"

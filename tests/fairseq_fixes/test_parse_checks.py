@@ -96,6 +96,15 @@ def test_relu_only_flags_without_relu_attention_are_refused(flags, flag, arch, e
     parse(*flags, arch="relu_former")
 
 
+def test_pooling_base_beside_pooling_temperature_is_refused():
+    """The temperature form replaces the base: typing both means one is ignored."""
+    with pytest.raises(OptionError, match=r"--pooling-base is ignored when "
+                                          r"--pooling-temperature is given"):
+        parse("--pooling-base", "10", "--pooling-temperature=0.5")
+    assert parse("--pooling-temperature", "0.5").pooling_base == 20.0  # the arch default: fine
+    assert getattr(parse("--pooling-base", "10"), "pooling_temperature", None) is None
+
+
 def _toy_task():
     from fairseq.data import Dictionary
 
