@@ -3,8 +3,8 @@ the encoder, length reduced 4x)."""
 
 from __future__ import annotations
 
+import scripts.reproduce.tables.toy_settings as toy
 from scripts.reproduce.spec import Comparison, Deviation, Row, TableSpec
-from scripts.reproduce.tables import toy_settings as toy
 
 SCORERS = {"linear": "linear (default)", "nonlinear": "nonlinear", "index": "index-based",
            "power": "PoWER-like (attention received)", "random": "random"}

@@ -3,8 +3,8 @@ blockwise encoders, with their cost."""
 
 from __future__ import annotations
 
+import scripts.reproduce.tables.toy_settings as toy
 from scripts.reproduce.spec import Comparison, Deviation, Metric, Row, TableSpec
-from scripts.reproduce.tables import toy_settings as toy
 
 # Schedules are written for the toy length L = 512 with 4 layers and rescaled by the kind
 # from the placeholders L, L/2, L/4 (see scripts/reproduce/kinds/summarization.py).

@@ -3,8 +3,8 @@ ReLU over its slots, as the number of slots (the FFN width) grows."""
 
 from __future__ import annotations
 
+import scripts.reproduce.tables.toy_settings as toy
 from scripts.reproduce.spec import Comparison, Deviation, Row, TableSpec
-from scripts.reproduce.tables import toy_settings as toy
 
 SLOTS = (128, 512, 2048)
 ACTIVATIONS = {"relu": "ReLU memory (stock FFN)", "softmax": "softmax memory",

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
+import scripts.reproduce.tables.toy_settings as toy
 from scripts.reproduce.spec import Comparison, Deviation, Metric, Row, TableSpec
-from scripts.reproduce.tables import toy_settings as toy
 
 REGULARISED = ("--criterion", "regularized_label_smoothed_cross_entropy")
 ROWS = (

@@ -10,8 +10,8 @@ reference length and BLEU below 0.2 for every model).
 
 from __future__ import annotations
 
+import scripts.reproduce.tables.toy_settings as toy
 from scripts.reproduce.spec import Comparison, Deviation, Row, TableSpec
-from scripts.reproduce.tables import toy_settings as toy
 
 LENGTHS = (128, 256, 512, 1024, 2048)
 MODELS = {

@@ -3,8 +3,8 @@ cross-entropy or with sparse-softmax, decoded with beam 1 and beam 5."""
 
 from __future__ import annotations
 
+import scripts.reproduce.tables.toy_settings as toy
 from scripts.reproduce.spec import Comparison, Deviation, Metric, Row, TableSpec
-from scripts.reproduce.tables import toy_settings as toy
 
 SOFTMAX = ("--attention-activation", "softmax")
 SPARSE = ("--criterion", "sparse_softmax_cross_entropy", "--sparse-k", "20")
