@@ -20,15 +20,9 @@ from fairseq.modules import LayerNorm
 from fairseq.modules.quant_noise import quant_noise
 from torch import Tensor, nn
 
-FFN_ACTIVATIONS = ("relu", "softmax", "softmax_ln")
+from relu_former.relu_attention.config import FFN_ACTIVATIONS, check_ffn_activation
 
-
-def check_ffn_activation(name: str, flag: str = "--ffn-activation") -> None:
-    """Raise a ValueError naming the flag for an unknown FFN variant."""
-    if name not in FFN_ACTIVATIONS:
-        raise ValueError(f"{flag} {name!r} is unknown; choose one of "
-                         f"{', '.join(FFN_ACTIVATIONS)}")
-
+__all__ = ["FFN_ACTIVATIONS", "check_ffn_activation", "build_memory_fc2", "memory_activation"]
 
 def softmax_over_slots(x: Tensor) -> Tensor:
     """Softmax over the FFN width (the memory slots), computed in float32 for stability."""
