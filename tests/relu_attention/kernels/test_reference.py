@@ -1,8 +1,11 @@
-"""ReLU attention kernel against a float64, row-by-row reference.
+"""The reference backend (dense and key-chunked) against a float64, row-by-row reference.
 
-The formulas are those of docs/design.md, "ReLU attention" and "Regularisers".
+The formulas are those of docs/design.md, "ReLU attention" and "Regularisers". Every call
+here names ``backend="reference"``, so ``key_chunk_size`` really selects the chunked path
+(the other backends reject a chunk size).
 """
 
+import functools
 import math
 
 import pytest
@@ -13,9 +16,12 @@ from relu_former.relu_attention.activations import (
     ACTIVATIONS,
     attention,
     check_activation,
-    rela_attention,
 )
-from relu_former.relu_attention.kernels.reference import relu_attention, relu_sums
+from relu_former.relu_attention.kernels import dispatch
+
+relu_attention = functools.partial(activations.relu_attention, backend="reference")
+rela_attention = functools.partial(activations.rela_attention, backend="reference")
+relu_sums = functools.partial(dispatch.relu_sums, backend="reference")
 
 B, H, D = 2, 2, 4
 
