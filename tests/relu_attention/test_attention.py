@@ -230,7 +230,8 @@ def test_key_chunking_matches_dense_in_training(activation):
     (dict(relu_gamma=0.0), "--relu-gamma must be a finite number > 0"),
     (dict(relu_gamma=1e-4), "--relu-gamma must be >= 0.001"),
     (dict(relu_attention_scaling="rms"), "--relu-attention-scaling 'rms' is unknown"),
-    (dict(relu_attention_scaling="none", relu_learn_gamma=True), "--relu-learn-gamma learns the gamma"),
+    (dict(relu_attention_scaling="none", relu_learn_gamma=True),
+     "--relu-learn-gamma learns the gamma"),
     (dict(activation="gelu"), "--attention-activation 'gelu' is unknown"),
     (dict(attention_key_chunk_size=-1), "--attention-key-chunk-size must be an integer >= 0"),
     (dict(attention_key_chunk_size=8), "--attention-key-chunk-size: a key chunk size .8. is "
@@ -253,7 +254,8 @@ def attention_output_variance(scaling, length):
     """Variance of the heads' output (identity projections) for independent unit-variance
     queries, keys and values, as the variance argument of the factor assumes."""
     dim = 64
-    module = ActivationMultiheadAttention(dim, 1, relu_attention_scaling=scaling, relu_gamma=1.0).eval()
+    module = ActivationMultiheadAttention(dim, 1, relu_attention_scaling=scaling,
+                                          relu_gamma=1.0).eval()
     with torch.no_grad():
         for proj in (module.q_proj, module.k_proj, module.v_proj, module.out_proj):
             proj.weight.copy_(torch.eye(dim))

@@ -9,8 +9,8 @@ from torch.utils._pytree import tree_flatten
 
 from relu_former.relu_attention.activations import relu_attention
 from relu_former.relu_attention.kernels.common import count_visible_keys
-from relu_former.relu_attention.kernels.tiled import tiled_relu_sums as fused_relu_sums
 from relu_former.relu_attention.kernels.tiled import tile_shape
+from relu_former.relu_attention.kernels.tiled import tiled_relu_sums as fused_relu_sums
 
 B, H, D = 2, 3, 5
 # tiles of a few keys and queries, so that every case crosses tile borders and skips tiles
