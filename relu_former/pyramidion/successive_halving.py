@@ -216,6 +216,67 @@ def _paired(ranked: Tensor, pairing: str) -> Tensor:
     return torch.cat([ranked[:, :half], ranked[:, half:].flip(1)], 1)
 
 
+def _first_round(scores: Tensor, pad: Tensor, sort: bool, padded: bool, sort_back: bool,
+                 length: int, full: int):
+    """Scores and padding of the first round, padded to ``full`` slots; the input position of
+    each slot (``start``, when unsorted padding is moved last) and for ``sort_back``."""
+    batch, device = scores.shape[0], scores.device
+    s = scores.masked_fill(pad, 0.0)
+    start: Tensor | None = None  # position in the input of each slot of the first round
+    if not sort and padded:
+        # Without ranking, put padding last so that pairing by position matches the unpadded
+        # sequence (padding can then only meet padding or pass a real item through).
+        start = _real_first(pad)
+        s, pad = s.gather(1, start), pad.gather(1, start)
+    if full > length:
+        s = F.pad(s, (0, full - length))
+        pad = F.pad(pad, (0, full - length), value=True)
+    pos: Tensor | None = None
+    if sort_back:
+        pos = torch.arange(full, device=device).expand(batch, full)
+        if start is not None:
+            pos = torch.cat([start, pos[:, length:]], 1)
+    return s, pad, start, pos
+
+
+def _halving_rounds(s: Tensor, pad: Tensor, pos: Tensor | None, rounds: int, sort: bool,
+                    resort: bool, pairing: str, base: float, temperature: float | None):
+    """The rounds of pairing and merging: (scores, padding, positions, merges per round)."""
+    batch, device = s.shape[0], s.device
+    merges: List[Tuple[Tensor, Tensor]] = []  # per round: (slot order [B, L], weights [B, L])
+    for r in range(rounds):
+        cur = s.shape[1]
+        half = cur // 2
+        if sort and (resort or r == 0):
+            # A round's output is nearly sorted already: slot j holds the j-th best item's
+            # pair, whose score is dominated by that item's.
+            order = _paired(_rank(s, pad, nearly_sorted=r > 0), pairing)
+            s_p, pad_p = s.gather(1, order), pad.gather(1, order)
+        else:
+            order = pairing_order(cur, pairing, device)
+            s_p, pad_p = s.index_select(1, order), pad.index_select(1, order)
+            order = order.expand(batch, cur)
+        w_a, w_b = pair_weights(
+            s_p[:, :half], s_p[:, half:], pad_p[:, :half], pad_p[:, half:], base, temperature
+        )
+        merges.append((order, torch.cat([w_a, w_b], 1)))
+        s = w_a * s_p[:, :half] + w_b * s_p[:, half:]
+        pad = pad_p[:, :half] & pad_p[:, half:]
+        if pos is not None:
+            pos = pos.gather(1, order[:, :half])
+    return s, pad, pos, merges
+
+
+def _final_order(s: Tensor, pad: Tensor, pos: Tensor | None, sort: bool, sort_back: bool,
+                 rounds: int, out_len: int, full: int) -> Tensor:
+    """Which of the final slots goes where in the output."""
+    if sort_back:
+        return torch.argsort(pos + pad.long() * full, dim=1)
+    if sort and rounds == 0:
+        return _rank(s, pad)
+    return torch.arange(out_len, device=s.device).expand(s.shape[0], out_len)
+
+
 def successive_halving_topk(
     values: Tensor,
     scores: Tensor,
@@ -251,51 +312,11 @@ def successive_halving_topk(
     rounds = num_rounds(length, k)
     full = out_len << rounds
 
-    s = scores.masked_fill(pad, 0.0)
-    start: Tensor | None = None  # position in the input of each slot of the first round
-    if not sort and padding_mask is not None:
-        # Without ranking, put padding last so that pairing by position matches the unpadded
-        # sequence (padding can then only meet padding or pass a real item through).
-        start = _real_first(pad)
-        s, pad = s.gather(1, start), pad.gather(1, start)
-    if full > length:
-        s = F.pad(s, (0, full - length))
-        pad = F.pad(pad, (0, full - length), value=True)
-    pos: Tensor | None = None
-    if sort_back:
-        pos = torch.arange(full, device=device).expand(batch, full)
-        if start is not None:
-            pos = torch.cat([start, pos[:, length:]], 1)
-
-    merges: List[Tuple[Tensor, Tensor]] = []  # per round: (slot order [B, L], weights [B, L])
-    for r in range(rounds):
-        cur = s.shape[1]
-        half = cur // 2
-        if sort and (resort or r == 0):
-            # A round's output is nearly sorted already: slot j holds the j-th best item's
-            # pair, whose score is dominated by that item's.
-            order = _paired(_rank(s, pad, nearly_sorted=r > 0), pairing)
-            s_p, pad_p = s.gather(1, order), pad.gather(1, order)
-        else:
-            order = pairing_order(cur, pairing, device)
-            s_p, pad_p = s.index_select(1, order), pad.index_select(1, order)
-            order = order.expand(batch, cur)
-        w_a, w_b = pair_weights(
-            s_p[:, :half], s_p[:, half:], pad_p[:, :half], pad_p[:, half:], base, temperature
-        )
-        merges.append((order, torch.cat([w_a, w_b], 1)))
-        s = w_a * s_p[:, :half] + w_b * s_p[:, half:]
-        pad = pad_p[:, :half] & pad_p[:, half:]
-        if pos is not None:
-            pos = pos.gather(1, order[:, :half])
-
-    # Which of the final slots goes where in the output.
-    if sort_back:
-        final = torch.argsort(pos + pad.long() * full, dim=1)
-    elif sort and rounds == 0:
-        final = _rank(s, pad)
-    else:
-        final = torch.arange(out_len, device=device).expand(batch, out_len)
+    s, pad, start, pos = _first_round(scores, pad, sort, padding_mask is not None, sort_back,
+                                      length, full)
+    s, pad, pos, merges = _halving_rounds(s, pad, pos, rounds, sort, resort, pairing, base,
+                                          temperature)
+    final = _final_order(s, pad, pos, sort, sort_back, rounds, out_len, full)
     s, pad = s.gather(1, final), pad.gather(1, final)
 
     leaves, coef = _walk_back(final, (~pad).to(s.dtype), merges)
