@@ -4,7 +4,6 @@ The same check from the command line: ``python tests/import_graph.py``.
 """
 
 import pytest
-
 from import_graph import cycles, import_graph
 
 
