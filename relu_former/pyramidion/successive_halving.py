@@ -216,6 +216,56 @@ def _paired(ranked: Tensor, pairing: str) -> Tensor:
     return torch.cat([ranked[:, :half], ranked[:, half:].flip(1)], 1)
 
 
+def successive_halving_topk(
+    values: Tensor,
+    scores: Tensor,
+    k: int,
+    padding_mask: Tensor | None = None,
+    *,
+    sort: bool = True,
+    resort: bool = True,
+    sort_back: bool = False,
+    base: float = 20.0,
+    temperature: float | None = None,
+    pairing: str = "first_last",
+) -> PooledSequence:
+    """Pool ``values`` [B, n, d] to k' = min(k, n) slots by successive halving on ``scores``.
+
+    Args:
+        values: vectors to pool, [B, n, d]; values at padded positions must be finite.
+        scores: [B, n] (or [B, n, 1]) scores; higher is better.
+        k: number of pooled slots (>= 1).
+        padding_mask: [B, n] bool, True at padding; padding never wins a pair.
+        sort: rank by score before pairing (False: pair by position, the published ablation).
+        resort: re-rank before every round (published); False ranks only before the first.
+        sort_back: return the pooled slots in the original order of their winning members.
+        base: pair weights softmax(base ** v_a, base ** v_b) (published: 20).
+        temperature: if given, pair weights softmax(v_a / T, v_b / T) instead; base is unused.
+        pairing: "first_last" (rank i with rank L+1-i, published) or "halves" (i with L/2+i).
+    """
+    scores, pad = check_inputs(values, scores, k, padding_mask)
+    check_options(pairing, base, temperature)
+    batch, length, _ = values.shape
+    device = values.device
+    out_len = min(k, length)
+    rounds = num_rounds(length, k)
+    full = out_len << rounds
+
+    s, pad, start, pos = _first_round(scores, pad, sort, padding_mask is not None, sort_back,
+                                      length, full)
+    s, pad, pos, merges = _halving_rounds(s, pad, pos, rounds, sort, resort, pairing, base,
+                                          temperature)
+    final = _final_order(s, pad, pos, sort, sort_back, rounds, out_len, full)
+    s, pad = s.gather(1, final), pad.gather(1, final)
+
+    leaves, coef = _walk_back(final, (~pad).to(s.dtype), merges)
+    if start is not None:
+        start = torch.cat([start, torch.arange(length, full, device=device).expand(batch, -1)], 1)
+        leaves = start.gather(1, leaves.reshape(batch, -1)).view(leaves.shape)
+    pooled = _LeafWeightedSum.apply(values, leaves, coef.to(values.dtype))
+    return PooledSequence(pooled, s, pad)
+
+
 def _first_round(scores: Tensor, pad: Tensor, sort: bool, padded: bool, sort_back: bool,
                  length: int, full: int):
     """Scores and padding of the first round, padded to ``full`` slots; the input position of
@@ -275,56 +325,6 @@ def _final_order(s: Tensor, pad: Tensor, pos: Tensor | None, sort: bool, sort_ba
     if sort and rounds == 0:
         return _rank(s, pad)
     return torch.arange(out_len, device=s.device).expand(s.shape[0], out_len)
-
-
-def successive_halving_topk(
-    values: Tensor,
-    scores: Tensor,
-    k: int,
-    padding_mask: Tensor | None = None,
-    *,
-    sort: bool = True,
-    resort: bool = True,
-    sort_back: bool = False,
-    base: float = 20.0,
-    temperature: float | None = None,
-    pairing: str = "first_last",
-) -> PooledSequence:
-    """Pool ``values`` [B, n, d] to k' = min(k, n) slots by successive halving on ``scores``.
-
-    Args:
-        values: vectors to pool, [B, n, d]; values at padded positions must be finite.
-        scores: [B, n] (or [B, n, 1]) scores; higher is better.
-        k: number of pooled slots (>= 1).
-        padding_mask: [B, n] bool, True at padding; padding never wins a pair.
-        sort: rank by score before pairing (False: pair by position, the published ablation).
-        resort: re-rank before every round (published); False ranks only before the first.
-        sort_back: return the pooled slots in the original order of their winning members.
-        base: pair weights softmax(base ** v_a, base ** v_b) (published: 20).
-        temperature: if given, pair weights softmax(v_a / T, v_b / T) instead; base is unused.
-        pairing: "first_last" (rank i with rank L+1-i, published) or "halves" (i with L/2+i).
-    """
-    scores, pad = check_inputs(values, scores, k, padding_mask)
-    check_options(pairing, base, temperature)
-    batch, length, _ = values.shape
-    device = values.device
-    out_len = min(k, length)
-    rounds = num_rounds(length, k)
-    full = out_len << rounds
-
-    s, pad, start, pos = _first_round(scores, pad, sort, padding_mask is not None, sort_back,
-                                      length, full)
-    s, pad, pos, merges = _halving_rounds(s, pad, pos, rounds, sort, resort, pairing, base,
-                                          temperature)
-    final = _final_order(s, pad, pos, sort, sort_back, rounds, out_len, full)
-    s, pad = s.gather(1, final), pad.gather(1, final)
-
-    leaves, coef = _walk_back(final, (~pad).to(s.dtype), merges)
-    if start is not None:
-        start = torch.cat([start, torch.arange(length, full, device=device).expand(batch, -1)], 1)
-        leaves = start.gather(1, leaves.reshape(batch, -1)).view(leaves.shape)
-    pooled = _LeafWeightedSum.apply(values, leaves, coef.to(values.dtype))
-    return PooledSequence(pooled, s, pad)
 
 
 def _walk_back(

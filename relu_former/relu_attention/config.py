@@ -124,8 +124,9 @@ def argparse_type(flag: str, convert: Callable[[str], Any],
         try:
             value = convert(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag} got {text!r}, not a "
-                                             f"{convert.__name__}") from None
+            kind = {"float": "a number", "int": "an integer"}.get(convert.__name__,
+                                                                 convert.__name__)
+            raise argparse.ArgumentTypeError(f"{flag} must be {kind}, got {text!r}") from None
         try:
             check(value)
         except ValueError as err:
