@@ -61,7 +61,18 @@ def test_never_takes_the_fused_softmax_path(activation, monkeypatch):
     x = torch.randn(5, 2, E)
     out, _ = module(x, x, x, attn_mask=future_mask(5))
     out.sum().backward()
-    assert module.activation == activation
+    # and the output is the named activation's (the functional form on the same projections)
+    module.eval()
+    with torch.no_grad():
+        q, k, v = (module._split_heads(p(x)) for p in (module.q_proj, module.k_proj,
+                                                       module.v_proj))
+        heads = attention(q, k, v, activation, attn_mask=torch.triu(
+            torch.ones(5, 5, dtype=torch.bool), 1), rela_gain=module.rela_gain).out
+        mixed = heads.permute(2, 0, 1, 3).reshape(5, 2, E)
+        if activation == "rela":
+            mixed = mixed * torch.sigmoid(module.rela_gate(x))
+        torch.testing.assert_close(module(x, x, x, attn_mask=future_mask(5))[0],
+                                   module.out_proj(mixed), rtol=1e-5, atol=1e-6)
 
 
 def relu_reference(module, x, memory, padding=None, mask=None):
