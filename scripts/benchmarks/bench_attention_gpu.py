@@ -61,7 +61,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def make_step(case: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
               grad: torch.Tensor) -> Callable[[], None]:
     from relu_former.relu_attention.kernels.flex import flex_relu_sums
-    from relu_former.relu_attention.kernels.tiled import fused_relu_sums
+    from relu_former.relu_attention.kernels.tiled import tiled_relu_sums
 
     def step() -> None:
         for x in (q, k, v):
@@ -69,7 +69,7 @@ def make_step(case: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         if case == "sdpa":
             loss = (F.scaled_dot_product_attention(q, k, v) * grad).sum()
         elif case == "relu_tiled":
-            loss = (fused_relu_sums(q, k, v, need_sums=False, use_flex=False).u * grad).sum()
+            loss = (tiled_relu_sums(q, k, v, need_sums=False).u * grad).sum()
         else:
             sums = flex_relu_sums(q, k, v, need_sums=case == "relu_flex_stats")
             loss = (sums.u * grad).sum()

@@ -8,7 +8,7 @@ sentence-length pairs and once with document-length pairs; words/s counts target
 fairseq's ``wps``. relu_former trains with its regularised criterion (the regularisers are
 part of its training cost); the transformer with label_smoothed_cross_entropy. relu_former
 uses the fused ReLU attention kernel (the default); relu_former_reference the dense reference
-path (``--attention-kernel reference``), which shows what the kernel gains; relu_former_softmax
+path (``--attention-backend reference``), which shows what the kernel gains; relu_former_softmax
 the plugin's attention code with softmax, which shows the cost of the plugin's layers apart
 from the ReLU activation (what limits relu_former where the target is missed).
 
@@ -52,7 +52,7 @@ MODELS = (
     # keeps softmax in cross-attention, which would hide half of the kernel's cost.
     ("relu_former", "relu_former_iwslt_de_en", REGULARIZED + ["--attention-activation", "relu"]),
     ("relu_former_reference", "relu_former_iwslt_de_en",
-     REGULARIZED + ["--attention-activation", "relu", "--attention-kernel", "reference"]),
+     REGULARIZED + ["--attention-activation", "relu", "--attention-backend", "reference"]),
     ("relu_former_softmax", "relu_former_iwslt_de_en",
      REGULARIZED + ["--attention-activation", "softmax"]),
 )
@@ -211,7 +211,7 @@ def report(args: argparse.Namespace, results: dict[str, dict[str, float]]) -> st
         markdown_table(["setting", "tokens"] + [label for label, _, _ in MODELS], wps_rows),
         "transformer = transformer_iwslt_de_en (stock fairseq, fused attention); relu_former = "
         "relu_former_iwslt_de_en (fused ReLU attention); relu_former_reference = the same with "
-        "--attention-kernel reference (dense); relu_former_softmax = the same with "
+        "--attention-backend reference (dense); relu_former_softmax = the same with "
         "--attention-activation softmax.\n",
     ])
 

@@ -119,9 +119,10 @@ def summary(markdown: str) -> dict[tuple[str, str], list]:
 
 def test_regularizer_terms_are_the_criterion_s():
     """The analysis' L_norm and L_ent equal what the training criterion computes."""
-    import relu_former.plugin  # noqa: F401  (this checkout's criterions)
-    from relu_former.criterions.regularized import attention_regularizer_terms
     from relu_former.relu_attention.attention import ActivationMultiheadAttention
+    from relu_former.relu_attention.regularisers import (
+        regularizer_terms as attention_regularizer_terms,
+    )
 
     torch.manual_seed(3)
     module = ActivationMultiheadAttention(8, 2, self_attention=True).double().eval()
