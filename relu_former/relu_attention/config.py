@@ -9,7 +9,8 @@ flag; the argparse types call the same checks, so a bad value fails at parse tim
 
 Deprecated spellings still accepted (old commands and checkpoints): ``--attention-kernel
 fused|reference`` (now ``--attention-backend auto|reference``; a key chunk size saved with
-``fused``, which ignored it, is dropped on load).
+``fused``, which ignored it, is dropped on load) and ``--ffn-activation relu`` (now ``stock``:
+it always meant the layer's own ``--activation-fn``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ logger = logging.getLogger(__name__)
 
 ATTENTION_KINDS = ("encoder", "decoder", "cross")
 RELU_SCALINGS = ("factor", "none", "layernorm")
-FFN_ACTIVATIONS = ("relu", "softmax", "softmax_ln")
+FFN_ACTIVATIONS = ("stock", "softmax", "softmax_ln")
+# --ffn-activation relu (deprecated) meant the stock FFN, whatever --activation-fn is
+LEGACY_FFN_ACTIVATIONS = {"relu": "stock"}
 
 # -- the defaults, each once -----------------------------------------------------------------
 DEFAULT_ATTENTION_ACTIVATION = "relu"
@@ -45,7 +48,7 @@ DEFAULT_RELU_LEARN_GAMMA = False
 DEFAULT_RELU_ATTENTION_SCALING = "factor"
 DEFAULT_ATTENTION_BACKEND = "auto"
 DEFAULT_ATTENTION_KEY_CHUNK_SIZE = 0
-DEFAULT_FFN_ACTIVATION = "relu"
+DEFAULT_FFN_ACTIVATION = "stock"
 DEFAULT_DOC_MAX_POSITIONS = 2048
 
 # The regularisers (criterions/regularized.py): the paper's weights could not be verified;
@@ -104,8 +107,8 @@ def check_attention_backend(backend: str, key_chunk_size: int) -> None:
 
 
 def check_ffn_activation(name: str, flag: str = "--ffn-activation") -> None:
-    """Raise an OptionError naming the flag for an unknown FFN variant."""
-    if name not in FFN_ACTIVATIONS:
+    """Raise an OptionError naming the flag for an unknown FFN variant (old names accepted)."""
+    if name not in FFN_ACTIVATIONS and name not in LEGACY_FFN_ACTIVATIONS:
         raise OptionError(flag, f"{flag} {name!r} is unknown; choose one of "
                           f"{', '.join(FFN_ACTIVATIONS)}")
 
@@ -148,8 +151,16 @@ def choice_type(choices: tuple, flag: str) -> Callable[[str], str]:
     return argparse_type(flag, str, check)
 
 
+def upgrade_legacy_ffn_activation(args: Any) -> None:
+    """``--ffn-activation relu`` (deprecated) is ``stock``: the layer's own --activation-fn."""
+    name = getattr(args, "ffn_activation", None)
+    if name in LEGACY_FFN_ACTIVATIONS:
+        args.ffn_activation = LEGACY_FFN_ACTIVATIONS[name]
+
+
 def upgrade_legacy_args(args: Any) -> None:
-    """Translate the deprecated ``attention_kernel`` of old commands/checkpoints in place."""
+    """Translate the deprecated spellings of old commands/checkpoints in place."""
+    upgrade_legacy_ffn_activation(args)
     legacy = getattr(args, "attention_kernel", None)
     if legacy is None:
         return

@@ -50,6 +50,7 @@ from relu_former.relu_attention.config import (
     BACKEND_NAMES,
     DEFAULT_DOC_MAX_POSITIONS,
     FFN_ACTIVATIONS,
+    LEGACY_FFN_ACTIVATIONS,
     LEGACY_KERNELS,
     RELU_SCALINGS,
     AttentionSettings,
@@ -190,10 +191,12 @@ def add_relu_former_args(parser) -> None:
                         "--attention-kernel"), metavar="{" + ",".join(LEGACY_KERNELS) + "}",
                         help="deprecated, read as --attention-backend: fused = auto, "
                         "reference = reference")
-    parser.add_argument("--ffn-activation", type=choice_type(FFN_ACTIVATIONS,
-                        "--ffn-activation"), metavar="{" + ",".join(FFN_ACTIVATIONS) + "}",
-                        help="FFN as key-value memory: relu = stock FFN (--activation-fn), "
-                        "softmax = fc2(softmax(fc1 x)), softmax_ln = LN(fc2(softmax(fc1 x)))")
+    parser.add_argument("--ffn-activation", type=choice_type(
+                        FFN_ACTIVATIONS + tuple(LEGACY_FFN_ACTIVATIONS), "--ffn-activation"),
+                        metavar="{" + ",".join(FFN_ACTIVATIONS) + "}",
+                        help="FFN as key-value memory: stock = the stock FFN with "
+                        "--activation-fn (default; 'relu' is its deprecated name), softmax = "
+                        "fc2(softmax(fc1 x)), softmax_ln = LN(fc2(softmax(fc1 x)))")
 
 
 @register_model("relu_former")

@@ -16,8 +16,8 @@ from relu_former.relu_attention.attention import ActivationMultiheadAttention
 
 from helpers import TINY_MODEL_ARGS, USER_DIR, fairseq_command
 
-FFN_FOR = {"relu": "relu", "softmax": "softmax", "sparsemax": "softmax_ln",
-           "entmax15": "relu", "rela": "softmax_ln"}
+FFN_FOR = {"relu": "stock", "softmax": "softmax", "sparsemax": "softmax_ln",
+           "entmax15": "stock", "rela": "softmax_ln"}
 
 
 def parse(data, *flags, arch="relu_former_iwslt_de_en"):
