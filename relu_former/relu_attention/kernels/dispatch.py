@@ -56,9 +56,9 @@ CHUNKED_BACKENDS = ("reference",)
 
 def check_backend(backend: str, key_chunk_size: int = 0) -> None:
     """ValueError for an unknown backend or a key chunk size the backend would ignore."""
-    if backend not in BACKEND_NAMES:
-        raise ValueError(f"backend {backend!r} is unknown; choose one of "
-                         f"{', '.join(BACKEND_NAMES)}")
+    names = (AUTO, *BACKENDS)  # read now: a backend entered after import counts
+    if backend not in names:
+        raise ValueError(f"backend {backend!r} is unknown; choose one of {', '.join(names)}")
     if key_chunk_size and backend not in CHUNKED_BACKENDS:
         raise ValueError(f"a key chunk size ({key_chunk_size}) is read only by the "
                          f"{', '.join(CHUNKED_BACKENDS)} backend; backend {backend!r} "
