@@ -76,7 +76,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                              f"'{REDUCED_SIZE}'; --quick: '{QUICK_SIZE}'; '' = full size)")
     parser.add_argument("--extra-relu-former-flags", default="",
                         help="more fairseq flags for the relu_former models only, one string, "
-                             "e.g. '--attention-key-chunk-size 256'")
+                             "e.g. '--attention-backend reference --attention-key-chunk-size 256'")
     parser.add_quick_argument("--vocab", 8000, 500, "joined vocabulary size", type=int)
     parser.add_argument("--sentence-length", type=int, default=32,
                         help="source and target tokens of a sentence pair (default 32)")
