@@ -8,9 +8,9 @@ the kernels take them as their keyword defaults. Each check raises ``OptionError
 flag; the argparse types call the same checks, so a bad value fails at parse time.
 
 Deprecated spellings still accepted (old commands and checkpoints): ``--attention-kernel
-fused|reference`` (now ``--attention-backend auto|reference``; a key chunk size saved with
-``fused``, which ignored it, is dropped on load) and ``--ffn-activation relu`` (now ``stock``:
-it always meant the layer's own ``--activation-fn``).
+fused|reference|triton|flex|tiled`` (now ``--attention-backend auto|reference|...``; a key
+chunk size saved with ``fused``, which ignored it, is dropped on load) and
+``--ffn-activation relu`` (now ``stock``: it always meant the layer's own ``--activation-fn``).
 """
 
 from __future__ import annotations
@@ -67,7 +67,8 @@ DEFAULT_NORM_ROW_SUM = "scores"
 MIN_RELU_GAMMA = 1e-3
 
 # --attention-kernel (deprecated) -> --attention-backend
-LEGACY_KERNELS = {"fused": "auto", "reference": "reference"}
+LEGACY_KERNELS = {"fused": "auto", "reference": "reference", "triton": "triton",
+                  "flex": "flex", "tiled": "tiled"}
 
 
 def check_relu_gamma(gamma: float, flag: str = "--relu-gamma") -> None:

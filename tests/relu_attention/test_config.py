@@ -40,7 +40,7 @@ def test_deprecated_attention_kernel_is_read_as_the_backend(legacy, backend, cap
     (dict(attention_backend="gpu"), "--attention-backend"),
     (dict(relu_gamma=float("nan")), "--relu-gamma"),
     (dict(ffn_activation="gelu"), "--ffn-activation"),
-    (dict(attention_kernel="triton"), "--attention-kernel"),
+    (dict(attention_kernel="cuda"), "--attention-kernel"),
 ])
 def test_bad_settings_raise_an_option_error_naming_the_flag(values, flag):
     with pytest.raises(OptionError) as caught:

@@ -10,7 +10,9 @@ with q, k, v of shape (B, H, T, D). The names:
     reference  dense, or over blocks of ``key_chunk_size`` keys; dense returns s with gradient
     tiled      the fused CPU kernel: tiles of queries x keys, never Tq x Tk (any device)
     flex       FlexAttention (CUDA, compiled; no dropout)
-    auto       flex on CUDA without dropout where FlexAttention exists, else tiled
+    triton     the Triton kernel (CUDA with the triton package; its interpreter on the CPU)
+    auto       triton on CUDA where triton imports, else flex on CUDA without dropout where
+               FlexAttention exists, else tiled
 
 Adding a backend is one entry of ``BACKENDS``; a module that needs an optional dependency
 (e.g. a Triton kernel) is entered with ``lazy("module", "function")`` and imported on first
@@ -29,6 +31,7 @@ from relu_former.relu_attention.kernels.common import ReLUSums
 from relu_former.relu_attention.kernels.flex import flex_available, flex_relu_sums
 from relu_former.relu_attention.kernels.reference import reference_relu_sums
 from relu_former.relu_attention.kernels.tiled import tiled_relu_sums
+from relu_former.relu_attention.kernels.triton_kernel import triton_available, triton_relu_sums
 
 Backend = Callable[..., ReLUSums]
 
@@ -47,6 +50,7 @@ BACKENDS: Dict[str, Backend] = {
     "reference": reference_relu_sums,
     "tiled": tiled_relu_sums,
     "flex": flex_relu_sums,
+    "triton": triton_relu_sums,
 }
 AUTO = "auto"
 BACKEND_NAMES = (AUTO, *BACKENDS)
@@ -66,10 +70,19 @@ def check_backend(backend: str, key_chunk_size: int = 0) -> None:
 
 
 def resolve_backend(backend: str, q: Tensor, dropout_p: float = 0.0) -> str:
-    """The concrete backend ``auto`` stands for on this input (others are returned as is)."""
-    if backend != AUTO:
-        return backend
-    return "flex" if dropout_p == 0 and flex_available(q) else "tiled"
+    """The concrete backend ``auto`` stands for on this input; a forced backend that cannot
+    run here is a ValueError naming the fix."""
+    if backend == AUTO:
+        if q.device.type == "cuda" and triton_available(q):
+            return "triton"
+        return "flex" if dropout_p == 0 and flex_available(q) else "tiled"
+    if backend == "triton" and not triton_available(q):
+        raise ValueError("the triton backend needs a CUDA tensor and the triton package "
+                         f"(got a {q.device.type} tensor); choose auto or tiled")
+    if backend == "flex" and dropout_p:
+        raise ValueError("the flex backend has no attention dropout; choose auto, triton or "
+                         "tiled, or set the attention dropout to 0")
+    return backend
 
 
 def relu_sums(q: Tensor, k: Tensor, v: Tensor, *, backend: str = AUTO,
