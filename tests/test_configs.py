@@ -16,12 +16,13 @@ import pytest
 from helpers import REPO_ROOT, run_command
 
 CONFIGS = sorted((REPO_ROOT / "configs").glob("*.yaml"))
-POOLING_ARCHS = ("pyramidion_base", "transpooler_base", "deep_pyramidion")
+POOLING_ARCHS = ("pyramidion_base", "transpooler_base", "transpooler_4x", "deep_pyramidion")
 
 # shrink the model and stop after one update; languages of the shared toy corpus
 SHRINK = [
     "++common.cpu=true", "++common.log_format=simple", "++common.log_interval=1",
-    "++optimization.max_update=1", "++dataset.max_tokens=400", "++dataset.num_workers=0",
+    "++optimization.max_update=1", "++optimization.update_freq=[1]",
+    "++dataset.max_tokens=400", "++dataset.num_workers=0",
     "++dataset.disable_validation=true", "++checkpoint.no_save=true",
     "task.source_lang=de", "task.target_lang=en",
     "++model.encoder_layers=2", "++model.decoder_layers=1",
