@@ -82,10 +82,10 @@ class Recipe:
 
 BLEU = ("bleu4_tokenized", "sacrebleu")
 ROUGE = ("rouge1", "rouge2", "rougeL")
-TRANSLATION_MODELS = ("transformer", "relu_former", "sparsemax", "entmax15", "rela",
-                      "sparse_softmax")
-SUMMARIZATION_MODELS = ("transformer", "blockwise", "transpooler", "pyramidion",
-                        "deep_pyramidion")
+TRANSLATION_MODELS = ("transformer", "relu_former", "relu_former_softmax_cross", "sparsemax",
+                      "entmax15", "rela", "sparse_softmax")
+SUMMARIZATION_MODELS = ("transformer", "vanilla", "blockwise", "transpooler", "transpooler_4x",
+                        "pyramidion", "deep_pyramidion")
 # the recipe's minimum summary length (72) is longer than the fixtures' abstracts
 SUMMARY_EVAL = ["--cpu", "--beam", "2", "--min-len", "2", "--max-len-b", "40"]
 
@@ -101,7 +101,7 @@ RECIPES = [
            {"EUROPARL_BPE_MERGES": "50", "EUROPARL_HOLDOUT_EVERY": "6",
             "EUROPARL_SEGMENT_LENGTHS": "16 64", "SEGMENT_LENGTH": "64"},
            "entmax15", "relu_former_doc", "europarl7_doc/data-bin/seg64", ("en", "de"), BLEU,
-           TRANSLATION_MODELS[:5], "europarl7_doc/segments/seg64"),
+           TRANSLATION_MODELS[:6], "europarl7_doc/segments/seg64"),
     Recipe("arxiv", "long_doc_summarization", lambda f: build_cohan(f, "arxiv"),
            "ARXIV_ARCHIVE", {"DATASET": "arxiv", "SPM_VOCAB_SIZE": "100",
                              "MAX_SOURCE_TOKENS": "256", "MAX_TARGET_TOKENS": "64"},
@@ -489,7 +489,7 @@ def test_every_model_preset_is_accepted_by_fairseq(tmp_path: Path):
     assert any(line.startswith("relu_former_iwslt_de_en regularized_label_smoothed")
                for line in parsed)
     assert any(line.startswith("deep_pyramidion label_smoothed") for line in parsed)
-    assert all(line.split()[3] in ("100000", "20000") for line in parsed)
+    assert all(line.split()[3] in ("100000", "300000", "20000") for line in parsed)
 
 
 def test_shared_helpers_are_not_copied():
