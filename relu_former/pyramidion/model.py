@@ -434,9 +434,10 @@ def deep_pyramidion(args) -> None:
 @register_model_architecture("pyramidion", "vanilla_full_attention_8k")
 def vanilla_full_attention_8k(args) -> None:
     """The paper's vanilla comparison model (#3): full attention over the whole input (8192
-    tokens with --max-source-positions 8192), no pooling. Depth not published: 2 + 2 layers, the authors' fairseq fork's default, and
-    the encoder depth that gives the paper's 13x encoder factor against Pyramidion #13
-    (2 x 8192^2 / (2 x 8192 x 512 + 4096 x 512) = 12.8)."""
+    tokens with --max-source-positions 8192), no pooling. Depth not published: 2 + 2
+    layers, the authors' fairseq fork's default, and the encoder depth that gives the
+    paper's 13x encoder factor against Pyramidion #13 (2 x 8192^2 / (2 x 8192 x 512 + 4096
+    x 512) = 12.8)."""
     _default(args, "encoder_layers", 2)
     _default(args, "decoder_layers", 2)
     _default(args, "max_source_positions", 8192)

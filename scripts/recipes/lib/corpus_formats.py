@@ -33,6 +33,7 @@ import sys
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
+from scripts.recipes.lib.answer_window import PASSAGE_TOKENS, answer_chunk, locate_answer
 from scripts.recipes.lib.prepare_text import (
     add_command,
     moses_tokenize,
@@ -40,7 +41,6 @@ from scripts.recipes.lib.prepare_text import (
     run_cli,
     write_lines,
 )
-from scripts.recipes.lib.answer_window import PASSAGE_TOKENS, answer_chunk, locate_answer
 from scripts.recipes.lib.sentence_split import split_sentences
 
 _SEG = re.compile(r"<seg[^>]*>(.*)</seg>", re.IGNORECASE)
