@@ -163,11 +163,12 @@ def test_configs_match_recipe_defaults(tmp_path: Path):
         assert result["checked"] >= 15, (name, result)
 
 
-TRANSLATION = {"iwslt14_de_en": ("transformer", "relu_former", "sparsemax", "entmax15", "rela",
-                                 "sparse_softmax"),
-               "wmt14_en_de": ("transformer", "relu_former", "sparsemax", "entmax15", "rela",
-                               "sparse_softmax"),
-               "europarl7_doc": ("transformer", "relu_former", "sparsemax", "entmax15", "rela")}
+TRANSLATION = {"iwslt14_de_en": ("transformer", "relu_former", "relu_former_softmax_cross",
+                                 "sparsemax", "entmax15", "rela", "sparse_softmax"),
+               "wmt14_en_de": ("transformer", "relu_former", "relu_former_softmax_cross",
+                               "sparsemax", "entmax15", "rela", "sparse_softmax"),
+               "europarl7_doc": ("transformer", "relu_former", "relu_former_softmax_cross",
+                                 "sparsemax", "entmax15", "rela")}
 
 
 def flag_value(words: list[str], flag: str) -> str | None:
