@@ -336,7 +336,7 @@ recipe_train_main() {
 # recipe_translation_train_main SRC TGT LR WEIGHT_DECAY [FLAGS...] -- TRAIN_SH_ARGS...: the
 # train.sh of a translation data set. The script sets DATASET, TRANSFORMER_ARCH and
 # RELU_FORMER_ARCH first, and DATA_BIN or RECIPE_MODELS where they differ from the defaults
-# ($DATA_ROOT/$DATASET/data-bin; the six models of the comparison). The settings are the
+# ($DATA_ROOT/$DATASET/data-bin; the seven models of the comparison). The settings are the
 # ReLUFormer paper's translation setting (its appendix A.2), the same for every model: dropout
 # 0.1 on residual connections and on attention weights, shared source/target embeddings (the
 # data sets use a joined dictionary), Adam (0.9, 0.98), inverse-sqrt with 4000 warm-up
