@@ -7,8 +7,8 @@ Prepares question generation from SQuAD 1.1: the source is the answer, a '<sep>'
 the paragraph, the target the question (UniLM's input form), all Moses-tokenised and
 lower-cased. A paragraph longer than SQUAD_MAX_PASSAGE_TOKENS (464 Moses tokens, the
 paper's input length; 0 = whole) keeps the chunk of that many tokens holding the answer,
-as the paper truncates, rather than its first tokens. With Du et al. (2017)'s split (their SQuAD-format train.json, dev.json and
-test.json, https://github.com/xinyadu/nqg data/raw) those are the training, validation and
+as the paper truncates, rather than its first tokens. With Du et al. (2017)'s split (their
+SQuAD-format train.json, dev.json and test.json, https://github.com/xinyadu/nqg data/raw) those are the training, validation and
 test sets: the standard split UniLM and the paper report on. Otherwise, from SQuAD's own
 train-v1.1.json and dev-v1.1.json (its test set is hidden): train-v1.1.json is the training
 set and the articles of dev-v1.1.json are split in halves, the first half validation, the
