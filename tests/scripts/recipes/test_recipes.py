@@ -245,6 +245,14 @@ def test_prepare_train_evaluate(recipe: Recipe, tmp_path: Path):
         aligned = {m for split in ("train", "valid", "test")
                    for line in markers(data_root / f"europarl7_doc/bpe/{split}.en") for m in line}
         assert aligned <= fixture_markers and len(aligned) >= 0.9 * len(fixture_markers)
+        # truecased between tokenisation and BPE (G-Transformer's preparation): sentence-
+        # initial words take their usual casing, so fewer lines start with a capital
+        for lang in ("en", "de"):
+            tok = read_lines(data_root / f"europarl7_doc/tok/train.{lang}")
+            cased = read_lines(data_root / f"europarl7_doc/truecase/train.{lang}")
+            assert len(tok) == len(cased) and [t.lower() for t in tok] == [c.lower() for c in cased]
+            capitals = [sum(line[:1].isupper() for line in lines) for lines in (tok, cased)]
+            assert capitals[1] < capitals[0], (lang, capitals)
         # the log counts the pairs that are segments of their own (training split at 16)
         logged = [line for line in prep.stderr.splitlines() if "below 16 tokens" in line]
         assert int(logged[0].split("; ")[1].split()[0]) > 0, logged
@@ -635,6 +643,22 @@ def test_format_readers():
     line = json.dumps({"article_text": ["a b .", " c "], "abstract_text": ["<S> x y . </S>",
                                                                          "<S> z </S>"]})
     assert cohan_pairs([line, ""]) == [("a b . c", "x y . z")]
+
+
+def test_truecaser_restores_the_usual_casing_of_sentence_initial_words(tmp_path: Path):
+    """Moses truecasing: casing counted off sentence starts, applied to the first word."""
+    from scripts.recipes.lib.truecase import main, train_truecaser, truecase_lines
+
+    train = ["The house of Europe is big .", "we saw the house in Europe .",
+             "the end of the house .", "Europe is here ."]
+    truecaser = train_truecaser(train)
+    assert truecase_lines(["The house is in Europe .", "Europe saw the house .", ""],
+                          truecaser) == ["the house is in Europe .", "Europe saw the house .", ""]
+    (tmp_path / "train.en").write_text("\n".join(train) + "\n")
+    main(["--train", str(tmp_path / "train.en"), "--model", str(tmp_path / "model.en"),
+          "--inputs", str(tmp_path / "train.en"), "--outputs", str(tmp_path / "out.en")])
+    assert read_lines(tmp_path / "out.en")[0] == "the house of Europe is big ."
+    assert (tmp_path / "model.en").is_file() and not list(tmp_path.glob("*.tmp.*"))
 
 
 def test_squad_truncation_keeps_the_chunk_holding_the_answer(tmp_path: Path):
