@@ -109,7 +109,10 @@ def describe(names: Sequence[str] = (), plugin_only: bool = True) -> str:
             if wanted and name not in wanted:
                 continue
             body = flags_parser(kind, name, plugin_only).format_help()
-            parts.append(f"=== --{kind} {name} ===\n{body}")
+            # an architecture's docstring says what it is, and which settings are published
+            doc = ARCH_CONFIG_REGISTRY[name].__doc__ if kind == "arch" else None
+            about = " ".join(doc.split()) + "\n" if doc else ""
+            parts.append(f"=== --{kind} {name} ===\n{about}{body}")
     return "\n".join(parts)
 
 

@@ -16,12 +16,13 @@ import pytest
 from helpers import REPO_ROOT, run_command
 
 CONFIGS = sorted((REPO_ROOT / "configs").glob("*.yaml"))
-POOLING_ARCHS = ("pyramidion_base", "transpooler_base", "deep_pyramidion")
+POOLING_ARCHS = ("pyramidion_base", "transpooler_base", "transpooler_4x", "deep_pyramidion")
 
 # shrink the model and stop after one update; languages of the shared toy corpus
 SHRINK = [
     "++common.cpu=true", "++common.log_format=simple", "++common.log_interval=1",
-    "++optimization.max_update=1", "++dataset.max_tokens=400", "++dataset.num_workers=0",
+    "++optimization.max_update=1", "++optimization.update_freq=[1]",
+    "++dataset.max_tokens=400", "++dataset.num_workers=0",
     "++dataset.disable_validation=true", "++checkpoint.no_save=true",
     "task.source_lang=de", "task.target_lang=en",
     "++model.encoder_layers=2", "++model.decoder_layers=1",
@@ -162,11 +163,12 @@ def test_configs_match_recipe_defaults(tmp_path: Path):
         assert result["checked"] >= 15, (name, result)
 
 
-TRANSLATION = {"iwslt14_de_en": ("transformer", "relu_former", "sparsemax", "entmax15", "rela",
-                                 "sparse_softmax"),
-               "wmt14_en_de": ("transformer", "relu_former", "sparsemax", "entmax15", "rela",
-                               "sparse_softmax"),
-               "europarl7_doc": ("transformer", "relu_former", "sparsemax", "entmax15", "rela")}
+TRANSLATION = {"iwslt14_de_en": ("transformer", "relu_former", "relu_former_softmax_cross",
+                                 "sparsemax", "entmax15", "rela", "sparse_softmax"),
+               "wmt14_en_de": ("transformer", "relu_former", "relu_former_softmax_cross",
+                               "sparsemax", "entmax15", "rela", "sparse_softmax"),
+               "europarl7_doc": ("transformer", "relu_former", "relu_former_softmax_cross",
+                                 "sparsemax", "entmax15", "rela")}
 
 
 def flag_value(words: list[str], flag: str) -> str | None:

@@ -419,14 +419,42 @@ register_model_architecture("pyramidion", "pyramidion_base")(pyramidion_base)
 
 @register_model_architecture("pyramidion", "transpooler_base")
 def transpooler_base(args) -> None:
-    """6 + 6 layers, blocks of 512, pooling once, after the last encoder layer, to 2048."""
+    """6 + 6 layers, blocks of 512, pooling once, after the last encoder layer, to 2048.
+    Ours: a base-sized Transpooler for 8192-token inputs; the paper's Transpooler
+    experiments use the 4-layer transpooler_4x."""
     _pooling_defaults(args, "last:2048", 512)
+
+
+@register_model_architecture("pyramidion", "transpooler_4x")
+def transpooler_4x(args) -> None:
+    """The paper's Transpooler (its table 4): 4 encoder layers, pooling once after the last
+    to a quarter of --max-source-positions (8192 -> 2048 at the paper's input length);
+    blocks of 512. Not published: the decoder depth (4 here, as the encoder)."""
+    _default(args, "encoder_layers", 4)
+    _default(args, "decoder_layers", 4)
+    _default(args, "max_source_positions", 8192)
+    _pooling_defaults(args, f"last:{max(1, args.max_source_positions // 4)}", 512)
 
 
 @register_model_architecture("pyramidion", "deep_pyramidion")
 def deep_pyramidion(args) -> None:
-    """6 + 6 layers, blocks of 512, 8192 -> 4096 after layer 2 -> 2048 after layer 4."""
+    """6 + 6 layers, blocks of 512, 8192 -> 4096 after layer 2 -> 2048 after layer 4.
+    Schedule not published: the paper names DeepPyramidion's scores, not its pooling
+    schedule; this one is ours."""
     _pooling_defaults(args, "2:4096,4:2048", 512)
+
+
+@register_model_architecture("pyramidion", "vanilla_full_attention_8k")
+def vanilla_full_attention_8k(args) -> None:
+    """The paper's vanilla comparison model (#3): full attention over the whole input (8192
+    tokens with --max-source-positions 8192), no pooling. Depth not published: 2 + 2
+    layers, the authors' fairseq fork's default, and the encoder depth that gives the
+    paper's 13x encoder factor against Pyramidion #13 (2 x 8192^2 / (2 x 8192 x 512 + 4096
+    x 512) = 12.8)."""
+    _default(args, "encoder_layers", 2)
+    _default(args, "decoder_layers", 2)
+    _default(args, "max_source_positions", 8192)
+    _pooling_defaults(args, "none", 0)
 
 
 @register_model_architecture("pyramidion", "blockwise_transformer_base")

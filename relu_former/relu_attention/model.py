@@ -153,8 +153,8 @@ def add_relu_former_args(parser) -> None:
     parser.add_argument("--attention-activation", type=choice_type(ACTIVATIONS,
                         "--attention-activation"), metavar="{" + ",".join(ACTIVATIONS) + "}",
                         help=f"attention weights for every attention ({activations}); "
-                        "relu_former archs default to relu self-attention with softmax "
-                        "cross-attention; giving this flag sets all three")
+                        "relu_former archs default to relu in all three (the paper's full-ReLU "
+                        "model); the --*-attention-activation flags override one each")
     for kind, what in (("encoder", "encoder self-attention"),
                        ("decoder", "decoder self-attention"),
                        ("cross", "encoder-decoder (cross) attention")):

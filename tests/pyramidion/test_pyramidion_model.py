@@ -20,6 +20,7 @@ from relu_former.pyramidion.model import (
     SourceLengthCheck,
     parse_pooling_schedule,
     pyramidion_base,
+    transpooler_4x,
 )
 from relu_former.relu_attention.model import ReLUFormerEncoder
 
@@ -81,6 +82,40 @@ def test_negative_layers_parse_on_the_command_line_with_the_equals_form():
     assert parse_pooling_schedule(args.pooling_schedule, args.encoder_layers) == {3: 16}
     with pytest.raises(SystemExit):  # argparse: "argument --pooling-schedule: expected one"
         parse("--pooling-schedule", "-1:16")
+
+
+def test_the_papers_comparison_presets():
+    """vanilla_full_attention_8k is the paper's #3 (full attention, no pooling, 2 + 2 layers);
+    transpooler_4x its table-4 Transpooler (4 layers, pooling once, 4x shorter)."""
+    from fairseq import options
+
+    def parse(*flags):
+        return options.parse_args_and_arch(options.get_training_parser(),
+                                           ["data", "--user-dir", "relu_former", *flags])
+
+    vanilla = parse("--arch", "vanilla_full_attention_8k", "--max-source-positions", "8192")
+    assert (vanilla.encoder_layers, vanilla.decoder_layers) == (2, 2)
+    assert vanilla.pooling_schedule == "none" and vanilla.attention_block_size == 0
+    assert vanilla.attention_activation == "softmax"
+    assert parse_pooling_schedule(vanilla.pooling_schedule, vanilla.encoder_layers) == {}
+    pooled = parse("--arch", "transpooler_4x", "--max-source-positions", "8192")
+    assert (pooled.encoder_layers, pooled.decoder_layers) == (4, 4)
+    assert pooled.attention_block_size == 512
+    assert parse_pooling_schedule(pooled.pooling_schedule, pooled.encoder_layers) == {4: 2048}
+    short = parse("--arch", "transpooler_4x", "--max-source-positions", "256")
+    assert parse_pooling_schedule(short.pooling_schedule, short.encoder_layers) == {4: 64}
+    # a model built from it pools a full-length input to a quarter
+    dictionary = toy_dictionary()
+    args = argparse.Namespace(max_source_positions=64, encoder_embed_dim=16,
+                              decoder_embed_dim=16, encoder_ffn_embed_dim=32,
+                              decoder_ffn_embed_dim=32, encoder_attention_heads=2,
+                              decoder_attention_heads=2, dropout=0.0)
+    transpooler_4x(args)
+    task = argparse.Namespace(source_dictionary=dictionary, target_dictionary=dictionary)
+    model = PyramidionModel.build_model(args, task).eval()
+    tokens = torch.randint(dictionary.nspecial, len(dictionary), (2, 64))
+    out = model.encoder(tokens, src_lengths=torch.tensor([64, 64]))
+    assert out["encoder_out"][0].shape[0] == 16  # T x B x C: 64 -> 16
 
 
 def test_a_schedule_that_cannot_pool_below_max_source_positions_is_refused():

@@ -167,13 +167,13 @@ def test_new_flags_reach_every_relu_attention(toy_data_bin):
 
 
 @pytest.mark.parametrize("flags, cross", [
-    ([], "softmax"),  # the default: ReLU self-attention, softmax cross-attention
-    (["--attention-activation", "relu"], "relu"),  # the paper's all-ReLU model
-    (["--cross-attention-activation", "relu"], "relu"),
+    ([], "relu"),  # the default: the paper's full-ReLU model, ReLU in all three attentions
+    (["--attention-activation", "relu"], "relu"),
+    (["--cross-attention-activation", "softmax"], "softmax"),  # our hybrid, one flag away
     (["--attention-activation", "sparsemax"], "sparsemax"),
 ])
-def test_default_cross_attention_is_softmax_unless_an_activation_is_given(flags, cross,
-                                                                          toy_data_bin):
+def test_default_is_relu_in_every_attention_and_the_hybrid_one_flag_away(flags, cross,
+                                                                         toy_data_bin):
     _, _, model = build(toy_data_bin, *flags)
     modules = attention_modules(model)
     selfs = {modules[name].activation for name in modules if name.endswith("self_attn")}

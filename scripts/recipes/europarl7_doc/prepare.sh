@@ -14,7 +14,9 @@ Prepares document-level Europarl7 En-De from either input:
   languages with the same <SPEAKER>/<P> structure; inside each block the sentences are
   aligned with Gale-Church (Europarl's sentence-align-corpus.perl). Of every
   EUROPARL_HOLDOUT_EVERY documents (in session order) one goes to valid and one to test.
-Then Moses tokenisation (sacremoses, case kept), joint BPE, and consecutive whole sentence
+Then Moses tokenisation (sacremoses), Moses truecasing as G-Transformer prepares Europarl (a
+truecaser per language learnt on the training side; EUROPARL_TRUECASE=0 keeps the case),
+joint BPE, and consecutive whole sentence
 pairs of a document are packed into segments shorter than L tokens, for each L in
 EUROPARL_SEGMENT_LENGTHS, as G-Transformer's builder counts them: each pair adds its longer
 side's BPE tokens + 2. A segment never splits a sentence pair, so both sides hold the same
@@ -28,6 +30,7 @@ Variables:
   EUROPARL_SEGMENT_LENGTHS  default '128 256 512 1024 2048'
   EUROPARL_HOLDOUT_EVERY    default 50
   EUROPARL_BPE_MERGES       default 30000
+  EUROPARL_TRUECASE         1 (default: truecase, G-Transformer's) or 0 (keep the case)
   DATA_ROOT, WORKERS, PYTHON   see scripts/recipes/lib/recipe.sh
 
 Outputs in \$DATA_ROOT/europarl7_doc/: data-bin/seg<L>/ for each L (for train.sh with
@@ -42,6 +45,8 @@ read -r -a LENGTHS <<<"${EUROPARL_SEGMENT_LENGTHS:-128 256 512 1024 2048}"
 # sentences, so any would do)
 mapfile -t LENGTHS < <(printf '%s\n' "${LENGTHS[@]}" | sort -rn)
 MERGES=${EUROPARL_BPE_MERGES:-30000}
+[[ ${EUROPARL_TRUECASE:-1} == [01] ]] || recipe_die "EUROPARL_TRUECASE=$EUROPARL_TRUECASE: \
+give 1 (truecase, G-Transformer's) or 0 (keep the case)" 2
 
 CONCATENATED=concatenated_en2de_{train,dev,test}_{en,de}.txt
 # the v7 release holds 21 languages: only English, German and the concatenated split unpacked
@@ -75,8 +80,22 @@ tokenize() {
     done
 }
 
+truecase() {  # G-Transformer's step between tokenisation and BPE
+    local lang split
+    for lang in en de; do
+        if [[ ${EUROPARL_TRUECASE:-1} == 1 ]]; then
+            recipe_python -m scripts.recipes.lib.truecase --train "$WORK/tok/train.$lang" \
+                --model "$STEP_OUT/truecase-model.$lang" \
+                --inputs "$WORK/tok"/{train,valid,test}."$lang" \
+                --outputs "$STEP_OUT"/{train,valid,test}."$lang"
+        else
+            for split in train valid test; do cp "$WORK/tok/$split.$lang" "$STEP_OUT/"; done
+        fi
+    done
+}
+
 bpe() {
-    recipe_bpe "$MERGES" "$WORK/tok" en de
+    recipe_bpe "$MERGES" "$WORK/truecase" en de
     cp "$WORK/text"/*.docid "$STEP_OUT/"
 }
 
@@ -91,6 +110,7 @@ pack() {
 
 recipe_step extract "$WORK/text" extract_documents
 recipe_step tokenize "$WORK/tok" tokenize
+recipe_step truecase "$WORK/truecase" truecase
 recipe_step bpe "$WORK/bpe" bpe
 DICT=
 for L in "${LENGTHS[@]}"; do

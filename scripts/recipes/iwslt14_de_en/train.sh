@@ -3,7 +3,12 @@
 set -euo pipefail
 RECIPE_USAGE="usage: scripts/recipes/iwslt14_de_en/train.sh [-h] [--dry-run] MODEL [-- FAIRSEQ_TRAIN_FLAGS...]
 
-MODEL: transformer | relu_former | sparsemax | entmax15 | rela | sparse_softmax
+MODEL: transformer | relu_former | relu_former_softmax_cross | sparsemax | entmax15 | rela |
+       sparse_softmax
+relu_former is the paper's full-ReLU model (--attention-activation relu: ReLU in encoder and
+decoder self-attention and in cross-attention); relu_former_softmax_cross is our hybrid
+(softmax cross-attention), not the paper's; sparsemax, entmax15 and rela use their activation
+in all three attentions, like relu_former.
 Defaults are the ReLUFormer paper's IWSLT14 setting (its appendix A.2): 6+6 layers, 512/1024,
 4 heads (transformer_iwslt_de_en, relu_former_iwslt_de_en), dropout 0.1 on residual
 connections and on attention weights, shared source/target embeddings (one joined

@@ -33,6 +33,7 @@ import sys
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
+from scripts.recipes.lib.answer_window import PASSAGE_TOKENS, answer_chunk, locate_answer
 from scripts.recipes.lib.prepare_text import (
     add_command,
     moses_tokenize,
@@ -234,11 +235,14 @@ def cohan_pairs(lines: Iterable[str]) -> list[tuple[str, str]]:
 ANSWER_SEPARATOR = "<sep>"
 
 
-def squad_qg_pairs(path: Path) -> list[tuple[str, str, str]]:
+def squad_qg_pairs(path: Path, max_passage_tokens: int = PASSAGE_TOKENS
+                   ) -> list[tuple[str, str, str]]:
     """(article title, "answer <sep> paragraph", question) for every question of SQuAD 1.1.
 
     Answer and paragraph are Moses-tokenised and lower-cased here, because the separator must
-    not be tokenised; the question gets the same treatment.
+    not be tokenised; the question gets the same treatment. A paragraph longer than
+    ``max_passage_tokens`` (464, the paper's; 0 = whole) keeps the chunk that holds the
+    answer (``answer_window.answer_chunk``), not its first tokens.
     """
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))["data"]
@@ -248,11 +252,24 @@ def squad_qg_pairs(path: Path) -> list[tuple[str, str, str]]:
     for number, article in enumerate(data):
         for paragraph in article["paragraphs"]:
             for qa in paragraph["qas"]:
-                raw.append((article.get("title", str(number)), qa["answers"][0]["text"],
-                            paragraph["context"], qa["question"]))
+                answer = qa["answers"][0]
+                prefix = paragraph["context"][: int(answer.get("answer_start", 0))]
+                raw.append((article.get("title", str(number)), answer["text"],
+                            paragraph["context"], qa["question"], prefix))
     answers = moses_tokenize([r[1] for r in raw], "en", lowercase=True)
     contexts = moses_tokenize([r[2] for r in raw], "en", lowercase=True)
     questions = moses_tokenize([r[3] for r in raw], "en", lowercase=True)
+    if max_passage_tokens > 0:
+        # the answer's token position: the tokens before its character offset
+        prefixes = moses_tokenize([r[4] for r in raw], "en", lowercase=True)
+        chunks = []
+        for answer, context, prefix in zip(answers, contexts, prefixes):
+            words, answer_words = context.split(), answer.split()
+            start = locate_answer(words, answer_words, len(prefix.split()))
+            lo, hi = answer_chunk(len(words), start, start + len(answer_words),
+                                  max_passage_tokens)
+            chunks.append(" ".join(words[lo:hi]))
+        contexts = chunks
     return [(r[0], f"{a} {ANSWER_SEPARATOR} {c}", q)
             for r, a, c, q in zip(raw, answers, contexts, questions)]
 
@@ -334,7 +351,7 @@ def _cmd_cohan(a: argparse.Namespace) -> None:
 
 
 def _cmd_squad(a: argparse.Namespace) -> None:
-    rows = squad_qg_pairs(Path(a.input))
+    rows = squad_qg_pairs(Path(a.input), a.max_passage_tokens)
     if not rows:
         raise ValueError(f"{a.input} holds no questions")
     if a.split_articles:
@@ -393,6 +410,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="split by article into valid (first half) and test (second half)")
     p.add_argument("--split-name", default="train",
                    help="without --split-articles: the output's name (train, valid, test)")
+    p.add_argument("--max-passage-tokens", type=int, default=PASSAGE_TOKENS,
+                   help="keep the chunk of at most this many paragraph tokens that holds the "
+                        f"answer (default {PASSAGE_TOKENS}, the paper's; 0 = whole paragraph)")
     return parser
 
 

@@ -421,13 +421,14 @@ recipe_train_main() {
 # recipe_translation_train_main SRC TGT LR WEIGHT_DECAY [FLAGS...] -- TRAIN_SH_ARGS...: the
 # train.sh of a translation data set. The script sets DATASET, TRANSFORMER_ARCH and
 # RELU_FORMER_ARCH first, and DATA_BIN or RECIPE_MODELS where they differ from the defaults
-# ($DATA_ROOT/$DATASET/data-bin; the six models of the comparison). The settings are the
+# ($DATA_ROOT/$DATASET/data-bin; the seven models of the comparison). The settings are the
 # ReLUFormer paper's translation setting (its appendix A.2), the same for every model: dropout
 # 0.1 on residual connections and on attention weights, shared source/target embeddings (the
 # data sets use a joined dictionary), Adam (0.9, 0.98), inverse-sqrt with 4000 warm-up
-# updates, 8192 tokens a batch on one GPU (4096 x 2), 100k updates. LR and WEIGHT_DECAY are
-# not given by the paper (each data set's script says where its values come from); FLAGS
-# (e.g. position limits) are added.
+# updates, 8192 tokens a batch on one GPU (--max-tokens BATCH_TOKENS x --update-freq
+# UPDATE_FREQ, default 4096 x 2), 100k updates. LR and WEIGHT_DECAY are not given by the
+# paper (each data set's script says where its values come from); FLAGS (e.g. position
+# limits) are added.
 recipe_translation_train_main() {
     SRC_LANG=$1
     local tgt=$2 lr=$3 weight_decay=$4 flags=()
@@ -436,13 +437,15 @@ recipe_translation_train_main() {
     if (($#)); then shift; fi  # the --
     DATA_BIN=${DATA_BIN:-$DATA_ROOT/$DATASET/data-bin}
     [[ -n ${RECIPE_MODELS+set} ]] || \
-        RECIPE_MODELS=(transformer relu_former sparsemax entmax15 rela sparse_softmax)
+        RECIPE_MODELS=(transformer relu_former relu_former_softmax_cross sparsemax entmax15 rela
+                       sparse_softmax)
     TRAIN_ARGS=(--task translation --source-lang "$SRC_LANG" --target-lang "$tgt"
                 "${flags[@]+"${flags[@]}"}"
                 --optimizer adam --adam-betas "(0.9, 0.98)" --clip-norm 0.0 --lr "$lr"
                 --lr-scheduler inverse_sqrt --warmup-updates 4000 --warmup-init-lr 1e-07
                 --dropout 0.1 --attention-dropout 0.1 --share-all-embeddings
-                --weight-decay "$weight_decay" --max-tokens 4096 --update-freq 2
+                --weight-decay "$weight_decay" --max-tokens "${BATCH_TOKENS:-4096}"
+                --update-freq "${UPDATE_FREQ:-2}"
                 --max-update 100000 --keep-last-epochs 5)
     recipe_model_args() { recipe_seq2seq_model_args "$1"; }
     recipe_train_main "$@"
@@ -458,8 +461,12 @@ recipe_seq2seq_model_args() {
         transformer)
             MODEL_ARGS=(--arch "$TRANSFORMER_ARCH" --criterion label_smoothed_cross_entropy
                         "${smoothing[@]}") ;;
-        relu_former)
-            MODEL_ARGS=(--arch "$RELU_FORMER_ARCH"
+        relu_former)  # the paper's full-ReLU model: ReLU in all three attentions
+            MODEL_ARGS=(--arch "$RELU_FORMER_ARCH" --attention-activation relu
+                        --criterion regularized_label_smoothed_cross_entropy "${smoothing[@]}") ;;
+        relu_former_softmax_cross)  # our hybrid: ReLU self-attention, softmax cross-attention
+            MODEL_ARGS=(--arch "$RELU_FORMER_ARCH" --attention-activation relu
+                        --cross-attention-activation softmax
                         --criterion regularized_label_smoothed_cross_entropy "${smoothing[@]}") ;;
         sparsemax|entmax15|rela)
             MODEL_ARGS=(--arch "$RELU_FORMER_ARCH" --attention-activation "$1"

@@ -14,7 +14,8 @@ recipe_handle_help "$@"
 [[ ${DATASET:-} == arxiv || ${DATASET:-} == pubmed ]] || \
     recipe_die "set DATASET=arxiv or DATASET=pubmed (got '${DATASET:-}')" 2
 DATA_BIN=${DATA_BIN:-$DATA_ROOT/$DATASET/data-bin}
-RECIPE_MODELS=(transformer blockwise transpooler pyramidion deep_pyramidion)
+RECIPE_MODELS=(transformer vanilla blockwise transpooler transpooler_4x pyramidion
+               deep_pyramidion)
 GENERATE_ARGS=(--beam 16 --min-len 72 --max-len-a 0 --max-len-b "${MAX_TARGET_TOKENS:-512}"
                --post-process sentencepiece --max-source-positions "${MAX_SOURCE_TOKENS:-8192}"
                --max-target-positions "${MAX_TARGET_TOKENS:-512}" --batch-size 8)

@@ -5,8 +5,10 @@ RECIPE_USAGE="usage: SQUAD_DIR=/path/to/squad scripts/recipes/squad_qg/prepare.s
 
 Prepares question generation from SQuAD 1.1: the source is the answer, a '<sep>' token and
 the paragraph, the target the question (UniLM's input form), all Moses-tokenised and
-lower-cased. With Du et al. (2017)'s split (their SQuAD-format train.json, dev.json and
-test.json, https://github.com/xinyadu/nqg data/raw) those are the training, validation and
+lower-cased. A paragraph longer than SQUAD_MAX_PASSAGE_TOKENS (464 Moses tokens, the
+paper's input length; 0 = whole) keeps the chunk of that many tokens holding the answer,
+as the paper truncates, rather than its first tokens. With Du et al. (2017)'s split (their
+SQuAD-format train.json, dev.json and test.json, https://github.com/xinyadu/nqg data/raw) those are the training, validation and
 test sets: the standard split UniLM and the paper report on. Otherwise, from SQuAD's own
 train-v1.1.json and dev-v1.1.json (its test set is hidden): train-v1.1.json is the training
 set and the articles of dev-v1.1.json are split in halves, the first half validation, the
@@ -20,6 +22,7 @@ Variables:
                           test.json, or SQuAD's train-v1.1.json and dev-v1.1.json
   SQUAD_DIR_SHA256SUMS    optional sha256sum-format file to check the folder against
   SQUAD_BPE_MERGES        default 10000
+  SQUAD_MAX_PASSAGE_TOKENS  default 464
   DATA_ROOT, WORKERS, PYTHON   see scripts/recipes/lib/recipe.sh
 
 Outputs in \$DATA_ROOT/squad_qg/: data-bin/ (for train.sh), bpe/code, text/ (tokenised pairs)."
@@ -42,13 +45,15 @@ extract_text() {
         recipe_log "Du et al.'s split: train.json, dev.json (validation), test.json"
         for split in train dev test; do
             corpus_formats squad-qg -i "$(recipe_find "$WORK/orig" "$split.json")" \
-                --out-dir "$STEP_OUT" --split-name "${split/dev/valid}"
+                --out-dir "$STEP_OUT" --split-name "${split/dev/valid}" \
+                --max-passage-tokens "${SQUAD_MAX_PASSAGE_TOKENS:-464}"
         done
     else
         corpus_formats squad-qg -i "$(recipe_find "$WORK/orig" train-v1.1.json)" \
-            --out-dir "$STEP_OUT"
+            --out-dir "$STEP_OUT" --max-passage-tokens "${SQUAD_MAX_PASSAGE_TOKENS:-464}"
         corpus_formats squad-qg -i "$(recipe_find "$WORK/orig" dev-v1.1.json)" \
-            --out-dir "$STEP_OUT" --split-articles
+            --out-dir "$STEP_OUT" --split-articles \
+            --max-passage-tokens "${SQUAD_MAX_PASSAGE_TOKENS:-464}"
     fi
 }
 

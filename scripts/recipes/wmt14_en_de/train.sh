@@ -3,7 +3,10 @@
 set -euo pipefail
 RECIPE_USAGE="usage: scripts/recipes/wmt14_en_de/train.sh [-h] [--dry-run] MODEL [-- FAIRSEQ_TRAIN_FLAGS...]
 
-MODEL: transformer | relu_former | sparsemax | entmax15 | rela | sparse_softmax
+MODEL: transformer | relu_former | relu_former_softmax_cross | sparsemax | entmax15 | rela |
+       sparse_softmax
+relu_former: the paper's full-ReLU model (ReLU in all three attentions);
+relu_former_softmax_cross: our hybrid with softmax cross-attention (not the paper's).
 Defaults are the ReLUFormer paper's WMT14 setting (its appendix A.2): 6+6 layers, 512/2048,
 8 heads (transformer_wmt_en_de, relu_former_wmt_en_de), dropout 0.1 on residual connections
 and on attention weights, shared source/target embeddings (one joined dictionary), Adam

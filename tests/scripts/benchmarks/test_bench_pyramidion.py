@@ -38,6 +38,24 @@ def test_tiny_run_writes_ratios_and_plot(tmp_path, capsys):
     assert bound and measured and "Layers 1..2 run at the full 64 tokens" in text
     torch_ratios = [float(value) for value in measured.groups()]
     assert torch_ratios == pytest.approx(values["training step time"], rel=1e-3)
+    # the paper's pairing (#3 full-attention vanilla / #13 blockwise Pyramidion), labelled,
+    # beside the equal-attention ratios: vanilla / pyramidion_blocks from the raw times
+    assert "## Equal-attention ratios" in text and "## The paper's pairing" in text
+    raw = {}
+    for measure in ("training step time", "decoding time"):
+        row = re.search(rf"^\| {measure} \(s\) \| {number} \| {number} \| {number} \| "
+                        rf"{number} \|", text.split("## Measured values")[1], flags=re.M)
+        vanilla, _, _, pyramidion_blocks = (float(v) for v in row.groups())
+        raw[measure] = vanilla / pyramidion_blocks
+    pairing = text.split("## The paper's pairing")[1].split("##")[0]
+    assert "vanilla #3 (full attention) / Pyramidion #13 (blocks): vanilla / " \
+           "pyramidion_blocks" in pairing
+    for measure, paper in (("training step time", "3.0x"), ("decoding time", "2.4x")):
+        row = re.search(rf"^\| {measure} \(s\) \| {number} \| {re.escape(paper)} \| "
+                        r"(yes|NO) \|", pairing, flags=re.M)
+        assert row, (measure, pairing)
+        assert float(row.group(1)) == pytest.approx(raw[measure], rel=2e-2)
+        assert row.group(2) == ("yes" if float(row.group(1)) >= float(paper[:-1]) else "NO")
 
 
 @pytest.mark.parametrize("flags", [["--pooled", "32", "--length", "64"], ["--decode-steps", "-1"],

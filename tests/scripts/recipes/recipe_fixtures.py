@@ -216,16 +216,17 @@ def build_cohan(folder: Path, name: str, sizes: tuple[int, int, int] = (60, 6, 6
 
 def build_gigaword(folder: Path, sizes: tuple[int, int, int] = (150, 20, 10),
                    published_10k: int = 0) -> Path:
-    """UniLM's Gigaword ``org_data`` layout (Rush et al.'s lower-cased, tokenised text); with
-    ``published_10k`` also a ``train.10k.{src,tgt}`` subset of that many pairs, in WordPiece
-    form (``##`` continuations)."""
+    """UniLM's Gigaword archive layout: ``org_data/`` (Rush et al.'s lower-cased, tokenised
+    text); with ``published_10k`` also the 10k subset beside it under UniLM's names,
+    ``train.src.10k`` and ``train.tgt.10k``, of that many pairs, in WordPiece form (``##``
+    continuations)."""
     root = folder / "gigaword_src" / "org_data"
     root.mkdir(parents=True)
     if published_10k:
         pairs = parallel_sentences(published_10k, seed=40, min_words=8, max_words=14)
         src = [en.lower().replace("man", "m ##an") for _, en in pairs]
-        (root.parent / "train.10k.src").write_text("\n".join(src) + "\n")
-        (root.parent / "train.10k.tgt").write_text(
+        (root.parent / "train.src.10k").write_text("\n".join(src) + "\n")
+        (root.parent / "train.tgt.10k").write_text(
             "\n".join(" ".join(s.split()[:4]) for s in src) + "\n")
     for k, (split, size) in enumerate(zip(("train", "dev", "test"), sizes)):
         pairs = parallel_sentences(size, seed=30 + k, min_words=8, max_words=14)
@@ -234,13 +235,28 @@ def build_gigaword(folder: Path, sizes: tuple[int, int, int] = (150, 20, 10),
         tgt = [" ".join(s.split()[:4]) for s in src]  # the "headline": the first words
         (root / f"{split}.src.txt").write_text("\n".join(src) + "\n")
         (root / f"{split}.tgt.txt").write_text("\n".join(tgt) + "\n")
-    members = ["org_data"] + (["train.10k.src", "train.10k.tgt"] if published_10k else [])
+    members = ["org_data"] + (["train.src.10k", "train.tgt.10k"] if published_10k else [])
     return _tar(folder / "gigaword.tgz", root.parent, members)
+
+
+LONG_ANSWER = "zebracorn"  # the answer of the fixture's one long paragraph
+LONG_ANSWER_AT = 520  # its token position: past the paper's 464-token input
+
+
+def long_squad_paragraph() -> dict:
+    """A SQuAD paragraph of 600 tokens whose answer is token LONG_ANSWER_AT."""
+    words = [f"filler{i % 50}" for i in range(600)]
+    words[LONG_ANSWER_AT] = LONG_ANSWER
+    context = " ".join(words)
+    return {"context": context, "qas": [{
+        "id": "long", "question": "Which animal has one horn ?",
+        "answers": [{"text": LONG_ANSWER, "answer_start": context.index(LONG_ANSWER)}]}]}
 
 
 def build_squad(folder: Path, articles: tuple[int, int] = (6, 4)) -> Path:
     """A folder with SQuAD 1.1's ``train-v1.1.json`` and ``dev-v1.1.json``; some answers are
-    asked about twice (two questions of one input)."""
+    asked about twice (two questions of one input); the first training article also holds a
+    600-token paragraph whose answer lies past token 464 (``long_squad_paragraph``)."""
     out = folder / "squad"
     out.mkdir(parents=True)
     for k, (name, n_articles) in enumerate(zip(("train-v1.1.json", "dev-v1.1.json"), articles)):
@@ -261,6 +277,8 @@ def build_squad(folder: Path, articles: tuple[int, int] = (6, 4)) -> Path:
                                     "answers": [{"text": answer,
                                                  "answer_start": context.index(answer)}]})
                 paragraphs.append({"context": context, "qas": qas})
+            if k == 0 and a == 0:
+                paragraphs.append(long_squad_paragraph())
             data.append({"title": f"Article_{k}_{a}", "paragraphs": paragraphs})
         (out / name).write_text(json.dumps({"version": "1.1", "data": data}))
     return out

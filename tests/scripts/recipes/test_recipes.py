@@ -28,6 +28,8 @@ from scripts.recipes.lib.prepare_text import read_lines
 
 from helpers import REPO_ROOT, run_command
 from recipe_fixtures import (
+    LONG_ANSWER,
+    LONG_ANSWER_AT,
     MARKER,
     build_cohan,
     build_europarl,
@@ -36,6 +38,7 @@ from recipe_fixtures import (
     build_iwslt14,
     build_squad,
     build_wmt14,
+    long_squad_paragraph,
 )
 
 SCRIPTS = REPO_ROOT / "scripts" / "recipes"
@@ -79,10 +82,10 @@ class Recipe:
 
 BLEU = ("bleu4_tokenized", "sacrebleu")
 ROUGE = ("rouge1", "rouge2", "rougeL")
-TRANSLATION_MODELS = ("transformer", "relu_former", "sparsemax", "entmax15", "rela",
-                      "sparse_softmax")
-SUMMARIZATION_MODELS = ("transformer", "blockwise", "transpooler", "pyramidion",
-                        "deep_pyramidion")
+TRANSLATION_MODELS = ("transformer", "relu_former", "relu_former_softmax_cross", "sparsemax",
+                      "entmax15", "rela", "sparse_softmax")
+SUMMARIZATION_MODELS = ("transformer", "vanilla", "blockwise", "transpooler", "transpooler_4x",
+                        "pyramidion", "deep_pyramidion")
 # the recipe's minimum summary length (72) is longer than the fixtures' abstracts
 SUMMARY_EVAL = ["--cpu", "--beam", "2", "--min-len", "2", "--max-len-b", "40"]
 
@@ -98,7 +101,7 @@ RECIPES = [
            {"EUROPARL_BPE_MERGES": "50", "EUROPARL_HOLDOUT_EVERY": "6",
             "EUROPARL_SEGMENT_LENGTHS": "16 64", "SEGMENT_LENGTH": "64"},
            "entmax15", "relu_former_doc", "europarl7_doc/data-bin/seg64", ("en", "de"), BLEU,
-           TRANSLATION_MODELS[:5], "europarl7_doc/segments/seg64"),
+           TRANSLATION_MODELS[:6], "europarl7_doc/segments/seg64"),
     Recipe("arxiv", "long_doc_summarization", lambda f: build_cohan(f, "arxiv"),
            "ARXIV_ARCHIVE", {"DATASET": "arxiv", "SPM_VOCAB_SIZE": "100",
                              "MAX_SOURCE_TOKENS": "256", "MAX_TARGET_TOKENS": "64"},
@@ -112,7 +115,8 @@ RECIPES = [
            SUMMARIZATION_MODELS, "pubmed/spm", ["--pooling-schedule", "last:16"], SUMMARY_EVAL,
            train=False),
     Recipe("gigaword_10k", "gigaword_10k", build_gigaword, "GIGAWORD_ARCHIVE",
-           {"GIGAWORD_BPE_MERGES": "50", "GIGAWORD_TRAIN_SIZE": "120"}, "sparse_softmax",
+           {"GIGAWORD_BPE_MERGES": "50", "GIGAWORD_TRAIN_SIZE": "120",
+            "GIGAWORD_TRAIN_SUBSET": "first"}, "sparse_softmax",
            "transformer_iwslt_de_en", "gigaword_10k/data-bin", ("src", "tgt"), ROUGE,
            ("transformer", "sparse_softmax"), "gigaword_10k/bpe", ["--sparse-k", "5"],
            train=False),
@@ -241,6 +245,14 @@ def test_prepare_train_evaluate(recipe: Recipe, tmp_path: Path):
         aligned = {m for split in ("train", "valid", "test")
                    for line in markers(data_root / f"europarl7_doc/bpe/{split}.en") for m in line}
         assert aligned <= fixture_markers and len(aligned) >= 0.9 * len(fixture_markers)
+        # truecased between tokenisation and BPE (G-Transformer's preparation): sentence-
+        # initial words take their usual casing, so fewer lines start with a capital
+        for lang in ("en", "de"):
+            tok = read_lines(data_root / f"europarl7_doc/tok/train.{lang}")
+            cased = read_lines(data_root / f"europarl7_doc/truecase/train.{lang}")
+            assert len(tok) == len(cased) and [t.lower() for t in tok] == [c.lower() for c in cased]
+            capitals = [sum(line[:1].isupper() for line in lines) for lines in (tok, cased)]
+            assert capitals[1] < capitals[0], (lang, capitals)
         # the log counts the pairs that are segments of their own (training split at 16)
         logged = [line for line in prep.stderr.splitlines() if "below 16 tokens" in line]
         assert int(logged[0].split("; ")[1].split()[0]) > 0, logged
@@ -259,14 +271,23 @@ def test_prepare_train_evaluate(recipe: Recipe, tmp_path: Path):
     again = run_command([script(recipe, "prepare")], env=env_again)
     assert snapshot(data_root) == before
     assert "running" not in again.stderr and "done already" in again.stderr
+    if recipe.name == "squad_qg":
+        # the 600-token paragraph keeps the 464-token chunk that holds its answer
+        long = [line for line in read_lines(data_root / "squad_qg/text/train.src")
+                if line.startswith(f"{LONG_ANSWER} <sep>")]
+        assert len(long) == 1
+        passage = long[0].split(" <sep> ", 1)[1].split()
+        assert len(passage) == 464 and LONG_ANSWER in passage
     if recipe.name == "wmt14_en_de":  # newstest2013 is the validation set, kept whole
         assert sizes["valid", "en"] == 8
     if recipe.name == "gigaword_10k":
-        assert "no published 10k subset" in prep.stderr and sizes["train", "src"] == 120
-        # an archive with UniLM's published subset: those pairs, WordPiece joined back
+        assert "GIGAWORD_TRAIN_SUBSET=first: the first 120 pairs" in prep.stderr
+        assert sizes["train", "src"] == 120
+        # an archive laid out as UniLM ships it: its 10k subset, WordPiece joined back
         published = build_gigaword(tmp_path / "published", published_10k=30)
+        unilm_env = {k: v for k, v in env.items() if k != "GIGAWORD_TRAIN_SUBSET"}
         run_command([script(recipe, "prepare")], env={
-            **env, recipe.variable: str(published), "DATA_ROOT": str(tmp_path / "data2")})
+            **unilm_env, recipe.variable: str(published), "DATA_ROOT": str(tmp_path / "data2")})
         train = read_lines(tmp_path / "data2" / "gigaword_10k" / "text" / "train.src")
         assert len(train) == 30 and not any("##" in line for line in train)
         assert sum(" man " in f" {line} " for line in train) > 0
@@ -319,6 +340,24 @@ def test_prepare_train_evaluate(recipe: Recipe, tmp_path: Path):
 
 
 # ---------------------------------------------------------------------------- failures
+def test_gigaword_without_the_10k_subset_is_an_error_naming_the_choice(tmp_path: Path):
+    """An archive without UniLM's train.src.10k/train.tgt.10k does not silently train on
+    another subset: one error naming GIGAWORD_TRAIN_SUBSET, nothing extracted."""
+    recipe = next(r for r in RECIPES if r.name == "gigaword_10k")
+    archive = build_gigaword(tmp_path / "download")
+    env = recipe_env(recipe, tmp_path, GIGAWORD_ARCHIVE=str(archive))
+    env.pop("GIGAWORD_TRAIN_SUBSET")
+    proc = run_command([script(recipe, "prepare")], env=env, check=False)
+    assert proc.returncode == 2, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "train.src.10k" in errors[0], proc.stderr
+    assert "GIGAWORD_TRAIN_SUBSET=first" in errors[0] and "Traceback" not in proc.stderr
+    assert not (tmp_path / "data" / "gigaword_10k" / "text").exists()
+    bad = run_command([script(recipe, "prepare")], env={**env, "GIGAWORD_TRAIN_SUBSET": "all"},
+                      check=False)
+    assert bad.returncode == 2 and "GIGAWORD_TRAIN_SUBSET=all: choose unilm" in bad.stderr
+
+
 @pytest.mark.parametrize("recipe", RECIPES, ids=IDS)
 def test_missing_input_names_the_variable(recipe: Recipe, tmp_path: Path):
     proc = run_command([script(recipe, "prepare")], env=recipe_env(recipe, tmp_path),
@@ -458,7 +497,7 @@ def test_every_model_preset_is_accepted_by_fairseq(tmp_path: Path):
     assert any(line.startswith("relu_former_iwslt_de_en regularized_label_smoothed")
                for line in parsed)
     assert any(line.startswith("deep_pyramidion label_smoothed") for line in parsed)
-    assert all(line.split()[3] in ("100000", "20000") for line in parsed)
+    assert all(line.split()[3] in ("100000", "300000", "20000") for line in parsed)
 
 
 def test_shared_helpers_are_not_copied():
@@ -604,6 +643,54 @@ def test_format_readers():
     line = json.dumps({"article_text": ["a b .", " c "], "abstract_text": ["<S> x y . </S>",
                                                                          "<S> z </S>"]})
     assert cohan_pairs([line, ""]) == [("a b . c", "x y . z")]
+
+
+def test_truecaser_restores_the_usual_casing_of_sentence_initial_words(tmp_path: Path):
+    """Moses truecasing: casing counted off sentence starts, applied to the first word."""
+    from scripts.recipes.lib.truecase import main, train_truecaser, truecase_lines
+
+    train = ["The house of Europe is big .", "we saw the house in Europe .",
+             "the end of the house .", "Europe is here ."]
+    truecaser = train_truecaser(train)
+    assert truecase_lines(["The house is in Europe .", "Europe saw the house .", ""],
+                          truecaser) == ["the house is in Europe .", "Europe saw the house .", ""]
+    (tmp_path / "train.en").write_text("\n".join(train) + "\n")
+    main(["--train", str(tmp_path / "train.en"), "--model", str(tmp_path / "model.en"),
+          "--inputs", str(tmp_path / "train.en"), "--outputs", str(tmp_path / "out.en")])
+    assert read_lines(tmp_path / "out.en")[0] == "the house of Europe is big ."
+    assert (tmp_path / "model.en").is_file() and not list(tmp_path.glob("*.tmp.*"))
+
+
+def test_squad_truncation_keeps_the_chunk_holding_the_answer(tmp_path: Path):
+    """The paper's 464-token input: the chunk with the answer, never a tail cut that loses it."""
+    from scripts.recipes.lib.answer_window import answer_chunk, locate_answer
+    from scripts.recipes.lib.corpus_formats import squad_qg_pairs
+
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps({"version": "1.1", "data": [
+        {"title": "t", "paragraphs": [long_squad_paragraph()]}]}))
+    (_, source, question), = squad_qg_pairs(path)
+    answer, passage = source.split(" <sep> ")
+    words = passage.split()
+    assert answer == LONG_ANSWER and len(words) == 464
+    # the second chunk of 464 (tokens 464..599, moved back to hold 464 tokens): the answer
+    # keeps its place among the tokens around it
+    assert words.index(LONG_ANSWER) == LONG_ANSWER_AT - (600 - 464)
+    assert words[0] == f"filler{(600 - 464) % 50}"
+    (_, whole, _), = squad_qg_pairs(path, max_passage_tokens=0)
+    assert len(whole.split(" <sep> ")[1].split()) == 600
+    # the chunk rule itself: fixed chunks from the start, moved back when the answer crosses
+    assert answer_chunk(1000, 10, 12, 464) == (0, 464)
+    assert answer_chunk(1000, 470, 472, 464) == (464, 928)
+    assert answer_chunk(1000, 460, 470, 464) == (6, 470)
+    assert answer_chunk(1000, 950, 951, 464) == (536, 1000)
+    assert answer_chunk(100, 90, 91, 464) == (0, 100)
+    for length, start, size in ((1000, 463, 464), (2000, 1500, 100), (50, 49, 8)):
+        lo, hi = answer_chunk(length, start, start + 3, size)
+        assert hi - lo == size and lo <= start and min(start + 3, length) <= hi
+    # the answer's tokens are found nearest the prefix's token count
+    assert locate_answer("a b c a b".split(), ["a", "b"], 3) == 3
+    assert locate_answer("a b c".split(), ["zz"], 2) == 2
 
 
 def test_multi_reference_bleu_groups_questions_of_one_input(tmp_path: Path):
