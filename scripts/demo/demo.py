@@ -47,11 +47,14 @@ from typing import Callable, Dict, List, Sequence
 
 from scripts.common.fairseq_cli import fairseq_command
 from scripts.common.fairseq_log import parse_json_log_line
-from scripts.common.plotting import line_plot, markdown_table, write_text_atomic
+from scripts.common.plotting import markdown_table, write_text_atomic
 from scripts.demo.gettext_corpus import Pair, build_corpus, write_corpus
+from scripts.demo.loss_plots import task_loss_panels
+from scripts.demo.summarization import SummaryReferences
 from scripts.demo.summary_data import SOURCE as DOC
 from scripts.demo.summary_data import TARGET as SUM
 from scripts.demo.summary_data import SummaryScale, build_summary_data
+from scripts.demo.try_it import summary_command, translation_command, try_it_section
 from scripts.recipes.lib.prepare_text import (
     BpeEncoder,
     learn_bpe,
@@ -684,11 +687,48 @@ def summary_rows(runs: Sequence[Run]) -> List[list]:
     return rows
 
 
-def loss_plot(runs: Sequence[Run], path: Path) -> Path:
-    series = {run.label: ([u for u, _ in run.losses], [v for _, v in run.losses])
-              for run in runs if run.losses}
-    return line_plot(path, series, "Training cross-entropy (full softmax, bits per token)",
-                     "update", "training nll (bits)")
+def loss_plot(runs: Sequence[Run], path: Path,
+              references: SummaryReferences | None = None) -> Path:
+    """One panel per task (their vocabularies differ); the summaries' unigram entropy dashed."""
+    def curves(data: str) -> Dict[str, tuple]:
+        return {run.label: ([u for u, _ in run.losses], [v for _, v in run.losses])
+                for run in runs if run.losses and run.data == data}
+
+    dashed = ({} if references is None else
+              {"Summarization": ("unigram entropy of the summaries", references.entropy_bits)})
+    return task_loss_panels(path, {"Translation": curves("sentences"),
+                                   "Summarization": curves("summaries")},
+                            "Training cross-entropy (full softmax)", references=dashed)
+
+
+def summary_table(runs: Sequence[Run], references: SummaryReferences | None) -> List[list]:
+    """The models' rows, then the trivial and lead reference rows."""
+    rows = summary_rows(runs)
+    return rows + (references.rows(SUMMARY_HEADERS) if references and rows else [])
+
+
+def summary_findings(runs: Sequence[Run], references: SummaryReferences | None) -> List[str]:
+    if references is None:
+        return []
+    models = [dict(zip(SUMMARY_HEADERS, row), label=row[0]) for row in summary_rows(runs)]
+    return references.findings(models)
+
+
+def try_commands(runs: Sequence[Run], work: Path, scale: Scale) -> List[tuple]:
+    """``(label, shell line)`` for every trained model, for the report's last section."""
+    commands = []
+    for run in runs:
+        checkpoint = work / run.key / "checkpoint_last.pt"
+        if run.data == "summaries":
+            command = summary_command(work / "bin" / "summaries", checkpoint,
+                                      work / "prep" / "summaries" / "spm.model", USER_DIR,
+                                      scale.beam, scale.summary.target_tokens)
+        else:
+            command = translation_command(work / "bin" / "sentences", checkpoint,
+                                          work / "prep" / "bpe.codes", USER_DIR, scale.beam,
+                                          run.generate_flags)
+        commands.append((run.label, command))
+    return commands
 
 
 
@@ -697,7 +737,7 @@ def _report_section(title: str, corpus: str, size: str, table: str, columns: str
     return [f"## {title}\n", f"Corpus: {corpus}.  ", f"{size}.\n", table, columns]
 
 
-def write_report(out: Path, runs: Sequence[Run], context: Dict[str, str],
+def write_report(out: Path, runs: Sequence[Run], context: Dict[str, object],
                  figures: Sequence[Path]) -> Path:
     notes = [f"- {run.label}: {run.note}" for run in runs if run.note]
     images = {p.name: p for p in figures}
@@ -725,7 +765,8 @@ def write_report(out: Path, runs: Sequence[Run], context: Dict[str, str],
         parts += _report_section(
             "Long-input summarization", context["summary_corpus"],
             f"Size: {context['summary_model']}",
-            markdown_table(SUMMARY_HEADERS, summary_rows(runs), digits=3),
+            markdown_table(SUMMARY_HEADERS,
+                           summary_table(runs, context.get("summary_references")), digits=3),
             "Columns: ROUGE-1/2/L are F1 x 100 (rouge-score, Porter stemmer) of the decoded "
             "summaries against the pages' own NAME descriptions "
             "(`scripts/recipes/lib/score.py`, the recipes' scorer); `train CPU s` the CPU "
@@ -733,7 +774,14 @@ def write_report(out: Path, runs: Sequence[Run], context: Dict[str, str],
             "CPU seconds per update divided by this model's (above 1: faster); `decode s` "
             "fairseq-generate's own time for the test split and `decode speed` the vanilla "
             "encoder's time divided by this model's. The three models train, and then "
-            "decode, at the same time, so that the machine's load affects each alike.\n")
+            "decode, at the same time, so that the machine's load affects each alike. The "
+            "reference rows read no model: the trivial output is the same for every page (the "
+            "most frequent words of the training summaries; its `valid nll` is the summaries' "
+            "unigram entropy, what a model of word frequencies alone gets), the lead output "
+            "a page's first words.\n")
+        findings = summary_findings(runs, context.get("summary_references"))
+        if findings:
+            parts.append("\n".join(f"- {line}" for line in findings) + "\n")
     if notes:
         parts.append("\n".join(notes) + "\n")
     captions = [
@@ -749,6 +797,8 @@ def write_report(out: Path, runs: Sequence[Run], context: Dict[str, str],
     if "analyze_attention.md" in images:
         parts.append("Per-layer and per-head figures: [analyze_attention.md]"
                      "(analyze_attention.md).\n")
+    if context.get("try_it"):
+        parts.append(context["try_it"])
     return write_text_atomic(out / "report.md", "\n".join(parts))
 
 
@@ -955,7 +1005,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     demo = start(args)
     demo.say(f"size {demo.scale.name}; report in {args.out}")
-    context: Dict[str, str] = {"corpus": "skipped (--no-translation)", "summary_corpus": ""}
+    context: Dict[str, object] = {"corpus": "skipped (--no-translation)", "summary_corpus": ""}
     if not args.no_translation:
         context["corpus"] = translation_data(demo)
     if not args.no_summaries:
@@ -978,15 +1028,22 @@ def main(argv=None) -> int:
         figures = analyse_attention(translation, demo.bin("sentences"), args.out,
                                     heatmap_sentence(demo.work / "prep"),
                                     demo.scale.analysis_sentences, args.threads)
-    figures.append(loss_plot(translation + summaries, args.out / "demo_loss.png"))
+    references = None
+    if summaries:
+        references = SummaryReferences.measure(demo.work / "prep" / "summaries",
+                                                demo.bin("summaries") / f"dict.{SUM}.txt")
+    figures.append(loss_plot(translation + summaries, args.out / "demo_loss.png", references))
     wall = time.time() - demo.started
-    context.update(describe(demo), wall=f"{wall / 60:.1f} min")
+    context.update(describe(demo), wall=f"{wall / 60:.1f} min", summary_references=references,
+                   try_it=try_it_section(try_commands(translation + summaries, demo.work,
+                                                      demo.scale)))
     report = write_report(args.out, translation + summaries, context, figures)
     print()
     if translation:
         print(markdown_table(TABLE_HEADERS, table_rows(translation)))
     if summaries:
-        print(markdown_table(SUMMARY_HEADERS, summary_rows(summaries)))
+        print(markdown_table(SUMMARY_HEADERS, summary_table(summaries, references)))
+        print("\n".join(summary_findings(summaries, references)))
     demo.say(f"done in {wall / 60:.1f} min; report: {report}")
     return 0
 
