@@ -118,7 +118,7 @@ SCALES = {
                      300, 2e-3, 300, 20000,
                      SummaryScale(source_tokens=512, target_tokens=40, vocab=1000, layers=2,
                                   dim=64, ffn=128, heads=4, max_tokens=4096, max_update=700,
-                                  time_budget_s=600.0, warmup=80, lr=5e-3, max_test=100,
+                                  time_budget_s=600.0, warmup=80, lr=5e-3, max_test=250,
                                   min_train_docs=200, heldout_per_mille=40,
                                   generated_docs=400, transpooler=False),
                      sparse_from_scratch=False),

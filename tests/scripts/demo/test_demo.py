@@ -171,7 +171,7 @@ def test_tiny_summarization_demo_on_fixture_man_pages_reports_rouge_and_speed(tm
     sources = (out / "work" / "prep" / "summaries" / "test.doc").read_text().splitlines()
     assert {len(line.split()) for line in sources} == {63}
     # the pooling models have the token scorers on top of the same encoder
-    params = [int(row["params"]) for row in rows.values()]
+    params = [int(row["params"]) for row in list(rows.values())[:3]]
     assert params[0] < params[1] < params[2]
 
 
