@@ -8,7 +8,7 @@ PIP_INSTALL := $(PIP) install --disable-pip-version-check -q -c constraints.txt
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install test test-fast lint demo bench clean
+.PHONY: install test test-fast test-triton lint demo bench clean
 
 install: $(STAMP)
 
@@ -34,6 +34,18 @@ test: install
 test-fast: install
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
+# The Triton kernel's test in Triton's CPU interpreter. triton is no part of the CPU install:
+# it goes into a folder of its own (on PYTHONPATH for this target only), with --no-deps so
+# that it can never pull a second torch, at the version constraints.txt pins.
+TRITON_SITE := .venv-triton-site
+$(TRITON_SITE)/.installed: constraints.txt | $(STAMP)
+	$(PIP_INSTALL) --no-deps --target $(TRITON_SITE) --upgrade "$$(grep -E '^triton==' constraints.txt)"
+	touch $@
+
+test-triton: $(TRITON_SITE)/.installed
+	PYTHONPATH=$(TRITON_SITE) TRITON_INTERPRET=1 OMP_NUM_THREADS=1 $(PY) -m pytest \
+		tests/relu_attention/kernels/test_triton_kernel.py $(PYTEST_ARGS)
+
 # The linter alone, at the version requirements-dev.txt pins: no torch, no fairseq build.
 $(VENV)/bin/ruff: requirements-dev.txt | $(VENV)/bin/python
 	$(PIP_INSTALL) "$$(grep -E '^ruff([=<>~ ]|$$)' requirements-dev.txt)"
@@ -50,4 +62,4 @@ bench: install
 	$(PY) -m scripts.benchmarks.run_all $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) demo_out bench .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(TRITON_SITE) demo_out bench .pytest_cache .ruff_cache

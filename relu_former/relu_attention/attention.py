@@ -137,7 +137,7 @@ class ActivationMultiheadAttention(MultiheadAttention):
                  xformers_blocksparse_layout=None, xformers_blocksparse_blocksize=16, *,
                  activation: str = "relu", relu_gamma: float = 1.0, learn_gamma: bool = False,
                  relu_scaling: str = "factor", key_chunk_size: int = 0,
-                 fused_kernel: bool = True):
+                 fused_kernel: bool | str = True):
         check_activation(activation)
         check_relu_gamma(relu_gamma)
         check_relu_scaling(relu_scaling, learn_gamma and activation == "relu")
@@ -158,7 +158,8 @@ class ActivationMultiheadAttention(MultiheadAttention):
         self.learn_gamma = bool(learn_gamma) and activation == "relu"
         self.relu_scaling = relu_scaling if activation == "relu" else "factor"
         self.key_chunk_size = int(key_chunk_size)
-        self.fused_kernel = bool(fused_kernel)
+        # a string names the fused backend (triton, flex, tiled); True = automatic
+        self.fused_kernel = fused_kernel if isinstance(fused_kernel, str) else bool(fused_kernel)
         self.training_weights = False
         if self.key_chunk_size and activation not in CHUNKABLE:
             logger.warning("key chunking applies to relu and rela attention; %s attention "

@@ -63,7 +63,7 @@ from relu_former.relu_attention.memory_ffn import (
 )
 
 ATTENTION_KINDS = ("encoder", "decoder", "cross")
-ATTENTION_KERNELS = ("fused", "reference")
+ATTENTION_KERNELS = ("fused", "reference", "triton", "flex", "tiled")
 DEFAULT_DOC_KEY_CHUNK_SIZE = 512
 
 
@@ -131,8 +131,14 @@ class AttentionSettings:
             embed_dim, num_heads, activation=self.activation(kind),
             relu_gamma=self.relu_gamma, learn_gamma=self.learn_gamma,
             relu_scaling=self.relu_scaling, key_chunk_size=self.key_chunk_size,
-            fused_kernel=self.attention_kernel == "fused", **kwargs,
+            fused_kernel=_fused_kernel(self.attention_kernel), **kwargs,
         )
+
+
+def _fused_kernel(kernel: str) -> bool | str:
+    """--attention-kernel as the attention module takes it: fused = True (auto), reference =
+    False, a fused backend's name (triton, flex, tiled) as itself."""
+    return {"fused": True, "reference": False}.get(kernel, kernel)
 
 
 def wrap_layer(layer: nn.Module, cfg: Any) -> nn.Module:
@@ -277,9 +283,11 @@ def add_relu_former_args(parser) -> None:
                         "used by --attention-kernel reference")
     parser.add_argument("--attention-kernel", type=_choice_type(ATTENTION_KERNELS,
                         "--attention-kernel"), metavar="{" + ",".join(ATTENTION_KERNELS) + "}",
-                        help="relu/rela attention: fused = tiled kernel that never holds the "
-                        "n x n matrix, FlexAttention on CUDA (default); reference = the dense "
-                        "path, or the key-chunked one with --attention-key-chunk-size")
+                        help="relu/rela attention: fused = automatic (default): the Triton "
+                        "kernel on CUDA when triton is importable, else FlexAttention on CUDA "
+                        "without dropout, else the tiled kernel; triton, flex, tiled force "
+                        "that kernel; reference = the dense path, or the key-chunked one with "
+                        "--attention-key-chunk-size")
     parser.add_argument("--ffn-activation", type=_choice_type(FFN_ACTIVATIONS,
                         "--ffn-activation"), metavar="{" + ",".join(FFN_ACTIVATIONS) + "}",
                         help="FFN as key-value memory: relu = stock FFN (--activation-fn), "

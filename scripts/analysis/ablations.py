@@ -2,7 +2,7 @@
 
 Every variant trains through the real ``fairseq-train --user-dir relu_former`` with the same
 size, data, seed and update budget, on a translation corpus built from the GNU gettext
-catalogs installed on the machine (``scripts/demo/gettext_corpus.py``; ``--lang`` picks the
+catalogs installed on the machine (``scripts/common/gettext_corpus.py``; ``--lang`` picks the
 catalog language, translated into English). Then each model decodes the test split
 (``fairseq-generate``, so the checkpoint is reloaded from disk) and its attention is measured on
 the valid split (``scripts/analysis/analyze_attention.py``). The table:
@@ -49,22 +49,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-from scripts.common.plotting import markdown_table, write_text_atomic
-from scripts.demo.demo import (
-    SCALES,
-    Run,
-    add_run_args,
-    check_run_args,
-    child_env,
-    generate,
-    in_parallel,
-    machine_line,
-    make_corpus,
-    prepare,
-    preprocess,
-    threads_per_job,
-    train,
-)
+from scripts.common.atomic_files import write_text_atomic
+from scripts.common.child_processes import child_env
+from scripts.common.fairseq_generate import translate_and_score
+from scripts.common.fairseq_preprocess import preprocess
+from scripts.common.fairseq_train import train
+from scripts.common.parallel_runs import in_parallel, machine_line, threads_per_job
+from scripts.common.plotting import markdown_table
+from scripts.common.run_args import add_run_args, check_run_args
+from scripts.common.run_record import Budget, Run
+from scripts.common.translation_data import SRC, TGT, make_corpus, prepare
 
 ARCH = "relu_former_iwslt_de_en"
 SMOOTHED = ["--label-smoothing", "0.1"]
@@ -95,14 +89,37 @@ VARIANTS: Dict[str, tuple] = {
     "learned_gamma": ("ReLUFormer, learned gamma", [*REGULARISED, "--relu-learn-gamma"]),
 }
 
-# The sizes: "tiny" is the demo's smoke-test size; "default" fits all eleven variants into
-# about 15 minutes on two busy cores (two models at a time, one thread each).
+@dataclass(frozen=True)
+class AblationScale:
+    """The corpus (:class:`~scripts.common.translation_data.CorpusSize`), BPE, decoding and
+    analysis sizes, and every variant's model size and budget."""
+
+    name: str
+    max_train: int | None
+    max_test: int
+    heldout_per_mille: int
+    generated_train: int
+    bpe_merges: int
+    beam: int
+    analysis_sentences: int
+    budget: Budget
+
+
+# The sizes: "tiny" is a smoke test (the demo's tiny translation size, 12 updates); "default"
+# fits all eleven variants into about 15 minutes on two busy cores (two models at a time, one
+# thread each).
 ABLATION_SCALES = {
-    "tiny": replace(SCALES["tiny"], max_update=12, analysis_sentences=10),
-    "default": replace(SCALES["default"], name="default", max_train=12000, max_test=200,
-                       bpe_merges=1500, layers=2, dim=64, ffn=128, heads=4, max_tokens=1024,
-                       max_update=250, time_budget_s=420.0, warmup=80, lr=3e-3,
-                       analysis_sentences=60),
+    "tiny": AblationScale("tiny", max_train=400, max_test=40, heldout_per_mille=80,
+                          generated_train=400, bpe_merges=150, beam=2, analysis_sentences=10,
+                          budget=Budget(layers=1, dim=32, ffn=64, heads=2, max_tokens=1200,
+                                        max_update=12, time_budget_s=60.0, warmup=10,
+                                        lr=3e-3)),
+    "default": AblationScale("default", max_train=12000, max_test=200, heldout_per_mille=15,
+                             generated_train=20000, bpe_merges=1500, beam=4,
+                             analysis_sentences=60,
+                             budget=Budget(layers=2, dim=64, ffn=128, heads=4, max_tokens=1024,
+                                           max_update=250, time_budget_s=420.0, warmup=80,
+                                           lr=3e-3)),
 }
 
 HEADERS = ["variant", "updates", "BLEU", "tok BLEU", "valid nll", "entropy", "zeros", "L_norm",
@@ -125,11 +142,11 @@ def plan(keys: Sequence[str]) -> List[Run]:
     return [Run(key, VARIANTS[key][0], ARCH, list(VARIANTS[key][1])) for key in keys]
 
 
-def train_variant(run: Run, result: Result, data_bin: Path, work: Path, scale,
+def train_variant(run: Run, result: Result, data_bin: Path, work: Path, budget: Budget,
                   args: argparse.Namespace, position: int) -> None:
     """Train one variant; a run that fairseq stops is recorded as diverged."""
     try:
-        train(run, data_bin, work, scale, args, position)
+        train(run, budget, data_bin, work, args, position)
     except RuntimeError as error:
         lines = [line for line in str(error).splitlines() if line.strip()]
         reason = next((line for line in reversed(lines)
@@ -142,8 +159,8 @@ def train_variant(run: Run, result: Result, data_bin: Path, work: Path, scale,
                         and run.valid_nll < 0.9 * result.first_nll)
 
 
-def measure_attention(run: Run, result: Result, data_bin: Path, work: Path, scale,
-                      args: argparse.Namespace) -> None:
+def measure_attention(run: Run, result: Result, data_bin: Path, work: Path,
+                      scale: AblationScale) -> None:
     """Entropy, zeros and the regulariser terms of every attention row on the valid split."""
     import relu_former.plugin  # noqa: F401  (registers the models before a checkpoint loads)
     from scripts.analysis import analyze_attention as aa
@@ -226,7 +243,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     scale = ABLATION_SCALES[args.scale]
     if args.max_update is not None:
-        scale = replace(scale, max_update=args.max_update)
+        scale = replace(scale, budget=replace(scale.budget, max_update=args.max_update))
     out: Path = args.out
     work, raw, prep = out / "work", out / "work" / "raw", out / "work" / "prep"
     if work.exists():
@@ -243,33 +260,35 @@ def main(argv=None) -> int:
     say("2/4 Moses tokenisation, BPE, fairseq-preprocess")
     prepare(raw, prep, scale.bpe_merges, say)
     data_bin = work / "bin" / "sentences"
-    preprocess(prep / "sentences", data_bin, child_env(args.threads))
+    preprocess(prep / "sentences", data_bin, child_env(args.threads), SRC, TGT)
 
     runs = plan(args.variants)
     results = {run.key: Result() for run in runs}
-    say(f"3/4 training {len(runs)} variants, {scale.max_update} updates each, "
+    say(f"3/4 training {len(runs)} variants, {scale.budget.max_update} updates each, "
         f"{args.jobs} at a time")
-    in_parallel(lambda run, pos: train_variant(run, results[run.key], data_bin, work, scale,
+    in_parallel(lambda run, pos: train_variant(run, results[run.key], data_bin, work, scale.budget,
                                                args, pos), runs, args.jobs)
     trained = [run for run in runs if (work / run.key / "checkpoint_last.pt").is_file()
                and not results[run.key].diverged]
     say("4/4 decoding the test split and measuring attention on valid")
-    in_parallel(lambda run, pos: generate(run, data_bin, work, scale, args, pos), trained,
+    in_parallel(lambda run, pos: translate_and_score(run, data_bin, work, scale.beam, args, pos),
+                trained,
                 args.jobs)
     import torch
 
     torch.set_num_threads(threads_per_job(args))
     for run in trained:
-        measure_attention(run, results[run.key], data_bin, work, scale, args)
+        measure_attention(run, results[run.key], data_bin, work, scale)
     wall = time.time() - started
+    size = scale.budget
     context = {
         "command": "python -m scripts.analysis.ablations " + " ".join(
             sys.argv[1:] if argv is None else argv),
         "corpus": corpus,
-        "model": (f"{ARCH} at {scale.layers}+{scale.layers} layers, width {scale.dim}, FFN "
-                  f"{scale.ffn}, {scale.heads} heads, shared embeddings, dropout 0.1; "
-                  f"{scale.max_update} updates of {scale.max_tokens} tokens, lr {scale.lr}, "
-                  f"warm-up {scale.warmup}, seed {args.seed}, beam {scale.beam}; "
+        "model": (f"{ARCH} at {size.layers}+{size.layers} layers, width {size.dim}, FFN "
+                  f"{size.ffn}, {size.heads} heads, shared embeddings, dropout 0.1; "
+                  f"{size.max_update} updates of {size.max_tokens} tokens, lr {size.lr}, "
+                  f"warm-up {size.warmup}, seed {args.seed}, beam {scale.beam}; "
                   f"{args.jobs} variants at a time with {threads_per_job(args)} thread(s) each"),
         "machine": machine_line(), "wall": f"{wall / 60:.1f} min",
     }

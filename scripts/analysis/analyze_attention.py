@@ -52,7 +52,8 @@ from typing import Callable, Iterator
 import torch
 from torch import Tensor
 
-from scripts.common.plotting import heatmaps, markdown_table, panel_plot, write_text_atomic
+from scripts.common.atomic_files import write_text_atomic
+from scripts.common.plotting import heatmaps, markdown_table, panel_plot
 
 MODULES = ("encoder.self_attn", "decoder.self_attn", "decoder.encoder_attn",
            "encoder.ffn", "decoder.ffn")

@@ -53,7 +53,8 @@ from scripts.analysis.gettext_classes import (
     corpus_from_args,
     describe,
 )
-from scripts.common.plotting import line_plot, markdown_table, write_text_atomic
+from scripts.common.atomic_files import write_text_atomic
+from scripts.common.plotting import line_plot, markdown_table
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 USER_DIR = REPO_ROOT / "relu_former"

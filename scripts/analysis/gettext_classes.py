@@ -12,7 +12,7 @@ Building it:
 
 1. Read every catalog of the chosen languages (all by default: a catalog only holds the
    messages its translators finished, so the union over languages has the most) with
-   :func:`scripts.demo.gettext_corpus.read_mo`.
+   :func:`scripts.common.gettext_corpus.read_mo`.
 2. Clean each English message as the translation corpus does (accelerators ``_File`` and
    ``&Open`` removed, whitespace collapsed), keep it only if it has words outside its format
    directives, and tokenise it (lower case, punctuation split off, at most ``max_tokens``
@@ -42,9 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Sequence
 
+from scripts.common.atomic_files import write_text_atomic
 from scripts.common.corpus_splits import add_split_args, check_split_args, write_split_columns
-from scripts.common.plotting import write_text_atomic
-from scripts.demo.gettext_corpus import (
+from scripts.common.gettext_corpus import (
     DEFAULT_LOCALE_DIR,
     SPLITS,
     CatalogError,

@@ -16,7 +16,7 @@ the next (lower is smoother).
     python -m scripts.analysis.plot_loss_curves --toy --max-update 60 --out /tmp/lc  # toy data
 
 DATA_BIN is any translation data binarized by ``fairseq-preprocess`` (e.g. the gettext
-corpus: ``python -m scripts.demo.gettext_corpus --out corpus`` then ``fairseq-preprocess
+corpus: ``python -m scripts.common.gettext_corpus --out corpus`` then ``fairseq-preprocess
 --source-lang de --target-lang en --trainpref corpus/train --validpref corpus/valid
 --destdir DATA_BIN --joined-dictionary``). ``--toy`` generates a small copy-and-reverse task.
 """
@@ -30,10 +30,11 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
+from scripts.common.atomic_files import write_text_atomic
 from scripts.common.benchmarking import log
 from scripts.common.fairseq_cli import fairseq_command
 from scripts.common.fairseq_log import json_log_records
-from scripts.common.plotting import markdown_table, save_figure, write_text_atomic
+from scripts.common.plotting import markdown_table, save_figure
 from scripts.common.toy_corpus import write_toy_parallel_corpus
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

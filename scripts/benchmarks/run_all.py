@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Sequence
 
-from scripts.common.plotting import copy_atomic, markdown_table, write_text_atomic
+from scripts.common.atomic_files import copy_atomic, write_text_atomic
+from scripts.common.plotting import markdown_table
 
 SCRIPTS = Path(__file__).resolve().parent
 REPO_ROOT = SCRIPTS.parents[1]

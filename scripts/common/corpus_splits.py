@@ -14,7 +14,7 @@ import hashlib
 from pathlib import Path
 from typing import Callable, Mapping, Sequence, TypeVar
 
-from scripts.common.plotting import write_text_atomic
+from scripts.common.atomic_files import write_text_atomic
 
 T = TypeVar("T")
 

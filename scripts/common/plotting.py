@@ -1,57 +1,23 @@
-"""Small output helpers shared by the benchmark and analysis scripts.
+"""Tables and plots shared by the benchmark, analysis and demo scripts.
 
-Every writer goes through a temporary name in the target folder and a rename, so an
-interrupted run never leaves a half-written table or PNG that looks finished. Matplotlib is
-imported lazily with the non-interactive Agg backend: the scripts run on headless machines.
+Figures are saved through :mod:`scripts.common.atomic_files` (a temporary name, then a
+rename). Matplotlib is imported lazily with the non-interactive Agg backend: the scripts run
+on headless machines.
 
 Usage from another script in ``scripts/``::
 
-    from scripts.common.plotting import line_plot, markdown_table, write_text_atomic
+    from scripts.common.plotting import line_plot, markdown_table
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import os
-import shutil
-import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
-
-@contextlib.contextmanager
-def atomic_path(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[str]:
-    """A temporary name beside ``path`` to write to; renamed to ``path`` if the block ends
-    normally, deleted if it raises."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=suffix, dir=path.parent)
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would make the result private
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` through a temporary file and a rename."""
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    return Path(path)
-
-
-def copy_atomic(source: str | os.PathLike, path: str | os.PathLike) -> Path:
-    """Copy ``source`` to ``path`` through a temporary file and a rename."""
-    with atomic_path(path) as tmp:
-        shutil.copyfile(source, tmp)
-    return Path(path)
+from scripts.common.atomic_files import atomic_path
 
 
 def format_number(value: Any, digits: int = 3) -> str:

@@ -43,7 +43,7 @@ from scripts.common.corpus_splits import (
     hash_subset,
     write_split_columns,
 )
-from scripts.demo.gettext_corpus import SPLITS, split_of
+from scripts.common.gettext_corpus import SPLITS, split_of
 
 DEFAULT_MAN_DIR = "/usr/share/man"
 DEFAULT_SECTIONS = ("1", "2", "3", "4", "5", "6", "7", "8")

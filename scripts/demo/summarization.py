@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Dict, List, Sequence
 
 from scripts.demo.reference_summaries import median_length, reference_scores, unigram_entropy
+from scripts.demo.summary_data import TARGET
 from scripts.recipes.lib.prepare_text import read_lines, sentencepiece_decode
 
 TRIVIAL_KEY, LEAD_KEY = "trivial", "lead"
@@ -55,6 +56,12 @@ class SummaryReferences:
                                                 read_lines(prep / "valid.sum"), size),
                    scores=reference_scores(train_references, documents,
                                            read_lines(prep / "test.reference")))
+
+    @classmethod
+    def in_work(cls, work: Path) -> SummaryReferences:
+        """:meth:`measure` on the demo's work folder (``prep/summaries``, ``bin/summaries``)."""
+        return cls.measure(work / "prep" / "summaries",
+                           work / "bin" / "summaries" / f"dict.{TARGET}.txt")
 
     def rows(self, headers: Sequence[str]) -> List[list]:
         """The two reference rows of a table with ``headers`` ("-" where nothing applies).

@@ -18,9 +18,11 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import List, Sequence
+from typing import Any, List, Sequence
 
 from scripts.common.fairseq_cli import fairseq_command
+from scripts.common.repo_paths import USER_DIR
+from scripts.common.run_record import Run
 
 EXAMPLE_SENTENCE = "Die Datei konnte nicht geöffnet werden."
 EXAMPLE_PAGE = ("SYNOPSIS: rot13 [FILE]... DESCRIPTION: rot13 reads each FILE, or the "
@@ -73,3 +75,25 @@ def try_it_section(commands: Sequence[tuple[str, str]]) -> str:
     for label, command in commands:
         parts.append(f"{label}:\n\n```sh\n{command}\n```\n")
     return "\n".join(parts)
+
+
+def try_commands(runs: Sequence[Run], work: Path, beam: int, max_len: int) -> List[tuple]:
+    """``(label, shell line)`` for every trained run of a demo work folder."""
+    commands = []
+    for run in runs:
+        checkpoint = work / run.key / "checkpoint_last.pt"
+        if run.data == "summaries":
+            command = summary_command(work / "bin" / "summaries", checkpoint,
+                                      work / "prep" / "summaries" / "spm.model", USER_DIR,
+                                      beam, max_len)
+        else:
+            command = translation_command(work / "bin" / "sentences", checkpoint,
+                                          work / "prep" / "bpe.codes", USER_DIR, beam,
+                                          run.generate_flags)
+        commands.append((run.label, command))
+    return commands
+
+
+def try_it_report(runs: Sequence[Run], work: Path, scale: Any) -> str:
+    """The section for a demo scale (its ``beam`` and ``summary.target_tokens``)."""
+    return try_it_section(try_commands(runs, work, scale.beam, scale.summary.target_tokens))

@@ -299,13 +299,15 @@ def relu_sums(q: Tensor, k: Tensor, v: Tensor, *, key_chunk_size: int = 0,
     ))
 
 
-def any_relu_sums(q: Tensor, k: Tensor, v: Tensor, *, fused: bool, key_chunk_size: int = 0,
+def any_relu_sums(q: Tensor, k: Tensor, v: Tensor, *, fused: bool | str,
+                  key_chunk_size: int = 0,
                   key_padding_mask: Tensor | None = None, attn_mask: Tensor | None = None,
                   dropout_p: float = 0.0, need_sums: bool = True) -> ReLUSums:
     """``fused_relu_sums`` when ``fused``, else ``relu_sums`` (the dense/chunked reference).
 
     Callers that return weights with gradient (``need_weights`` while grad is enabled) pass
     ``fused=False``: those weights are the dense matrix anyway, e.g. for an alignment loss.
+    A string ``fused`` names the fused backend (``tiled.FUSED_BACKENDS``); True = auto.
     """
     if not fused:
         return relu_sums(q, k, v, key_chunk_size=key_chunk_size,
@@ -315,7 +317,8 @@ def any_relu_sums(q: Tensor, k: Tensor, v: Tensor, *, fused: bool, key_chunk_siz
     from relu_former.relu_attention.kernels.tiled import fused_relu_sums
 
     return fused_relu_sums(q, k, v, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
-                           dropout_p=dropout_p, need_sums=need_sums)
+                           dropout_p=dropout_p, need_sums=need_sums,
+                           backend=fused if isinstance(fused, str) else "auto")
 
 
 def statistics_from_sums(row_sum: Tensor, xlogx: Tensor, zeros: Tensor, n: Tensor,

@@ -57,6 +57,7 @@ from torch import Tensor
 
 from relu_former.relu_attention.kernels.flex import flex_available, flex_relu_sums
 from relu_former.relu_attention.kernels.reference import ReLUSums, as_4d_mask
+from relu_former.relu_attention.kernels.triton_kernel import triton_available, triton_relu_sums
 
 # One tile holds at most this many scores (all heads of a batch slice): 1 MiB in float32,
 # large enough that the matrix products dominate, small enough to stay in the caches.
@@ -265,16 +266,41 @@ class _FusedReLUSums(torch.autograd.Function):
         return (*grads, None, None, None, None, None, None, None)
 
 
+# The fused backends; auto = triton on CUDA when triton is importable, else FlexAttention on
+# CUDA without dropout, else this module's tiled kernel.
+FUSED_BACKENDS = ("auto", "triton", "flex", "tiled")
+
+
+def choose_backend(q: Tensor, dropout_p: float, backend: str = "auto") -> str:
+    """The fused backend that runs for q (``FUSED_BACKENDS``), or a ValueError naming the
+    fix when a forced one cannot run here."""
+    if backend not in FUSED_BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(FUSED_BACKENDS)}, got {backend!r}")
+    if backend == "auto":
+        if q.device.type == "cuda" and triton_available(q):
+            return "triton"
+        return "flex" if dropout_p == 0 and flex_available(q) else "tiled"
+    if backend == "triton" and not triton_available(q):
+        raise ValueError("the triton backend needs a CUDA tensor and the triton package "
+                         f"(got a {q.device.type} tensor); choose auto or tiled")
+    if backend == "flex" and dropout_p:
+        raise ValueError("the flex backend has no attention dropout; choose auto, triton or "
+                         "tiled, or set the attention dropout to 0")
+    return backend
+
+
 def fused_relu_sums(q: Tensor, k: Tensor, v: Tensor, *,
                     key_padding_mask: Tensor | None = None, attn_mask: Tensor | None = None,
                     dropout_p: float = 0.0, need_sums: bool = True,
                     tile_elements: int = TILE_ELEMENTS, key_block: int = KEY_BLOCK,
-                    use_flex: bool | None = None) -> ReLUSums:
+                    use_flex: bool | None = None, backend: str = "auto") -> ReLUSums:
     """U, S, T, P of the module docstring, tile by tile; ``scores`` is always None.
 
     q, k, v are (B, H, T, D) with the same (B, H); the result equals
     ``relu_sums(..., key_chunk_size=0)`` without the score matrix. ``use_flex`` None (auto):
     on CUDA without dropout, FlexAttention (``relu_former.relu_attention.kernels.flex``).
+    ``backend`` (``FUSED_BACKENDS``): auto picks triton on CUDA when triton is importable
+    (``relu_former.relu_attention.kernels.triton_kernel``), else as ``use_flex`` says.
     """
     if q.shape[:-2] != k.shape[:-2] or k.shape[:-1] != v.shape[:-1]:
         raise ValueError("q, k and v need the same (B, H) dims and k, v the same keys, got "
@@ -282,8 +308,13 @@ def fused_relu_sums(q: Tensor, k: Tensor, v: Tensor, *,
     if tile_elements < 1 or key_block < 1:
         raise ValueError(f"tile_elements and key_block must be positive, got {tile_elements}, "
                          f"{key_block}")
-    if use_flex is None:
-        use_flex = dropout_p == 0 and flex_available(q)
+    if use_flex is not None:  # the older switch: flex or tiled, nothing automatic
+        backend = "flex" if use_flex else "tiled"
+    backend = choose_backend(q, dropout_p, backend)
+    if backend == "triton":
+        return triton_relu_sums(q, k, v, key_padding_mask=key_padding_mask,
+                                attn_mask=attn_mask, dropout_p=dropout_p, need_sums=need_sums)
+    use_flex = backend == "flex"
     if use_flex:
         if dropout_p:
             raise ValueError("the FlexAttention path has no attention dropout; use_flex=False")

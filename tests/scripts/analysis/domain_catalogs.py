@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-from scripts.demo.gettext_corpus import write_mo
+from catalog_fixtures import write_mo
 
 # domain -> (nouns, verbs): messages of a domain are built from its own words, so a small
 # classifier can tell the domains apart

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import sys
 
@@ -10,16 +9,8 @@ import pytest
 
 from scripts.analysis import ablations
 
-from helpers import REPO_ROOT, run_command, table_by_label
-
-
-def fixture_catalogs(locale_dir):
-    """The demo tests' gettext fixture (real .mo files), loaded from its file."""
-    path = REPO_ROOT / "tests" / "scripts" / "demo" / "catalog_fixtures.py"
-    spec = importlib.util.spec_from_file_location("catalog_fixtures", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.write_fixture_catalogs(locale_dir)
+from catalog_fixtures import write_fixture_catalogs
+from helpers import run_command, table_by_label
 
 
 def printed_table(stdout: str) -> dict:
@@ -28,7 +19,7 @@ def printed_table(stdout: str) -> dict:
 
 @pytest.mark.slow
 def test_tiny_ablation_run_prints_the_table(tmp_path):
-    locale = fixture_catalogs(tmp_path / "locale")
+    locale = write_fixture_catalogs(tmp_path / "locale")
     out = tmp_path / "out"
     variants = ["softmax", "no_factor"]
     proc = run_command([sys.executable, "-m", "scripts.analysis.ablations", "--tiny",
@@ -40,7 +31,7 @@ def test_tiny_ablation_run_prints_the_table(tmp_path):
     for key in variants:
         row = rows[ablations.VARIANTS[key][0]]
         # trained its budget, decoded the test split from the reloaded checkpoint, measured
-        assert int(row["updates"]) == ablations.ABLATION_SCALES["tiny"].max_update
+        assert int(row["updates"]) == ablations.ABLATION_SCALES["tiny"].budget.max_update
         assert math.isfinite(float(row["BLEU"])) and math.isfinite(float(row["entropy"]))
         assert (out / "work" / key / "generate.log").is_file()
     assert rows["Transformer (softmax)"]["L_norm"] == "-"  # softmax is not regularised

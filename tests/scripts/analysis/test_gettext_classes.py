@@ -8,8 +8,9 @@ from collections import Counter
 import pytest
 
 from scripts.analysis.gettext_classes import build_examples, main, tokenize
-from scripts.demo.gettext_corpus import split_of, write_mo
+from scripts.common.gettext_corpus import split_of
 
+from catalog_fixtures import write_mo
 from domain_catalogs import DOMAINS, domain_messages, write_domain_catalogs
 from helpers import run_command
 

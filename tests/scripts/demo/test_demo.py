@@ -1,5 +1,5 @@
 """The demo: both parts at tiny size on fixtures (gettext catalogs, manual pages), the
-fallbacks, continuations, CPU timing, log parsing."""
+fallbacks, continuations, the summary table's speeds."""
 
 from __future__ import annotations
 
@@ -11,9 +11,12 @@ import sys
 
 import pytest
 
+from scripts.common.fairseq_train import train_command
 from scripts.common.plotting import format_number
+from scripts.common.run_record import Run
 from scripts.demo import demo
 from scripts.demo.reference_summaries import median_length, reference_outputs
+from scripts.demo.report import SUMMARY_HEADERS, TABLE_HEADERS, summary_rows
 from scripts.demo.summarization import reference_labels
 from scripts.demo.summary_data import build_summary_data
 from scripts.recipes.lib.prepare_text import read_lines, sentencepiece_decode
@@ -26,7 +29,7 @@ from manpage_fixtures import write_fixture_man_pages
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def table_rows(text: str, headers=demo.TABLE_HEADERS) -> dict:
+def table_rows(text: str, headers=TABLE_HEADERS) -> dict:
     """The first result table in ``text`` with these headers, label -> {column: cell}."""
     return table_by_label(text, headers)
 
@@ -108,8 +111,8 @@ def test_tiny_summarization_demo_on_fixture_man_pages_reports_rouge_and_speed(tm
     assert f"manual pages ({man}/man*/)" in proc.stdout
     report = (out / "report.md").read_text()
     assert "## Long-input summarization" in report and "## Translation" not in report
-    rows = table_rows(report, demo.SUMMARY_HEADERS)
-    assert table_rows(proc.stdout, demo.SUMMARY_HEADERS) == rows
+    rows = table_rows(report, SUMMARY_HEADERS)
+    assert table_rows(proc.stdout, SUMMARY_HEADERS) == rows
     prep = out / "work" / "prep" / "summaries"
     words = median_length(read_lines(prep / "train.reference"))
     labels = reference_labels(words)
@@ -215,12 +218,12 @@ def test_too_few_long_pages_fall_back_too(tmp_path):
 def test_a_continuation_starts_from_its_parent_with_a_constant_learning_rate(tmp_path):
     scale = demo.SCALES["default"]
     args = argparse.Namespace(seed=1, budget_scale=1.0)
-    parent = demo.Run("softmax", "Transformer", "relu_former_iwslt_de_en", [], updates=800,
+    parent = Run("softmax", "Transformer", "relu_former_iwslt_de_en", [], updates=800,
                       train_seconds=360.0)
-    child = demo.Run("finetune_sparse", "continued", "relu_former_iwslt_de_en",
+    child = Run("finetune_sparse", "continued", "relu_former_iwslt_de_en",
                      ["--criterion", "sparse_softmax_cross_entropy"], parent=parent)
-    command, max_update, budget = demo.train_command(child, tmp_path / "bin", tmp_path, scale,
-                                                     args)
+    command, max_update, budget = train_command(child, scale.budget(child), tmp_path / "bin",
+                                                tmp_path, args)
     command = [str(c) for c in command]
     assert max_update == scale.finetune_update == 300
     assert command[command.index("--finetune-from-model") + 1] == str(
@@ -237,32 +240,21 @@ def test_a_continuation_starts_from_its_parent_with_a_constant_learning_rate(tmp
         (360 + cap) / 3600, abs=1e-6)
     # a parent stopped during warm-up ended on the warm-up line
     parent.updates = 150
-    command, _, _ = demo.train_command(child, tmp_path / "bin", tmp_path, scale, args)
+    command, _, _ = train_command(child, scale.budget(child), tmp_path / "bin", tmp_path, args)
     assert float(command[command.index("--lr") + 1]) == pytest.approx(2e-3 * 150 / 300)
     assert command[command.index("--max-update") + 1] == "300"
-    scratch, _, _ = demo.train_command(parent, tmp_path / "bin", tmp_path, scale, args)
+    scratch, _, _ = train_command(parent, scale.budget(parent), tmp_path / "bin", tmp_path, args)
     assert "--finetune-from-model" not in scratch and "inverse_sqrt" in scratch
 
 
-def test_stream_returns_exit_status_and_cpu_seconds(tmp_path):
-    lines = []
-    code, cpu = demo.stream(
-        [sys.executable, "-c", "import sys, time\nt = time.process_time()\n"
-         "while time.process_time() - t < 0.3: pass\nprint('done'); sys.exit(3)"],
-        tmp_path / "log", lines.append, demo.child_env(1))
-    assert code == 3 and lines == ["done"]
-    assert 0.3 <= cpu < 5
-    assert (tmp_path / "log").read_text() == "done\n"
-
-
 def test_summary_speeds_are_relative_to_the_vanilla_row():
-    runs = [demo.Run("sum_vanilla", "vanilla", "pyramidion_base", [], data="summaries",
+    runs = [Run("sum_vanilla", "vanilla", "pyramidion_base", [], data="summaries",
                      updates=10, train_cpu=40.0, decode_seconds=6.0),
-            demo.Run("sum_pyramidion", "pyramidion", "pyramidion_base", [], data="summaries",
+            Run("sum_pyramidion", "pyramidion", "pyramidion_base", [], data="summaries",
                      updates=5, train_cpu=10.0, decode_seconds=2.0,
                      rouge={"rouge1": 30.0, "rouge2": 10.0, "rougeL": 25.0})]
-    rows = demo.summary_rows(runs)
-    header = demo.SUMMARY_HEADERS
+    rows = summary_rows(runs)
+    header = SUMMARY_HEADERS
     vanilla, pyramidion = (dict(zip(header, row)) for row in rows)
     assert vanilla["train speed"] == 1 and vanilla["decode speed"] == 1
     assert vanilla["ROUGE-1"] == "-"
@@ -270,68 +262,7 @@ def test_summary_speeds_are_relative_to_the_vanilla_row():
     assert pyramidion["decode speed"] == 3.0
     assert (pyramidion["ROUGE-1"], pyramidion["ROUGE-2"], pyramidion["ROUGE-L"]) == (30, 10, 25)
     runs[1].decode_seconds = 0.0  # below fairseq's 0.1 s resolution: no ratio
-    assert dict(zip(header, demo.summary_rows(runs)[1]))["decode speed"] == "-"
-
-
-def test_without_catalogs_it_says_so_and_prepares_the_generated_task(tmp_path, capsys):
-    args = demo.parse_args(["--tiny", "--locale-dir", str(tmp_path / "empty")])
-    scale = demo.SCALES["tiny"]
-    raw, prep = tmp_path / "raw", tmp_path / "prep"
-    origin = demo.make_corpus(args, scale, raw)
-    said = capsys.readouterr().out
-    assert "No usable gettext catalogs" in said and str(tmp_path / "empty") in said
-    assert "GENERATED task" in said
-    assert origin.startswith("generated task")
-    sources = (raw / "train.de").read_text().splitlines()
-    targets = (raw / "train.en").read_text().splitlines()
-    assert len(sources) == scale.generated_train
-    # the rule: a fixed lexicon, and the last word moved to second place
-    lexicon = {}
-    for source, target in zip(sources, targets):
-        words, out = source.split(), target.split()
-        reordered = [out[0]] + out[2:] + [out[1]]
-        for s, t in zip(words, reordered):
-            assert lexicon.setdefault(s, t) == t
-    demo.prepare(raw, prep, scale.bpe_merges)
-    for split in ("train", "valid", "test"):
-        assert (prep / "sentences" / f"{split}.de").read_text().strip()
-
-
-def test_fairseq_log_lines_fold_into_a_run():
-    run = demo.Run("relu", "ReLUFormer", "relu_former_iwslt_de_en", [])
-    lines = [
-        "2026-11-29 08:00:41 | INFO | fairseq_cli.train | num. shared model params: 1,234,567 "
-        "(num. trained: 1,234,567)",
-        '2026-11-29 08:01:09 | INFO | train_inner | {"epoch": 1, "loss": "12.2", '
-        '"nll_loss": "11.9", "attn_zero_share": "0.49", "wps": "1375", "num_updates": "20"}',
-        '2026-11-29 08:01:31 | INFO | train_inner | {"epoch": 1, "loss": "11.3", '
-        '"nll_loss": "10.8", "wps": "1448.4", "num_updates": "40"}',
-        '2026-11-29 08:01:51 | INFO | valid | {"epoch": 1, "valid_loss": "10.5", '
-        '"valid_nll_loss": "10.1", "valid_num_updates": "40"}',
-        "2026-11-29 08:01:51 | INFO | fairseq_cli.train | done training in 65.2 seconds",
-    ]
-    tags = [demo.parse_log_line(line, run) for line in lines]
-    assert tags == [None, "train_inner", "train_inner", "valid", None]
-    assert run.params == 1234567
-    assert run.losses == [(20, 11.9), (40, 10.8)]
-    assert run.wps == [1375.0, 1448.4] and run.updates == 40
-    assert run.valid_nll == 10.1 and run.train_seconds == 65.2
-
-
-def test_resume_reuses_only_finished_trainings(tmp_path):
-    run = demo.Run("softmax", "Transformer", "relu_former_iwslt_de_en", [])
-    folder = tmp_path / "softmax"
-    folder.mkdir()
-    (folder / "checkpoint_last.pt").write_bytes(b"")
-    log = ('2026-11-29 08:01:09 | INFO | train_inner | {"nll_loss": "9.5", "wps": "900", '
-           '"num_updates": "10"}\n')
-    (folder / "train.log").write_text(log)
-    assert not demo.trained_before(run, tmp_path)  # no "done training": interrupted
-    assert run.losses == []
-    (folder / "train.log").write_text(log + "x | fairseq_cli.train | done training in 3.5 "
-                                      "seconds\n")
-    assert demo.trained_before(run, tmp_path)
-    assert run.losses == [(10, 9.5)] and run.train_seconds == 3.5 and run.updates == 10
+    assert dict(zip(header, summary_rows(runs)[1]))["decode speed"] == "-"
 
 
 def test_bad_flags_are_argparse_errors(capsys):

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from scripts.common.gettext_corpus import split_of
 from scripts.demo import manpage_corpus as mc
-from scripts.demo.gettext_corpus import split_of
 
 from helpers import REPO_ROOT
 from manpage_fixtures import fixture_pages, page_text, write_fixture_man_pages

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.demo.gettext_corpus import (
+from scripts.common.gettext_corpus import (
     MO_MAGIC,
     CatalogError,
     Message,
@@ -20,10 +20,9 @@ from scripts.demo.gettext_corpus import (
     read_mo,
     split_of,
     strip_accelerators,
-    write_mo,
 )
 
-from catalog_fixtures import template_pairs, write_fixture_catalogs
+from catalog_fixtures import template_pairs, write_fixture_catalogs, write_mo
 
 SYSTEM_CATALOG = Path("/usr/share/locale/de/LC_MESSAGES/coreutils.mo")
 

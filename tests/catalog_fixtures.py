@@ -1,4 +1,5 @@
-"""A small German-English gettext fixture: real ``.mo`` files for the corpus and demo tests.
+"""A small German-English gettext fixture: real ``.mo`` files for the corpus, demo and
+ablation tests, and ``write_mo``, the writer of such files.
 
 Messages are built from templates ("Could not open the file" / "Konnte Datei nicht öffnen")
 so that a tiny model has something to learn; a few entries exercise the reader's cleaning
@@ -8,9 +9,36 @@ so that a tiny model has something to learn; a few entries exercise the reader's
 from __future__ import annotations
 
 import itertools
+import os
+import struct
 from pathlib import Path
+from typing import Iterable, Tuple
 
-from scripts.demo.gettext_corpus import write_mo
+from scripts.common.gettext_corpus import MO_MAGIC
+
+
+def write_mo(path: Path, messages: Iterable[Tuple[str, str]], charset: str = "utf-8") -> Path:
+    """Write a minimal little-endian ``.mo`` catalog (the fixtures), with a charset header."""
+    header = f"Content-Type: text/plain; charset={charset}\n".encode(charset)
+    entries = sorted([(b"", header)] + [(m.encode(charset), s.encode(charset))
+                                        for m, s in messages])
+    count = len(entries)
+    originals_at = 28
+    translations_at = originals_at + 8 * count
+    strings_at = translations_at + 8 * count
+    tables, blob = [b"", b""], b""
+    for column in (0, 1):
+        for entry in entries:
+            tables[column] += struct.pack("<2I", len(entry[column]), strings_at + len(blob))
+            blob += entry[column] + b"\x00"
+    head = struct.pack("<7I", MO_MAGIC, 0, count, originals_at, translations_at, 0, 0)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(head + tables[0] + tables[1] + blob)
+    os.replace(tmp, path)
+    return path
+
 
 NOUNS = [("file", "Datei"), ("folder", "Ordner"), ("window", "Fenster"), ("user", "Benutzer"),
          ("password", "Passwort"), ("key", "Schlüssel"), ("message", "Nachricht"),

@@ -8,8 +8,8 @@ machine). This module reads the binary ``.mo`` format with ``struct``, cleans th
 them deterministically: a pair's split depends only on its English text, so the same sentence
 can never sit in train and test, and adding a catalog does not reshuffle the others.
 
-    python -m scripts.demo.gettext_corpus --out corpus/            # de -> en from /usr/share/locale
-    python -m scripts.demo.gettext_corpus --locale-dir fixtures/ --lang fr --out corpus/
+    python -m scripts.common.gettext_corpus --out corpus/     # de -> en from /usr/share/locale
+    python -m scripts.common.gettext_corpus --locale-dir fixtures/ --lang fr --out corpus/
 
 writes ``{train,valid,test}.{de,en}`` plus ``{split}.catalog`` (the catalog each line came
 from, in catalog order, so consecutive lines can be packed into documents).
@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
 import re
 import struct
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterable, List, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 from scripts.common.corpus_splits import (
     add_split_args,
@@ -108,29 +107,6 @@ def read_mo(path: Path) -> List[Message]:
         msgstr = translation.split(b"\x00")[0].decode(charset, errors="replace")
         messages.append(Message(msgid, msgstr, context))
     return messages
-
-
-def write_mo(path: Path, messages: Iterable[Tuple[str, str]], charset: str = "utf-8") -> Path:
-    """Write a minimal little-endian ``.mo`` catalog (for fixtures), with a charset header."""
-    header = f"Content-Type: text/plain; charset={charset}\n".encode(charset)
-    entries = sorted([(b"", header)] + [(m.encode(charset), s.encode(charset))
-                                        for m, s in messages])
-    count = len(entries)
-    originals_at = 28
-    translations_at = originals_at + 8 * count
-    strings_at = translations_at + 8 * count
-    tables, blob = [b"", b""], b""
-    for column in (0, 1):
-        for entry in entries:
-            tables[column] += struct.pack("<2I", len(entry[column]), strings_at + len(blob))
-            blob += entry[column] + b"\x00"
-    head = struct.pack("<7I", MO_MAGIC, 0, count, originals_at, translations_at, 0, 0)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(head + tables[0] + tables[1] + blob)
-    os.replace(tmp, path)
-    return path
 
 
 # An accelerator marks the key of a menu entry: GTK writes "_File" or "Ö_ffnen", Qt "&Open".

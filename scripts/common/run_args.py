@@ -1,0 +1,45 @@
+"""The command-line stanza that the demo and the ablations share.
+
+Report folder, catalogs, the CPU share of the parallel runs, the wall-clock scale of every
+budget, the seed: the same flags, with the same meaning, in both scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from scripts.common.repo_paths import REPO_ROOT
+from scripts.common.translation_data import SRC
+
+
+def add_run_args(parser: argparse.ArgumentParser, out: str, out_files: str, unit: str,
+                 jobs_help: str) -> None:
+    """Add the shared flags; ``out`` is the default report folder (below the repository),
+    ``out_files`` what it holds, ``unit`` what is trained ("model", "variant")."""
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / out,
+                        help=f"report folder ({out_files}; work files in OUT/work; "
+                             f"default: {out})")
+    parser.add_argument("--locale-dir", type=Path, default=Path("/usr/share/locale"),
+                        help="where the gettext catalogs are: <dir>/<lang>/LC_MESSAGES/*.mo "
+                             "(default: %(default)s)")
+    parser.add_argument("--lang", default=SRC,
+                        help="catalog language used as the source side, into English "
+                             "(default: de)")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                        help="CPU threads in all, shared by the --jobs processes (default: "
+                             "all cores)")
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help=jobs_help)
+    parser.add_argument("--budget-scale", type=float, default=1.0,
+                        help=f"multiply every {unit}'s wall-clock training cap (default 1)")
+    parser.add_argument("--seed", type=int, default=1, help="training seed (default 1)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def check_run_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``parser.error`` for the flags of :func:`add_run_args` out of range."""
+    if args.threads < 1 or args.jobs < 1:
+        parser.error("--threads and --jobs must be at least 1")
+    if args.budget_scale <= 0:
+        parser.error(f"--budget-scale must be positive, got {args.budget_scale}")

@@ -1,0 +1,84 @@
+"""A run's work folder: progress lines, data built once, trainings reused with ``--resume``.
+
+``OUT/work`` holds everything a comparison builds (corpora, data bins, one folder per
+model). :func:`open_work_folder` empties it, or, with ``--resume``, keeps it after checking
+that it was made with the same settings; a :class:`WorkFolder` then builds each data set and
+trains each model only if an earlier run did not finish it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List
+
+from scripts.common.atomic_files import write_text_atomic
+from scripts.common.fairseq_train import train
+from scripts.common.parallel_runs import in_parallel
+from scripts.common.run_record import Budget, Run, trained_before
+
+
+@dataclass
+class WorkFolder:
+    """Where a comparison works, whether it reuses what is there, how it says progress."""
+
+    work: Path
+    resume: bool
+    tag: str  # the progress lines' prefix, e.g. "demo"
+    started: float = field(default_factory=time.time)
+
+    def say(self, message: str) -> None:
+        print(f"[{self.tag} {time.time() - self.started:6.0f}s] {message}", flush=True)
+
+    def bin(self, data: str) -> Path:
+        """The fairseq data bin called ``data``."""
+        return self.work / "bin" / data
+
+    def data_step(self, name: str, step: str, what: str, how: str,
+                  build: Callable[[], str]) -> str:
+        """Run ``build`` (it returns the data's description) once: with ``--resume``, the
+        description an earlier run saved as ``WORK/NAME.txt`` stands for the data."""
+        path = self.work / f"{name}.txt"
+        corpus = path.read_text().strip() if self.resume and path.is_file() else None
+        if corpus:
+            self.say(f"{step} reusing the {what} in {self.work}: {corpus}")
+            return corpus
+        self.say(f"{step} {what}: {how}")
+        corpus = build()
+        write_text_atomic(path, corpus + "\n")
+        return corpus
+
+    def train_all(self, runs: List[Run], budget_of: Callable[[Run], Budget],
+                  args: argparse.Namespace, jobs: int, step: str) -> None:
+        """Train every run not already trained (``--resume``), ``jobs`` at a time."""
+        done = [run for run in runs if self.resume and trained_before(run, self.work)]
+        if done:
+            self.say("  reusing the trained " + ", ".join(r.key for r in done) + " (--resume)")
+        todo = [run for run in runs if run not in done]
+        if not todo:
+            return
+        self.say(f"{step} training {len(todo)} models: " + ", ".join(r.label for r in todo))
+        in_parallel(lambda run, pos: train(run, budget_of(run), self.bin(run.data), self.work,
+                                           args, pos), todo, jobs)
+
+
+def open_work_folder(work: Path, settings: Dict[str, str], resume: bool) -> bool:
+    """Keep ``work`` for ``--resume`` if it was made with ``settings``, else empty it.
+
+    Returns whether it is resumed; exits naming the folder and the fix when ``--resume``
+    finds other settings there.
+    """
+    stamp = work / "settings.json"
+    resume = resume and stamp.is_file()
+    if resume and json.loads(stamp.read_text()) != settings:
+        raise SystemExit(f"--resume: {work} was made with {stamp.read_text()}, not "
+                         f"{json.dumps(settings)}; drop --resume to start afresh")
+    if not resume and work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(stamp, json.dumps(settings))
+    return resume

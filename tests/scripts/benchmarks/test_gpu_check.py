@@ -1,0 +1,78 @@
+"""The GPU check's CPU-side parts: flags, refusing to run without CUDA, log parsing, reports."""
+
+import argparse
+import sys
+
+import pytest
+import torch
+
+from scripts.benchmarks import bench_attention_gpu, gpu_check
+
+from helpers import REPO_ROOT, run_command
+
+
+def test_defaults_and_quick():
+    args = gpu_check.parse_args([])
+    assert args.lengths == [1024, 2048, 4096, 8192, 16384] and args.updates == 100
+    assert args.head_dims == [64, 128]
+    quick = gpu_check.parse_args(["--quick", "--skip", "train"])
+    assert quick.lengths == [1024, 2048] and quick.rounds == 3 and quick.skip == ["train"]
+    with pytest.raises(SystemExit):
+        gpu_check.parse_args(["--updates", "0"])
+
+
+def test_fails_fast_and_clearly_without_cuda(tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    proc = run_command([sys.executable, "-m", "scripts.benchmarks.gpu_check", "--out",
+                        str(tmp_path)], cwd=REPO_ROOT, check=False)
+    assert proc.returncode != 0
+    assert "gpu_check: no CUDA device here" in proc.stderr
+    assert not (tmp_path / "gpu_check.md").exists()
+
+
+def test_reads_fairseq_wps_and_pytest_summaries():
+    log = ("2026-01-01 | INFO | train_inner | epoch 001:     10 / 120 loss=9.1, wps=1234.5, "
+           "ups=3\n2026-01-01 | INFO | train | epoch 001 | loss 8.2 | wps 2345.6 | ups 2\n")
+    assert gpu_check.words_per_second(log) == 2345.6
+    assert gpu_check.words_per_second("no numbers") is None
+    assert gpu_check.pytest_summary("...\n==== 12 passed, 1 skipped in 3.2s ====\n") == \
+        "12 passed, 1 skipped in 3.2s"
+
+
+def test_report_from_fake_numbers(tmp_path):
+    training = gpu_check.training_section({"relu_former_iwslt_de_en": 900.0,
+                                           "transformer_iwslt_de_en": 1000.0}, 100)
+    assert "relu_former / transformer words/s: 0.900" in training
+    path = gpu_check.write_report(tmp_path / "r" / "gpu_check.md", "Fake GPU",
+                                  [("Training words/s", training)])
+    text = path.read_text()
+    assert text.startswith("# gpu_check on Fake GPU")
+    assert "| relu_former_iwslt_de_en | 900 |" in text
+    assert not list(tmp_path.glob("r/*.tmp"))
+    missing = gpu_check.training_section({"relu_former_iwslt_de_en": None,
+                                          "transformer_iwslt_de_en": 1000.0}, 100)
+    assert "not measured" in missing
+
+
+def test_bench_ratios_from_fake_numbers():
+    ms, mib = 1e-3, 2**20
+    results = {1024: {"sdpa": (2 * ms, 100 * mib), "sdpa_dropout": (4 * ms, 200 * mib),
+                      "relu_triton": (1 * ms, 50 * mib),
+                      "relu_triton_stats_dropout": (5 * ms, 100 * mib)}}
+    rows = {row[0]: row for row in bench_attention_gpu.ratio_rows(results)}
+    assert rows["relu_triton / sdpa"][2:] == [0.5, 0.5, "< 1", "yes"]
+    # a dropout case is compared with SDPA with dropout
+    assert rows["relu_triton_stats_dropout / sdpa_dropout"][2:] == [1.25, 0.5, "<= 1", "NO"]
+    args = argparse.Namespace(dtype="bfloat16", batch=4, heads=8, head_dim=64, dropout=0.1,
+                              rounds=5)
+    text = bench_attention_gpu.report(args, results, "Fake GPU")
+    assert "on Fake GPU" in text and "| relu_triton / sdpa | 1024 | 0.5 |" in text
+
+
+def test_bench_leaves_the_tiled_kernel_out_at_long_lengths():
+    args = bench_attention_gpu.parse_args(["--tiled-max-length", "2048", "--cases",
+                                           "relu_triton", "relu_tiled"])
+    assert bench_attention_gpu.cases_at(args, 1024) == ["sdpa", "sdpa_dropout", "relu_triton",
+                                                        "relu_tiled"]
+    assert "relu_tiled" not in bench_attention_gpu.cases_at(args, 4096)

@@ -1,0 +1,50 @@
+"""Runs side by side: every run once, a continuation after its parent, the first error."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+
+import pytest
+
+from scripts.common.parallel_runs import in_parallel, threads_per_job
+from scripts.common.run_record import Run
+
+
+def test_a_continuation_starts_only_after_its_parent_finished():
+    parent = Run("parent", "p", "arch", [])
+    runs = [parent, Run("child", "c", "arch", [], parent=parent), Run("other", "o", "arch", [])]
+    events, lock = [], threading.Lock()
+
+    def step(run: Run, position: int) -> None:
+        with lock:
+            events.append(("start", run.key, position))
+        time.sleep(0.2 if run.key == "parent" else 0.01)
+        with lock:
+            events.append(("end", run.key, position))
+
+    in_parallel(step, runs, jobs=2)
+    assert sorted(key for kind, key, _ in events if kind == "end") == ["child", "other", "parent"]
+    assert events.index(("end", "parent", 0)) < events.index(("start", "child", 1))
+    # positions are the progress bars' lines: one per job
+    assert {position for _, _, position in events} == {0, 1}
+
+
+def test_the_first_error_is_raised_after_the_others_ran():
+    ran = []
+
+    def step(run: Run, position: int) -> None:
+        ran.append(run.key)
+        if run.key == "bad":
+            raise RuntimeError("fairseq-train failed for bad")
+
+    runs = [Run("bad", "b", "arch", []), Run("good", "g", "arch", [])]
+    with pytest.raises(RuntimeError, match="failed for bad"):
+        in_parallel(step, runs, jobs=1)
+    assert sorted(ran) == ["bad", "good"]
+
+
+def test_each_job_gets_its_share_of_the_threads_and_at_least_one():
+    assert threads_per_job(argparse.Namespace(threads=5, jobs=2)) == 2
+    assert threads_per_job(argparse.Namespace(threads=1, jobs=3)) == 1
