@@ -38,9 +38,8 @@ def translation_command(data_bin: Path, checkpoint: Path, bpe_codes: Path, user_
     """A shell line translating ``sentence`` (German) with one demo translation model."""
     interactive = [fairseq_command("fairseq-interactive"), str(data_bin), "--user-dir",
                    user_dir, "--path", str(checkpoint), "--source-lang", "de",
-                   "--target-lang", "en", "--tokenizer", "moses", "--moses-source-lang", "de",
-                   "--moses-target-lang", "en", "--moses-no-dash-splits", "--bpe",
-                   "subword_nmt", "--bpe-codes", str(bpe_codes), "--beam", str(beam),
+                   "--target-lang", "en", "--tokenizer", "moses", "--moses-no-dash-splits",
+                   "--bpe", "subword_nmt", "--bpe-codes", str(bpe_codes), "--beam", str(beam),
                    "--cpu", *extra]
     return " | ".join([f"echo {shlex.quote(sentence)}",
                        f"{shlex.quote(sys.executable)} -c {shlex.quote(LOWERCASE)}",

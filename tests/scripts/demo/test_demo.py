@@ -7,6 +7,7 @@ import argparse
 import dataclasses
 import math
 import re
+import shlex
 import sys
 
 import pytest
@@ -19,6 +20,7 @@ from scripts.demo.reference_summaries import median_length, reference_outputs
 from scripts.demo.report import SUMMARY_HEADERS, TABLE_HEADERS, summary_rows
 from scripts.demo.summarization import reference_labels
 from scripts.demo.summary_data import build_summary_data
+from scripts.demo.try_it import EXAMPLE_SENTENCE
 from scripts.recipes.lib.prepare_text import read_lines, sentencepiece_decode
 from scripts.recipes.lib.score import rouge_scores
 
@@ -94,11 +96,19 @@ def test_tiny_translation_demo_on_fixture_catalog_prints_table_and_writes_report
     commands = try_it_commands(report)
     assert list(commands) == list(rows)
     assert "lower-cased" in report
-    lines = run_shell(commands["Transformer (softmax)"]).stdout.splitlines()
-    source = [line for line in lines if line.startswith("S-0\t")]
-    seen = source[0].split("\t", 1)[1] if source else ""
-    assert seen and seen == seen.lower() and "geöffnet" in seen.replace("@@ ", "")
+    command = commands["Transformer (softmax)"]
+    assert command.startswith(f"echo {shlex.quote(EXAMPLE_SENTENCE)} | ")
+    # a capitalised training sentence: every piece of it is in the dictionary once lower-cased
+    sentence = next(line for line in read_lines(out / "work" / "raw" / "train.de")
+                    if len(line.split()) > 1 and line != line.lower())
+    command = command.replace(shlex.quote(EXAMPLE_SENTENCE), shlex.quote(sentence), 1)
+    lines = run_shell(command).stdout.splitlines()
+    seen = [line.split("\t", 1)[1] for line in lines if line.startswith("S-0\t")]
+    assert seen and "<unk>" not in seen[0] and seen[0] == seen[0].lower(), lines
     assert any(line.startswith("H-0\t") for line in lines)
+    # typed as is, without the command's lower-casing step, its capitals are unknown
+    as_typed = f"echo {shlex.quote(sentence)} | " + command.split(" | ", 2)[2]
+    assert "<unk>" in run_shell(as_typed).stdout
     sparse = commands["softmax Transformer +10 updates sparse-softmax (top-5 decoding)"]
     assert "--task translation_sparse_decoding" in sparse
 
