@@ -100,7 +100,8 @@ class SummaryReferences:
             f"{vanilla['label']}: valid nll {nll:.2f} bits, {gap:.2f} bits below it "
             + ("(it has learnt from the pages, not only word frequencies)."
                if gap >= LEARNED_MARGIN_BITS else
-               f"(less than {LEARNED_MARGIN_BITS:g} bits: little beyond word frequencies)."))
+               f"(less than the {LEARNED_MARGIN_BITS:g} bits this demo asks of a model that "
+               "has learnt from the pages)."))
         beating = [m for m in models if _number(m.get("ROUGE-1")) > trivial]
         if not beating:
             lines.append(

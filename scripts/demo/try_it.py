@@ -29,7 +29,7 @@ EXAMPLE_PAGE = ("SYNOPSIS: rot13 [FILE]... DESCRIPTION: rot13 reads each FILE, o
                 "standard input, and writes its text with every letter rotated by 13 places.")
 # lower-case (and, for pages, collapse whitespace) the way the demo's corpora were prepared
 LOWERCASE = "import sys; [print(line.lower().strip()) for line in sys.stdin]"
-LOWERCASE_COLLAPSE = "import sys; [print(' '.join(line.lower().split())) for line in sys.stdin]"
+LOWERCASE_COLLAPSE = 'import sys; [print(" ".join(line.lower().split())) for line in sys.stdin]'
 
 
 def translation_command(data_bin: Path, checkpoint: Path, bpe_codes: Path, user_dir: str,

@@ -83,7 +83,7 @@ def test_findings_say_when_the_comparison_is_not_meaningful():
     lines = _references(trivial_rouge1=25.0).findings(
         [_model("vanilla", 7.0, 12.9), _model("pyramidion", 7.1, 4.6, 1.6)])
     text = "\n".join(lines)
-    assert "0.50 bits below" in text and "little beyond word frequencies" in text
+    assert "0.50 bits below" in text and "less than the 2 bits" in text
     assert "not meaningful at this budget" in text and "25.00" in text
     assert "within" not in text  # no ROUGE comparison printed as one
 
