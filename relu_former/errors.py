@@ -1,8 +1,9 @@
 """One style for the plugin's user errors: fairseq's own, ``fairseq-train: error: ...``.
 
 A bad flag value found while fairseq builds a model, criterion or task is raised as
-``OptionError``; a checkpoint file that cannot be read as one is a ``CorruptCheckpointError``.
-Both are ``CommandLineError``s (``ValueError``s, so Python callers can catch them as before).
+``OptionError``; a checkpoint file that cannot be read as one is a ``CorruptCheckpointError``,
+one the safe loader refuses an ``UnsafeCheckpointError``. All are ``CommandLineError``s
+(``ValueError``s, so Python callers can catch them as before).
 When fairseq's command line is the caller and nothing catches one, ``install_cli_error_hook``
 prints the one line argparse would print and exits without a traceback: status 2 for a bad
 flag, as argparse does, status 1 for a bad file.
@@ -38,6 +39,28 @@ class CorruptCheckpointError(CommandLineError):
     def __init__(self, path: str, problem: str) -> None:
         self.path = path
         super().__init__(f"checkpoint {path} is corrupt: {problem}")
+
+
+class DataFileError(CommandLineError):
+    """A binarized data file that is missing its other half, cut short or empty; the
+    message names the file and the fix."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        super().__init__(f"data file {path} {problem}")
+
+
+class UnsafeCheckpointError(CommandLineError):
+    """A checkpoint holding something the safe (``weights_only``) loader refuses: code, or a
+    class no fairseq checkpoint needs. The message names the file and what it holds, and never
+    suggests loading it unsafely."""
+
+    def __init__(self, path: str, what: str) -> None:
+        self.path = path
+        super().__init__(
+            f"checkpoint {path} is refused: it holds {what}, which no fairseq checkpoint needs "
+            "and which could run code when loaded. Do not load it unsafely (weights_only=False)"
+            "; use a checkpoint from a source you trust, trained with fairseq or this plugin")
 
 
 def _find_command_line_error(error: BaseException | None) -> CommandLineError | None:

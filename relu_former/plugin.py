@@ -5,7 +5,11 @@ fairseq checkpoints need for ``weights_only`` loading, keeps checkpoint files wh
 (``checkpoint_files``: atomic copies, resume past a damaged ``checkpoint_last.pt``, corrupt
 files named), stops fairseq-fixed from dropping the last batch of a data set
 (``fairseq_compat``) and lets ``fairseq-interactive`` skip or truncate an over-long line instead
-of ending the session (``interactive_input``). ``relu_former/__init__.py`` imports this module
+of ending the session (``interactive_input``), and checks each parsed command line as a whole
+(``parse_checks``: non-finite floats, half precision on CPU, ignored combinations), and names
+an incomplete binarized data file with its fix (``data_files``), and refuses a checkpoint
+trained with another dictionary than the data's (``dictionary_check``).
+``relu_former/__init__.py`` imports this module
 only when fairseq is already imported, so ``import relu_former.relu_attention.kernels.reference``
 stays a torch-only import. Python code that builds fairseq objects itself can ``import
 relu_former.plugin`` explicitly; importing it twice is harmless.
@@ -18,8 +22,11 @@ import sys
 from relu_former.errors import install_cli_error_hook
 from relu_former.fairseq_fixes.checkpoint_files import guard_checkpoint_files
 from relu_former.fairseq_fixes.checkpoint_safety import allow_fairseq_checkpoint_globals
+from relu_former.fairseq_fixes.data_files import check_data_files
+from relu_former.fairseq_fixes.dictionary_check import check_checkpoint_dictionaries
 from relu_former.fairseq_fixes.interactive_input import bound_interactive_input
 from relu_former.fairseq_fixes.last_batch import keep_last_batch
+from relu_former.fairseq_fixes.parse_checks import check_parsed_command_lines
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 PACKAGE = __name__.rsplit(".", 1)[0]
@@ -85,6 +92,9 @@ guard_checkpoint_files()
 install_cli_error_hook()
 keep_last_batch()
 bound_interactive_input()
+check_parsed_command_lines()
+check_data_files()
+check_checkpoint_dictionaries()
 _mark_as_user_dir()
 _import_criterions()
 

@@ -4,7 +4,7 @@ fairseq 0.12 writes the first checkpoint of a save (``checkpoint_1_300.pt``, say
 temporary name and a rename, but then *copies* it to the other names (``checkpoint_last.pt``,
 ``checkpoint_best.pt``) in place. A job killed during that copy (a pre-empted cluster job, a
 Ctrl-C) leaves a truncated ``checkpoint_last.pt``, and the same command, run again to resume,
-crashes in ``torch.load`` with a zip error. Three fixes, installed by :func:`guard_checkpoint_files`
+crashes in ``torch.load`` with a zip error. The fixes, installed by :func:`guard_checkpoint_files`
 when fairseq loads the plugin:
 
 - the copies are written atomically too (a temporary name in the same folder, then
@@ -12,14 +12,23 @@ when fairseq loads the plugin:
 - resuming from a damaged ``checkpoint_last.pt`` (one written before the plugin was loaded, or
   cut short by a full disk) loads the newest intact ``checkpoint*.pt`` of the save directory
   instead, with a warning naming both files;
-- an empty, truncated or non-checkpoint file given to ``--path`` or ``--restore-file`` is
-  reported as corrupt, naming the file, instead of torch's advice to load it unsafely with
-  ``weights_only=False`` (advice that cannot help with a damaged file).
+- resuming into a save directory whose ``checkpoint_last.pt`` is missing (a first save that
+  hit a full disk, a user freeing space) but that holds other intact checkpoints loads the
+  newest of them, with a warning, instead of training from update 0 and overwriting
+  ``checkpoint_best.pt`` at the first validation;
+- every local checkpoint is verified (zip CRCs included) *before* it is loaded, so a damaged
+  file given to ``--path`` or ``--restore-file`` is reported as corrupt, naming the file, and
+  never loads silently with damaged weights;
+- a checkpoint the safe ``weights_only`` loader refuses is reported by the plugin's own
+  message (``UnsafeCheckpointError``), never torch's advice to load it with
+  ``weights_only=False``;
+- a save that fails (a full disk) leaves no ``checkpoint_*.pt.tmp`` behind, and one left by a
+  killed run is removed when the next run resumes.
 
-fairseq offers no hook for any of this, so the plugin replaces three attributes of
+fairseq offers no hook for any of this, so the plugin replaces four attributes of
 ``fairseq.checkpoint_utils``: ``PathManager`` (there only; its ``copy`` becomes atomic for local
-files), ``load_checkpoint_to_cpu`` and ``load_checkpoint`` (both wrapped, with the same
-signature). Each replacement is marked, so installing twice is harmless.
+files), ``load_checkpoint_to_cpu``, ``load_checkpoint`` and ``torch_persistent_save`` (all
+wrapped, with the same signature). Each replacement is marked, so installing twice is harmless.
 """
 
 from __future__ import annotations
@@ -30,12 +39,14 @@ import functools
 import glob
 import logging
 import os
+import pickle
+import re
 import shutil
 import tempfile
 import zipfile
 from typing import Callable
 
-from relu_former.errors import CorruptCheckpointError
+from relu_former.errors import CorruptCheckpointError, UnsafeCheckpointError
 
 logger = logging.getLogger(__name__)
 
@@ -124,9 +135,11 @@ def _with_restore_file(cfg, path: str):
 
 
 def _remove_interrupted_copies(save_dir: str) -> None:
-    """Delete the temporary files of copies killed midway (nothing else names them)."""
-    for path in glob.glob(os.path.join(save_dir, ".checkpoint*.pt.*.tmp")):
-        logger.info(f"removing {path}, left by a copy that was interrupted")
+    """Delete the temporary files of copies and saves killed midway (nothing else names
+    them): ours (``.checkpoint*.pt.*.tmp``) and fairseq's (``checkpoint*.pt.tmp``)."""
+    for path in (glob.glob(os.path.join(save_dir, ".checkpoint*.pt.*.tmp"))
+                 + glob.glob(os.path.join(save_dir, "checkpoint*.pt.tmp"))):
+        logger.info(f"removing {path}, left by a copy or save that was interrupted")
         try:
             os.unlink(path)
         except FileNotFoundError:  # another rank of the same job removed it first
@@ -153,23 +166,60 @@ def _install_atomic_copy(checkpoint_utils) -> None:
     checkpoint_utils.PathManager = AtomicCopyPathManager
 
 
+def refused_global(error: BaseException) -> str | None:
+    """What the ``weights_only`` unpickler refused, from its error, or None when ``error`` is
+    not such a refusal."""
+    text = str(error)
+    if not isinstance(error, pickle.UnpicklingError) or "weights_only" not in text.lower() \
+            and "Weights only load failed" not in text:
+        return None
+    match = re.search(r"(?:unsupported|Unsupported) (?:GLOBAL|global:?)\s+(?:GLOBAL\s+)?"
+                      r"([\w.]+)", text)
+    return f"the global {match.group(1)}" if match else "an object the safe loader does not allow"
+
+
 def _naming_corrupt_files(original: Callable) -> Callable:
-    """``load_checkpoint_to_cpu`` that reports a damaged file as a ``CorruptCheckpointError``."""
+    """``load_checkpoint_to_cpu`` that verifies a local file before loading it (a damaged one
+    raises ``CorruptCheckpointError``) and reports a refused unpickling as
+    ``UnsafeCheckpointError``."""
 
     @functools.wraps(original)
     def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
+        local = _is_local(path) and os.path.isfile(path)
+        # Checked before the load: torch reads a zip member without testing its CRC, so a
+        # flipped bit in the weights would otherwise load silently. One extra read of the file.
+        problem = checkpoint_problem(path) if local else None
+        if problem is not None:
+            raise CorruptCheckpointError(str(path), problem)
         try:
             return original(path, arg_overrides=arg_overrides,
                             load_on_all_ranks=load_on_all_ranks)
-        except Exception as error:
-            # Checked only after a failure: a whole checkpoint is not read twice.
-            problem = (checkpoint_problem(path)
-                       if _is_local(path) and os.path.isfile(path) else None)
-            if problem is None:
+        except pickle.UnpicklingError as error:
+            what = refused_global(error)
+            if what is None:
                 raise
-            raise CorruptCheckpointError(str(path), problem) from error
+            # `from None`: torch's message advises weights_only=False, the one thing not to do
+            raise UnsafeCheckpointError(str(path), what) from None
 
     return load_checkpoint_to_cpu
+
+
+def _removing_failed_save(original: Callable) -> Callable:
+    """``torch_persistent_save`` that deletes its ``FILE.tmp`` when the save fails (a full
+    disk): fairseq writes there and renames, but leaves the half-written file on an error."""
+
+    @functools.wraps(original)
+    def torch_persistent_save(obj, filename, async_write: bool = False):
+        try:
+            return original(obj, filename, async_write=async_write)
+        except BaseException:
+            tmp = f"{filename}.tmp"
+            if _is_local(tmp) and os.path.exists(tmp):
+                os.unlink(tmp)
+                logger.warning(f"saving {filename} failed: removed the partial {tmp}")
+            raise
+
+    return torch_persistent_save
 
 
 def _skipping_damaged_last(original: Callable) -> Callable:
@@ -185,7 +235,21 @@ def _skipping_damaged_last(original: Callable) -> Callable:
                 or not _is_local(last)):
             return original(cfg, trainer, **passthrough_args)
         _remove_interrupted_copies(cfg.save_dir)
-        problem = checkpoint_problem(last) if os.path.isfile(last) else None
+        if not os.path.isfile(last):
+            # fine-tuning starts from its model when there is no last checkpoint: as fairseq
+            fallback = (newest_intact_checkpoint(cfg.save_dir, exclude=last)
+                        if cfg.finetune_from_model is None and os.path.isdir(cfg.save_dir)
+                        else None)
+            if fallback is None:
+                return original(cfg, trainer, **passthrough_args)
+            # training from update 0 here would replace checkpoint_best.pt at its first
+            # validation with a worse model
+            logger.warning(f"{last} is missing but {cfg.save_dir} holds other checkpoints: "
+                           f"resuming from {fallback}, the newest intact one (to train from "
+                           "the start, use an empty --save-dir)")
+            return original(_with_restore_file(cfg, os.path.abspath(fallback)), trainer,
+                            **passthrough_args)
+        problem = checkpoint_problem(last)
         if problem is None:
             return original(cfg, trainer, **passthrough_args)
         fallback = newest_intact_checkpoint(cfg.save_dir, exclude=last)
@@ -212,9 +276,10 @@ def _wrap_once(module, name: str, wrapper: Callable[[Callable], Callable]) -> No
 
 
 def guard_checkpoint_files() -> None:
-    """Install the three fixes on ``fairseq.checkpoint_utils`` (idempotent)."""
+    """Install the fixes on ``fairseq.checkpoint_utils`` (idempotent)."""
     from fairseq import checkpoint_utils
 
     _install_atomic_copy(checkpoint_utils)
     _wrap_once(checkpoint_utils, "load_checkpoint_to_cpu", _naming_corrupt_files)
     _wrap_once(checkpoint_utils, "load_checkpoint", _skipping_damaged_last)
+    _wrap_once(checkpoint_utils, "torch_persistent_save", _removing_failed_save)

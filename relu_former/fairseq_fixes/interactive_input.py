@@ -12,6 +12,10 @@ piped after it is lost. With the plugin loaded, such a line is instead
 with a warning naming the line (numbered like the ``S-`` lines, from 0), its length and the
 limit, and the session goes on with the next line.
 
+A UTF-8 byte-order mark at the start of a line (Windows editors write one at the start of
+a file, and fairseq reads its input as plain UTF-8) is removed first: left in place it glues
+onto the first word, which then is not in the dictionary and translates as ``<unk>``.
+
 fairseq offers no hook here, so the plugin wraps ``fairseq_cli.interactive.make_batches`` (the
 module attribute that the loop looks up for every buffer) when that module is already loaded,
 i.e. when the command being run is ``fairseq-interactive``. The wrapper changes nothing for
@@ -42,14 +46,24 @@ def truncate_source(tokens: torch.Tensor, limit: int, eos: int) -> torch.Tensor:
     return torch.cat([tokens[: limit - 1], tokens.new_tensor([eos])])
 
 
+BYTE_ORDER_MARK = "\ufeff"
+
+
+def strip_byte_order_mark(line: str) -> str:
+    """``line`` without the byte-order marks it starts with (U+FEFF, as decoded UTF-8)."""
+    return line.lstrip(BYTE_ORDER_MARK)
+
+
 def bound_make_batches(make_batches: Callable) -> Callable:
-    """``make_batches`` of fairseq-interactive, skipping or truncating over-long lines."""
+    """``make_batches`` of fairseq-interactive, skipping or truncating over-long lines (and
+    removing byte-order marks)."""
     if getattr(make_batches, "bounds_long_lines", False):
         return make_batches
     lines_seen = [0]  # lines of earlier buffers: the S- number of this buffer's first line
 
     @functools.wraps(make_batches)
     def bounded(lines, cfg, task, max_positions, encode_fn) -> Iterator:
+        lines = [strip_byte_order_mark(line) for line in lines]
         first_id = lines_seen[0]
         lines_seen[0] += len(lines)
         limit = source_limit(max_positions)

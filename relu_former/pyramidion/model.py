@@ -31,10 +31,11 @@ from typing import Dict, List
 import torch
 from fairseq import utils
 from fairseq.models import register_model, register_model_architecture
-from fairseq.models.transformer import TransformerConfig
+from fairseq.models.transformer import DEFAULT_MAX_SOURCE_POSITIONS, TransformerConfig
 from torch import Tensor, nn
 
 from relu_former.errors import OptionError
+from relu_former.flag_types import float_above
 from relu_former.pyramidion.blockwise import apply_blockwise
 from relu_former.pyramidion.pooling import SCORERS, TokenPooler
 from relu_former.relu_attention.model import (
@@ -300,6 +301,16 @@ class SourceLengthCheck:
         self.checked = weakref.ref(dataset)
 
 
+def real_source_positions(args) -> int:
+    """The longest source the encoder can get: ``--max-source-positions``, or fairseq's
+    default (1024) that ``TransformerModel.build_model`` fills in when it is not typed.
+
+    Training shares the flag with the translation task, so its data limit is the same number;
+    at generation the model's own (saved) limit counts, whatever the task's.
+    """
+    return getattr(args, "max_source_positions", None) or DEFAULT_MAX_SOURCE_POSITIONS
+
+
 @register_model("pyramidion")
 class PyramidionModel(ReLUFormerModel):
     """Encoder-decoder transformer whose encoder pools (Transpooler/Pyramidion).
@@ -323,12 +334,14 @@ class PyramidionModel(ReLUFormerModel):
             help=f"token scorer for pooling: {', '.join(SCORERS)} (default linear)",
         )
         parser.add_argument(
-            "--pooling-base", type=float, metavar="B",
+            "--pooling-base", type=float_above("--pooling-base", 1, " (published: 20)"),
+            metavar="B",
             help="successive halving weighs a pair by softmax(B ** score); larger is harder "
                  "(default 20, as published)",
         )
         parser.add_argument(
-            "--pooling-temperature", type=float, metavar="T",
+            "--pooling-temperature", type=float_above("--pooling-temperature", 0),
+            metavar="T",
             help="weigh a pair by softmax(score / T) instead of by --pooling-base",
         )
         parser.add_argument(
@@ -351,9 +364,9 @@ class PyramidionModel(ReLUFormerModel):
         pyramidion_base(args)
         # fail before any data is loaded
         schedule = parse_pooling_schedule(args.pooling_schedule, args.encoder_layers)
-        max_source = getattr(args, "max_source_positions", None)
-        if max_source is not None:
-            check_schedule_pools(schedule, args.pooling_schedule, max_source)
+        # typed or not: an untyped --max-source-positions is fairseq's default, which
+        # TransformerModel.build_model fills in below, and inputs are never longer than that
+        check_schedule_pools(schedule, args.pooling_schedule, real_source_positions(args))
         model = super().build_model(args, task)
         model.source_length_check = SourceLengthCheck(args, task)
         return model

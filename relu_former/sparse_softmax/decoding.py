@@ -105,7 +105,15 @@ def use_sparse_decoding(generator, k: int):
     if isinstance(searcher, TopKRenormalizedSearch):
         searcher = searcher.inner
     beam = getattr(generator, "beam_size", 1)
-    if k < beam:
+    if k == 1 and beam > 1 and not isinstance(searcher, search.Sampling):
+        # Top-1 leaves one finite continuation per step, so beam search has a single finite
+        # hypothesis: the greedy one. The other beam slots would hold -inf hypotheses that can
+        # never finish (fairseq only finalises finite ones) and the search would run past
+        # --max-len. Beam 1 finds the same hypothesis, with the same scores.
+        logger.warning("--sparse-softmax-k 1 keeps one token per step: decoding with beam 1 "
+                       "(the only hypothesis with a finite score) instead of --beam %d", beam)
+        generator.beam_size = 1
+    elif k < beam:
         logger.warning(
             "--sparse-softmax-k %d is smaller than --beam %d: at the first step only %d "
             "hypotheses have a finite score (the paper uses k = beam)", k, beam, k,

@@ -14,6 +14,7 @@ from fairseq import checkpoint_utils
 from omegaconf import OmegaConf
 
 import relu_former.plugin  # noqa: F401  (installs the allowlist)
+from relu_former.errors import UnsafeCheckpointError
 from relu_former.fairseq_fixes.checkpoint_safety import (
     allow_fairseq_checkpoint_globals,
     fairseq_checkpoint_globals,
@@ -62,7 +63,7 @@ def test_legacy_and_omegaconf_checkpoint_state_loads(tmp_path):
 def test_pickled_callable_is_refused_by_fairseq_loader(tmp_path):
     path = _save({"args": None, "cfg": None, "model": {}, "hook": _RunsCodeOnLoad()},
                  tmp_path / "evil.pt")
-    with pytest.raises(Exception, match="Weights only load failed|Unsupported global"):
+    with pytest.raises(UnsafeCheckpointError, match=r"is refused: it holds the global \S*getcwd"):
         checkpoint_utils.load_checkpoint_to_cpu(path)
 
 
@@ -121,6 +122,10 @@ def test_generate_refuses_checkpoint_with_pickled_callable(fairseq_run):
     # Written by the test module's own pickler; __main__-free path so the loader sees a global.
     torch.save(state, ckpt)
     proc = fairseq_run.generate(check=False)
-    assert proc.returncode != 0
-    assert "Weights only load failed" in proc.stderr
-    assert "getcwd" in proc.stderr
+    assert proc.returncode == 1
+    last_line = proc.stderr.strip().splitlines()[-1]
+    assert last_line.startswith(f"fairseq-generate: error: checkpoint {ckpt} is refused: it "
+                                "holds the global "), last_line
+    assert "getcwd" in last_line
+    # torch's advice to load it with weights_only=False is never shown
+    assert "will likely succeed" not in proc.stderr and "Traceback" not in proc.stderr

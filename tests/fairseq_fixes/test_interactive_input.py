@@ -8,7 +8,11 @@ import re
 import pytest
 import torch
 
-from relu_former.fairseq_fixes.interactive_input import source_limit, truncate_source
+from relu_former.fairseq_fixes.interactive_input import (
+    source_limit,
+    strip_byte_order_mark,
+    truncate_source,
+)
 
 from helpers import USER_DIR, fairseq_command, run_command
 
@@ -32,11 +36,28 @@ def short_model(toy_data_bin, tmp_path_factory):
     return run.work / "checkpoints" / "checkpoint_last.pt"
 
 
-def _interactive(model, data_bin, *extra):
+def _interactive(model, data_bin, *extra, lines=LINES):
     return run_command([fairseq_command("fairseq-interactive"), data_bin, "--user-dir",
                         USER_DIR, "--path", model, "--source-lang", "de", "--target-lang", "en",
                         "--cpu", "--beam", "2", "--buffer-size", "2", "--max-tokens", "1000",
-                        *extra], input="\n".join(LINES) + "\n", check=False)
+                        *extra], input="\n".join(lines) + "\n", check=False)
+
+
+def test_byte_order_mark_is_stripped():
+    assert strip_byte_order_mark("\ufeffw1 w2\n") == "w1 w2\n"
+    assert strip_byte_order_mark("w1 \ufeffw2") == "w1 \ufeffw2"  # only at the start
+
+
+@pytest.mark.slow
+def test_byte_order_mark_does_not_make_the_first_word_unknown(short_model, toy_data_bin):
+    """A file saved with a UTF-8 BOM: its first word is read as the word, not as <unk>, and
+    the line translates as the same line without the mark."""
+    proc = _interactive(short_model, toy_data_bin, lines=["\ufeffw1 w2 w3", "w1 w2 w3"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sources = dict(re.findall(r"^S-(\d+)\t(.*)$", proc.stdout, re.M))
+    assert sources == {"0": "w1 w2 w3", "1": "w1 w2 w3"}, sources
+    hypotheses = _hypotheses(proc.stdout)
+    assert hypotheses[0] == hypotheses[1]
 
 
 def _hypotheses(stdout: str) -> dict:

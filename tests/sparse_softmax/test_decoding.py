@@ -88,6 +88,17 @@ def test_top_one_sampling_is_greedy():
     assert seen_top1 == {"a c0"}
 
 
+@pytest.mark.parametrize("beam", [2, 3, 5])
+def test_top_one_beam_search_is_greedy_for_any_beam(beam):
+    """k = 1 is in the documented range [0, V]: with any beam it decodes the greedy
+    hypothesis (the only one with a finite score), with the greedy scores."""
+    tokens, scores = decode(1, beam=beam)
+    greedy, greedy_scores = decode(1, beam=1)
+    assert tokens == greedy == "a c0"
+    torch.testing.assert_close(scores, greedy_scores, rtol=0, atol=0)
+    torch.testing.assert_close(scores, torch.zeros(3), rtol=0, atol=1e-6)  # log 1 each step
+
+
 def test_wrapper_forwards_the_search_interface():
     d = toy_dictionary()
     inner = search.LengthConstrainedBeamSearch(d, 1, 0, 1, 0)

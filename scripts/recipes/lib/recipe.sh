@@ -2,9 +2,17 @@
 # The one library every recipe script sources (scripts/<dataset>/{prepare,train,evaluate}.sh).
 #
 # - Steps are atomic and idempotent: `recipe_step NAME DIR FUNCTION ARGS...` runs FUNCTION
-#   with $STEP_OUT set to DIR.tmp.<pid>, writes DIR.tmp.<pid>/.done, then renames it to DIR.
-#   A DIR with .done is a finished step and is skipped; a left-over DIR.tmp.* (interrupted
-#   run) is never read and is removed by the next run.
+#   with $STEP_OUT set to a fresh DIR.tmp.XXXXXXXX (unique to the run), writes .done in it,
+#   then renames it to DIR. A DIR with .done is a finished step and is skipped; a left-over
+#   DIR.tmp.* (interrupted run) is never read and is removed by the next run.
+# - One run at a time per data set: the fetch step takes an exclusive lock
+#   ($DATA_ROOT/.<data set>.lock, flock) held until the script exits; a second prepare.sh on
+#   the same data set stops at once with exit code 4 and says which run holds it.
+# - A prepared data set is never removed by a script: when the input variable names another
+#   input than the one the data set was prepared from, the new input is checked completely
+#   first, and the script refuses (exit 2), saying which folder to move away, unless only the
+#   fetch step was done; archive members that are links, devices or absolute or upward (..)
+#   paths are refused before anything is unpacked.
 # - Inputs come from a variable naming a local archive or folder (`recipe_fetch`): without it
 #   the recipe says what to fetch, from where, and which variable to set, then exits 2; with
 #   <VAR>_SHA256 set (file) or <VAR>_SHA256SUMS (folder, sha256sum -c format) the input is
@@ -76,6 +84,24 @@ corpus_formats() { recipe_python -m scripts.recipes.lib.corpus_formats "$@"; }
 
 recipe_is_done() { [[ -f $1/.done ]]; }
 
+# recipe_lock WORK: take the exclusive lock of the data set folder WORK for the rest of the
+# script (inherited by its children, released when the last of them exits), or stop (exit 4)
+# when another run holds it. Taking it again in the same script is a no-op.
+RECIPE_LOCK_FD=
+recipe_lock() {
+    [[ -z $RECIPE_LOCK_FD ]] || return 0
+    local work=$1 lockfile
+    lockfile="$(dirname "$work")/.$(basename "$work").lock"
+    mkdir -p "$(dirname "$work")"
+    command -v flock >/dev/null || recipe_die "flock not found: install util-linux (it \
+keeps two runs from preparing one data set at once)"
+    exec {RECIPE_LOCK_FD}>>"$lockfile"
+    if ! flock -n "$RECIPE_LOCK_FD"; then
+        recipe_die "another run is preparing $work (it holds $lockfile): wait for it to \
+finish, then run again; nothing was changed" 4
+    fi
+}
+
 # recipe_step NAME DIR FUNCTION [ARGS...]: run FUNCTION once, atomically, output in $STEP_OUT.
 recipe_step() {
     local name=$1 dir=$2
@@ -85,15 +111,18 @@ recipe_step() {
         return 0
     fi
     mkdir -p "$(dirname "$dir")"
+    recipe_lock "$(dirname "$dir")"
+    # under the data set's lock no other run writes here: what is left is an interrupted run's
     rm -rf -- "$dir" "$dir".tmp.*
-    local tmp="$dir.tmp.$$"
+    local tmp
+    tmp=$(mktemp -d "$dir.tmp.XXXXXXXX")
     RECIPE_TMP+=("$tmp")
-    mkdir -p "$tmp"
     recipe_log "step $name: running"
     local start=$SECONDS
     STEP_OUT=$tmp "$@"
     touch "$tmp/.done"
-    mv "$tmp" "$dir"
+    # -T: never move the folder into an existing one (a half-made DIR is an error, not a parent)
+    mv -T "$tmp" "$dir" || recipe_die "cannot rename $tmp to $dir: remove $dir and run again"
     recipe_log "step $name: done in $((SECONDS - start)) s -> $dir"
 }
 
@@ -126,6 +155,7 @@ recipe_sha256_check() {  # recipe_sha256_check PATH VAR: verify a file or folder
 recipe_unpack() {
     local archive=$1 dest=$2 log status=0
     shift 2
+    recipe_check_members "$archive"
     log=$(mktemp)
     case $archive in
         *.tgz|*.tar.gz|*.tar|*.tar.bz2|*.tar.xz)
@@ -149,6 +179,30 @@ recipe_unpack() {
         recipe_die "cannot unpack $archive ($message): is it complete? Fetch it again." 2
     fi
     rm -f "$log"
+}
+
+# recipe_check_members ARCHIVE: refuse (exit 2) an archive with a member that is a link
+# (symbolic or hard), a device, a FIFO or a socket, or whose name is absolute or climbs out
+# with "..": unpacked, such a member would put a file from elsewhere on this machine into a
+# corpus (a link is followed when the corpus is read) or write outside the target folder.
+recipe_check_members() {
+    local archive=$1 listing names bad
+    case $archive in
+        *.zip)
+            listing=$(unzip -Z "$archive" 2>/dev/null | sed '1,2d;$d') || listing=
+            names=$(unzip -Z1 "$archive" 2>/dev/null) || names= ;;
+        *.tgz|*.tar.gz|*.tar|*.tar.bz2|*.tar.xz)
+            listing=$(tar -tvf "$archive" 2>/dev/null) || listing=
+            names=$(tar -tf "$archive" 2>/dev/null) || names= ;;
+        *) return 0 ;;
+    esac
+    # the first character of each long-listing line is the member's type
+    bad=$(printf '%s\n' "$listing" | grep -E '^[lhcbps]' | head -n 1 || true)
+    [[ -z $bad ]] || recipe_die "$archive holds a member that is a link or a device \
+(${bad}): refused, nothing was unpacked. Use an archive of plain files (the published one)." 2
+    bad=$(printf '%s\n' "$names" | grep -E '^/|(^|/)\.\.(/|$)' | head -n 1 || true)
+    [[ -z $bad ]] || recipe_die "$archive holds a member with an absolute or '..' path \
+($bad): refused, nothing was unpacked. Use an archive of plain files (the published one)." 2
 }
 
 _recipe_fetch_into() {
@@ -197,11 +251,43 @@ _recipe_check_input() {
 ${wanted# or }. Point $FETCH_VAR at the right archive or folder and run again. $FETCH_HOW" 2
 }
 
+# The variable names another input than the one DIR was fetched from. The new input is
+# checked completely first (checksum, members, unpacked into DIR.next, expected files) and a
+# bad one stops the script with the old data untouched. A good one replaces DIR only when
+# nothing was prepared from DIR yet; a prepared data set (hours of work for WMT14) is never
+# removed: the script stops, naming the variable and the folder to move away.
+_recipe_fetch_another() {
+    local dir=$1 var=$2 what=$3 how=$4 source=$5 work prepared
+    shift 5
+    work=$(dirname "$dir")
+    recipe_log "$var=$source is another input than the one $work was prepared from: checking it"
+    recipe_sha256_check "$source" "$var"
+    recipe_lock "$work"
+    rm -rf -- "$dir.next"  # a check of another input, interrupted after its rename
+    FETCH_VAR=$var FETCH_SOURCE=$source FETCH_WHAT=$what FETCH_HOW=$how \
+        recipe_step fetch "$dir.next" _recipe_fetch_into "$source" "$@"
+    prepared=$(find "$work" -mindepth 2 -maxdepth 3 -name .done ! -path "$dir/.done" \
+        ! -path "$dir.next/.done" -printf '%h\n' | LC_ALL=C sort | tr '\n' ' ')
+    if [[ -n $prepared ]]; then
+        rm -rf -- "$dir.next"
+        recipe_die "$var=$source is another input than the one $work was prepared from \
+($(tr '\n' ' ' <"$dir/.source" | sed 's/ $//')), and $work holds data prepared from that one \
+(${prepared% }). Nothing was changed. To prepare the new input, move $work away (or delete it) \
+and run again; to keep the prepared data, unset $var or point it at the original input." 2
+    fi
+    # only the fetch step was done: nothing is lost by replacing it
+    rm -rf -- "$dir"
+    mv -T "$dir.next" "$dir"
+    recipe_log "step fetch: replaced by $source ($dir)"
+}
+
 # recipe_fetch DIR VAR WHAT HOW [MEMBERS...]: put the input named by $VAR (archive or folder)
 # into DIR; MEMBERS limits what is unpacked from an archive. Before the step counts as done
 # the input must hold the files RECIPE_EXPECT names (set it before calling). When DIR is done
-# and $VAR names an input of another name or size than the one it came from, everything
-# prepared from the old input (the whole data set folder) is prepared again from the new one.
+# and $VAR names an input of another name or size than the one it came from, the new input is
+# checked first and replaces DIR only if nothing was prepared from DIR yet; otherwise the script
+# stops (exit 2), changing nothing (_recipe_fetch_another). From here on the data set folder
+# is locked for this run (recipe_lock).
 RECIPE_EXPECT=()
 recipe_fetch() {
     local dir=$1 var=$2 what=$3 how=$4 source
@@ -210,13 +296,12 @@ recipe_fetch() {
     if recipe_is_done "$dir"; then
         if [[ -n $source && -e $source && -f $dir/.source ]] && \
                 [[ $(_recipe_source_id "$source") != "$(<"$dir/.source")" ]]; then
-            recipe_log "$var=$source is another input than the one $(dirname "$dir") was \
-prepared from: preparing it again"
-            rm -rf -- "$(dirname "$dir")"
-        else
-            recipe_log "step fetch: done already ($dir)"
+            _recipe_fetch_another "$dir" "$var" "$what" "$how" "$source" "$@"
             return 0
         fi
+        recipe_lock "$(dirname "$dir")"
+        recipe_log "step fetch: done already ($dir)"
+        return 0
     fi
     if [[ -z $source ]]; then
         recipe_die "no $what: set $var to its local path. Nothing can be downloaded from here; \
@@ -430,7 +515,8 @@ recipe_evaluate_main() {
     [[ -f $checkpoint ]] || recipe_die "no checkpoint $checkpoint: run train.sh $MODEL first \
 or set CHECKPOINT"
     recipe_log "decoding $subset with $checkpoint"
-    local tmp="$generated.tmp.$$"
+    local tmp
+    tmp=$(mktemp "$generated.tmp.XXXXXXXX")
     RECIPE_TMP+=("$tmp")
     "${cmd[@]}" >"$tmp" 2>"$SAVE_DIR/generate-$subset.log" || {
         tail -n 20 "$SAVE_DIR/generate-$subset.log" >&2

@@ -1,0 +1,115 @@
+"""Binarized data that is incomplete is named, with the fix, before fairseq reads it.
+
+fairseq-preprocess writes each split as two files, ``PREFIX.idx`` (sentence sizes and offsets)
+and ``PREFIX.bin`` (the tokens). fairseq 0.12 handles damaged pairs badly: a missing ``.idx``
+makes the split "not found" (naming the folder, not the file), a truncated ``.bin`` fails with
+a numpy buffer error deep inside a batch, and an empty split ends in a traceback far from the
+data. With the plugin loaded, each of these stops with one ``DataFileError`` line that names the
+file and says how to rebuild it:
+
+- ``PREFIX.bin`` without ``PREFIX.idx`` (or the reverse);
+- a ``.bin`` shorter than its index says (a copy or a preprocess cut short), or an ``.idx``
+  that cannot be read;
+- a split with no sentences (an empty ``--validpref`` file, say).
+
+fairseq has no hook for loading data, so :func:`check_data_files` wraps two module attributes
+that every task looks up when it loads a split: ``indexed_dataset.dataset_exists`` and
+``data_utils.load_indexed_dataset`` (same signatures; marked, so installing twice is harmless).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import struct
+from typing import Callable
+
+from relu_former.errors import DataFileError
+
+_REBUILD = ("rebuild the folder with fairseq-preprocess (or the recipe's prepare.sh, after "
+            "removing its data-bin)")
+
+
+_EMPTY = ("holds no sentences: the split it stands for is empty. Give fairseq-preprocess text "
+          "with sentences for it, or for an empty valid split train with --disable-validation")
+
+
+def check_pair(prefix: str) -> None:
+    """Raise ``DataFileError`` when exactly one of ``prefix.idx`` and ``prefix.bin`` exists."""
+    idx, bin_ = f"{prefix}.idx", f"{prefix}.bin"
+    has_idx, has_bin = os.path.exists(idx), os.path.exists(bin_)
+    if has_bin and not has_idx:
+        raise DataFileError(idx, f"is missing (its data {bin_} is there): {_REBUILD}")
+    if has_idx and not has_bin:
+        raise DataFileError(bin_, f"is missing (its index {idx} is there): {_REBUILD}")
+    if has_bin and os.path.getsize(bin_) == 0:  # numpy cannot even map an empty file
+        raise DataFileError(bin_, _EMPTY)
+
+
+def check_loaded(prefix: str, dataset) -> None:
+    """Raise ``DataFileError`` for a loaded split that is empty or whose ``.bin`` is shorter
+    than its index says (fairseq's memory-mapped format)."""
+    if len(dataset) == 0:
+        raise DataFileError(f"{prefix}.bin", _EMPTY)
+    index = getattr(dataset, "_index", None)
+    if index is None or not hasattr(index, "_pointers"):
+        return  # not the memory-mapped format: nothing to compare
+    last = len(index) - 1
+    expected = int(index._pointers[last]) + int(index._sizes[last]) * index.dtype().itemsize
+    actual = os.path.getsize(f"{prefix}.bin")
+    if actual < expected:
+        raise DataFileError(
+            f"{prefix}.bin", f"is truncated: {actual} bytes, its index {prefix}.idx says "
+            f"{expected}; it was cut short while being written or copied: copy it again or "
+            f"{_REBUILD}")
+
+
+def _checking_exists(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def dataset_exists(path, impl):
+        check_pair(path)
+        return original(path, impl)
+
+    return dataset_exists
+
+
+def _checking_load(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def load_indexed_dataset(path, dictionary=None, dataset_impl=None, combine=False,
+                             default="cached"):
+        check_pair(path)
+        try:
+            dataset = original(path, dictionary=dictionary, dataset_impl=dataset_impl,
+                               combine=combine, default=default)
+        except (ValueError, AssertionError, struct.error) as error:
+            # numpy's "buffer is smaller than requested size", fairseq's magic-number assert
+            if not os.path.exists(f"{path}.idx"):
+                raise
+            raise DataFileError(f"{path}.idx", f"cannot be read as a fairseq index ({error}): "
+                                f"it is damaged or cut short; {_REBUILD}") from error
+        if dataset is not None and not combine:
+            check_loaded(path, dataset)
+        elif dataset is not None:
+            for part in getattr(dataset, "datasets", [dataset]):
+                prefix = getattr(part, "_path", None) or path
+                check_loaded(prefix, part)
+        return dataset
+
+    return load_indexed_dataset
+
+
+def _wrap_once(module, name: str, wrapper: Callable[[Callable], Callable]) -> None:
+    original = getattr(module, name)
+    if getattr(original, "_relu_former_wrapper", None) is wrapper:
+        return
+    wrapped = wrapper(original)
+    wrapped._relu_former_wrapper = wrapper
+    setattr(module, name, wrapped)
+
+
+def check_data_files() -> None:
+    """Install the checks on fairseq's data loading (idempotent)."""
+    from fairseq.data import data_utils, indexed_dataset
+
+    _wrap_once(indexed_dataset, "dataset_exists", _checking_exists)
+    _wrap_once(data_utils, "load_indexed_dataset", _checking_load)

@@ -1,0 +1,115 @@
+"""Checks of the whole command line, run as soon as fairseq has parsed it.
+
+Some bad command lines pass argparse flag by flag and fail much later, or never: a NaN or
+infinite float (``--dropout nan``, ``--clip-norm inf``: argparse's ``float`` accepts both)
+reaches the model and aborts the process or trains on NaN; ``--fp16``/``--bf16`` with
+``--cpu`` ends in a traceback inside the optimizer; ``--relu-learn-gamma`` or
+``--relu-attention-scaling`` with no ReLU attention, or ``--pooling-base`` beside
+``--pooling-temperature``, is silently ignored. fairseq has no hook after parsing, so
+:func:`check_parsed_command_lines` wraps ``fairseq.options.parse_args_and_arch`` (every
+fairseq command line goes through it, and the architecture's defaults are filled in by then):
+each problem is an ``OptionError`` naming the flag and the fix, printed as one line with exit
+status 2. The wrapper also adds the plugin's ``--accept-dictionary-change`` to the parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sys
+from typing import Callable, Sequence
+
+from relu_former.errors import OptionError
+from relu_former.fairseq_fixes.dictionary_check import ACCEPT_ENV, ACCEPT_FLAG
+from relu_former.flag_types import non_finite_floats
+
+# relu attention's own options; another activation never reads them
+_RELU_ONLY = (("relu_learn_gamma", "--relu-learn-gamma", lambda v: bool(v)),
+              ("relu_attention_scaling", "--relu-attention-scaling",
+               lambda v: v not in (None, "factor")))
+
+
+def _attention_activations(args: argparse.Namespace) -> set[str]:
+    default = getattr(args, "attention_activation", None)
+    return {getattr(args, f"{kind}_attention_activation", None) or default
+            for kind in ("encoder", "decoder", "cross")} - {None}
+
+
+def typed_flags(argv: Sequence[str]) -> set[str]:
+    """The ``--flags`` written on a command line (``--flag value`` and ``--flag=value``):
+    what the user typed, as opposed to a default the architecture filled in."""
+    return {item.split("=", 1)[0] for item in argv if item.startswith("--")}
+
+
+def check_command_line(args: argparse.Namespace, typed: set[str] | None = None) -> None:
+    """Raise ``OptionError`` for the first problem of a parsed fairseq command line;
+    ``typed``: the flags the user wrote (for the checks of combinations of typed flags)."""
+    for name, value in non_finite_floats(args):
+        flag = "--" + name.replace("_", "-")
+        raise OptionError(flag, f"must be a finite number, got {value!r}")
+    if getattr(args, "cpu", False):
+        for flag in ("fp16", "bf16"):
+            if getattr(args, flag, False):
+                raise OptionError(
+                    f"--{flag}", f"half-precision training needs a GPU, but --cpu is given: "
+                    f"drop --{flag} to run in float32 on the CPU, or drop --cpu")
+    if typed and {"--pooling-base", "--pooling-temperature"} <= typed:
+        raise OptionError(
+            "--pooling-base", "--pooling-base is ignored when --pooling-temperature is given "
+            "(pairs are then weighed by softmax(score / T)): give one of the two")
+    activations = _attention_activations(args)
+    if activations and "relu" not in activations:
+        for name, flag, is_set in _RELU_ONLY:
+            value = getattr(args, name, None)
+            if is_set(value):
+                shown = flag if value is True else f"{flag} {value}"
+                raise OptionError(
+                    flag, f"{shown} applies to relu attention only, but every attention here "
+                    f"is {', '.join(sorted(activations))} (--attention-activation and "
+                    f"--{{encoder,decoder,cross}}-attention-activation): it would be ignored. "
+                    f"Drop {flag} or use --attention-activation relu")
+
+
+def _add_plugin_flags(parser: argparse.ArgumentParser) -> None:
+    """The plugin's flags that belong to no model, criterion or task."""
+    if any(ACCEPT_FLAG in action.option_strings for action in parser._actions):
+        return
+    parser.add_argument(ACCEPT_FLAG, action="store_true",
+                        help="load a checkpoint (--finetune-from-model, --restore-file) although "
+                        "the data's dictionary lists other words, or the same words in another "
+                        "order, than the one it was trained with; its embeddings then belong to "
+                        "other words (refused without this flag)")
+
+
+def _checking(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def parse_args_and_arch(parser, input_args=None, parse_known=False, suppress_defaults=False,
+                            modify_parser=None):
+        _add_plugin_flags(parser)
+        parsed = original(parser, input_args=input_args, parse_known=parse_known,
+                          suppress_defaults=suppress_defaults, modify_parser=modify_parser)
+        args = parsed[0] if parse_known else parsed
+        # suppress_defaults: a partial namespace of overrides (fairseq-validate), checked whole
+        # with the checkpoint's arguments later by fairseq itself
+        if not suppress_defaults:
+            argv = sys.argv[1:] if input_args is None else input_args
+            check_command_line(args, typed_flags([str(a) for a in argv]))
+        if getattr(args, "accept_dictionary_change", False):
+            # an environment variable reaches the spawned distributed workers too
+            os.environ[ACCEPT_ENV] = "1"
+        return parsed
+
+    return parse_args_and_arch
+
+
+def check_parsed_command_lines() -> None:
+    """Wrap ``fairseq.options.parse_args_and_arch`` once (idempotent)."""
+    from fairseq import options
+
+    original = options.parse_args_and_arch
+    if getattr(original, "_relu_former_checked", False):
+        return
+    wrapped = _checking(original)
+    wrapped._relu_former_checked = True
+    options.parse_args_and_arch = wrapped

@@ -1,0 +1,144 @@
+"""Every value check runs when the command line is parsed: NaN and infinite floats, half
+precision with --cpu, relu-only flags with no relu attention, and a pooling schedule that
+could never pool at the source positions the model really gets, typed or not."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import pytest
+from fairseq import options
+
+import relu_former.plugin  # noqa: F401  (installs the parse checks)
+from relu_former.errors import OptionError
+from relu_former.flag_types import finite_float, float_above, int_at_least, non_finite_floats
+from relu_former.pyramidion.model import PyramidionModel
+
+from helpers import USER_DIR, fairseq_command, run_command
+
+
+def parse(*flags: str, arch: str = "pyramidion_base") -> argparse.Namespace:
+    parser = options.get_training_parser()
+    return options.parse_args_and_arch(
+        parser, ["data", "--user-dir", USER_DIR, "--arch", arch, "--task", "translation",
+                 *flags])
+
+
+@pytest.mark.parametrize("text", ["nan", "NaN", "inf", "-inf", "infinity", "1e400"])
+def test_finite_float_types_refuse_nan_and_inf(text):
+    for check in (finite_float("--x"), float_above("--x", 1.0)):
+        with pytest.raises(argparse.ArgumentTypeError, match=r"--x must be a finite number"):
+            check(text)
+    assert finite_float("--x")("-2.5") == -2.5
+    assert float_above("--x", 1.0)("20") == 20.0
+    with pytest.raises(argparse.ArgumentTypeError, match=r"--x must be > 1"):
+        float_above("--x", 1.0)("1")
+    with pytest.raises(argparse.ArgumentTypeError, match=r"--n must be >= 1, got '0'"):
+        int_at_least("--n", 1)("0")
+
+
+def test_non_finite_floats_are_found_alone_and_in_lists():
+    args = argparse.Namespace(a=1.0, b=math.nan, c=[0.1, math.inf], d="nan", e=3)
+    assert [name for name, _ in non_finite_floats(args)] == ["b", "c"]
+
+
+@pytest.mark.parametrize("flag", ["--pooling-base", "--pooling-temperature"])
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_pooling_floats_fail_at_parse_time(flag, value, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        parse(flag, value)
+    assert exit_.value.code == 2
+    assert f"argument {flag}: {flag} must be a finite number, got '{value}'" in \
+        capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags, flag", [
+    (["--attention-dropout", "inf"], "--attention-dropout"),
+    (["--optimizer", "adam", "--weight-decay=-inf"], "--weight-decay"),
+    (["--dropout", "nan"], "--dropout"),
+    (["--clip-norm", "inf"], "--clip-norm"),
+    (["--label-smoothing", "nan", "--criterion", "label_smoothed_cross_entropy"],
+     "--label-smoothing"),
+    (["--attention-norm-loss-weight", "nan", "--criterion",
+      "regularized_label_smoothed_cross_entropy"], "--attention-norm-loss-weight"),
+])
+def test_every_float_flag_refuses_nan_and_inf(flags, flag):
+    with pytest.raises(OptionError, match=r"must be a finite number") as err:
+        parse(*flags, arch="relu_former")
+    assert err.value.flag == flag
+
+
+@pytest.mark.parametrize("half", ["--fp16", "--bf16"])
+def test_half_precision_with_cpu_is_refused(half):
+    with pytest.raises(OptionError, match=rf"{half}: half-precision training needs a GPU, but "
+                                          rf"--cpu is given: drop {half}") as err:
+        parse("--cpu", half, arch="transformer")
+    assert err.value.flag == half
+    parse(half, arch="transformer")  # without --cpu it is fairseq's to check
+
+
+@pytest.mark.parametrize("flags, flag", [
+    (["--relu-learn-gamma"], "--relu-learn-gamma"),
+    (["--relu-attention-scaling", "layernorm"], "--relu-attention-scaling"),
+    (["--relu-attention-scaling", "none"], "--relu-attention-scaling"),
+])
+@pytest.mark.parametrize("arch, extra", [
+    ("relu_former", ["--attention-activation", "softmax"]),
+    ("relu_former", ["--attention-activation", "sparsemax"]),
+    ("pyramidion_base", []),  # its attention defaults to softmax
+])
+def test_relu_only_flags_without_relu_attention_are_refused(flags, flag, arch, extra):
+    with pytest.raises(OptionError, match=r"applies to relu attention only.*would be ignored"):
+        parse(*flags, *extra, arch=arch)
+    # with relu attention somewhere they are used, so accepted
+    parse(*flags, *extra, "--encoder-attention-activation", "relu", arch=arch)
+    parse(*flags, arch="relu_former")
+
+
+def test_pooling_base_beside_pooling_temperature_is_refused():
+    """The temperature form replaces the base: typing both means one is ignored."""
+    with pytest.raises(OptionError, match=r"--pooling-base is ignored when "
+                                          r"--pooling-temperature is given"):
+        parse("--pooling-base", "10", "--pooling-temperature=0.5")
+    assert parse("--pooling-temperature", "0.5").pooling_base == 20.0  # the arch default: fine
+    assert getattr(parse("--pooling-base", "10"), "pooling_temperature", None) is None
+
+
+def _toy_task():
+    from fairseq.data import Dictionary
+
+    d = Dictionary()
+    for i in range(20):
+        d.add_symbol(f"w{i}")
+    return argparse.Namespace(source_dictionary=d, target_dictionary=d)
+
+
+@pytest.mark.parametrize("flags, message", [
+    ([], r"'2:4096,3:2048' pools to 2048 states at the least, but --max-source-positions is "
+         r"1024: no input"),
+    (["--pooling-schedule", "1:100000"], r"'1:100000' pools to 100000 states"),
+])
+def test_pooling_schedule_is_checked_at_the_default_source_positions(flags, message):
+    """--max-source-positions not typed: the model gets fairseq's default (1024), and a
+    schedule that pools nothing at 1024 is refused, as if 1024 had been typed."""
+    args = parse(*flags)
+    assert getattr(args, "max_source_positions", None) is None  # really not typed
+    with pytest.raises(OptionError, match=message):
+        PyramidionModel.build_model(args, _toy_task())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flags, message", [
+    (["--pooling-base", "nan"], "argument --pooling-base: --pooling-base must be a finite"),
+    (["--cpu", "--fp16"], "--fp16: half-precision training needs a GPU"),
+])
+def test_fairseq_train_stops_in_one_line(flags, message, toy_data_bin, tmp_path):
+    proc = run_command([fairseq_command("fairseq-train"), toy_data_bin, "--user-dir", USER_DIR,
+                        "--arch", "pyramidion_base", "--save-dir", tmp_path / "ckpt", *flags],
+                       check=False, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("fairseq-train: error: ") and message in last, last
+    assert not (tmp_path / "ckpt").exists()
