@@ -8,7 +8,7 @@ PIP_INSTALL := $(PIP) install --disable-pip-version-check -q -c constraints.txt
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install test test-fast test-triton lint demo bench clean
+.PHONY: install test test-fast test-triton lint demo bench reproduce clean
 
 install: $(STAMP)
 
@@ -61,5 +61,11 @@ demo: install
 bench: install
 	$(PY) -m scripts.benchmarks.run_all $(BENCH_ARGS)
 
+# One paper table at toy scale on 3 seeds, cached cell by cell, into docs/reproduction.md:
+# make reproduce TABLE=relu_former_table6 [REPRODUCE_ARGS="--scale paper --dry-run"]
+reproduce: install
+	@test -n "$(TABLE)" || { echo "make reproduce: set TABLE (one of: $$($(PY) -m scripts.reproduce --list | cut -d' ' -f1 | tr '\n' ' '))"; exit 2; }
+	$(PY) -m scripts.reproduce $(TABLE) $(REPRODUCE_ARGS)
+
 clean:
-	rm -rf $(VENV) $(TRITON_SITE) demo_out bench .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(TRITON_SITE) demo_out bench reproduce_out .pytest_cache .ruff_cache

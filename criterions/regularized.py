@@ -1,36 +1,26 @@
-"""ReLUFormer's attention regularisers, added to a task loss (the ReLUFormer paper, section 4.2).
+"""ReLUFormer's attention regularisers as fairseq glue (the ReLUFormer paper, section 4.2).
 
-For every attention row i (a query of one head in one layer), with S_i the sum of its ReLU
-scores s_ij (or, under ``--attention-norm-row-sum weights``, of the weights applied to the
-values), H_i the entropy of p_ij = s_ij / S_i and n_i the number of keys it may see:
+The maths (L_norm, L_ent, the entropy from the kernel's sums) is torch-only and lives in
+``relu_former.relu_attention.regularisers``; this file adds the fairseq side:
 
-    L_norm = mean_i |log S_i|                          (pushes row sums toward 1)
-    L_ent  = mean_i max(C log n_i - H_i, 0)            (--attention-entropy-margin-side below)
-             mean_i max(H_i - C log n_i, 0)            (--attention-entropy-margin-side above)
-    L      = L_task + lambda_norm * L_norm + lambda_ent * L_ent
+    L = L_task + lambda_norm * L_norm + lambda_ent * L_ent
 
-C is ``--attention-entropy-margin``. The mean runs over the real query rows of every
-regularisable attention module of the model (ReLU attention; softmax-like activations are
-normalised already). fairseq sums the task loss over ``sample_size`` tokens, so the
-regularisers are multiplied by ``sample_size``: a weight lambda then means "lambda per target
-token", the same whatever the batch size.
+fairseq sums the task loss over ``sample_size`` tokens, so the regularisers are multiplied by
+``sample_size``: a weight lambda then means "lambda per target token", whatever the batch.
 
-The modules record their per-row statistics during the forward pass (``attention_statistics()``,
-see ``relu_former.relu_attention.attention``); this file turns them into the losses and log figures.
-Criteria other than the one registered here reuse the same mechanism by adding
-``AttentionRegularizerConfig``'s fields to their config (inherit from it), calling
-``add_attention_regularizers`` after computing their own loss and
-``reduce_attention_metrics`` from their ``reduce_metrics``.
-
-Rows whose ReLU scores are all zero (S_i = 0) contribute |log max(S_i, eps)| with
-eps = ``ROW_SUM_EPS`` (a constant, so no gradient flows through them) and entropy 0; no NaN.
+Statistics on request: in training, the criterion runs the model's forward pass inside
+``model.requested_attention_statistics()`` (``relu_former.relu_attention.statistics``) and
+reads ``model.attention_statistics()`` before leaving it; nothing is computed otherwise.
+Other criteria opt in with ``AttentionRegularized`` (a mixin: ``self.regularized_forward``
+around their own forward, ``reduce_attention_metrics`` from their ``reduce_metrics``) and the
+fields of ``AttentionRegularizerConfig`` in their config.
 """
 
+import contextlib
 import functools
 import logging
-import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Sequence
+from typing import Any, Callable, Dict, Sequence, Tuple
 
 import torch
 from fairseq.criterions import register_criterion
@@ -42,20 +32,26 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.logging import metrics
 
 from relu_former.errors import OptionError
+from relu_former.relu_attention.config import (
+    DEFAULT_ENTROPY_LOSS_WEIGHT,
+    DEFAULT_ENTROPY_MARGIN,
+    DEFAULT_ENTROPY_MARGIN_SIDE,
+    DEFAULT_NORM_LOSS_WEIGHT,
+    DEFAULT_NORM_ROW_SUM,
+    check_finite_weight,
+)
+from relu_former.relu_attention.regularisers import (
+    LOG_KEYS,
+    MARGIN_SIDES,
+    regularizer_terms,
+)
+from relu_former.relu_attention.statistics import (
+    collect_attention_statistics,
+    requested_attention_statistics,
+)
 
 logger = logging.getLogger(__name__)
 
-# |log S_i| is evaluated at max(S_i, ROW_SUM_EPS): a row with no positive score gets a finite,
-# constant penalty instead of inf (and zero gradient, since nothing can move it).
-ROW_SUM_EPS = 1e-6
-
-# The sums this module writes into fairseq's logging_output (summed over workers by fairseq),
-# besides attn_norm_loss and attn_entropy_loss.
-LOG_KEYS = ("attn_rows", "attn_entropy_sum", "attn_row_sum_sum", "attn_zero_count",
-            "attn_key_count", "attn_reg_rows")
-
-
-MARGIN_SIDES = ("below", "above")
 NORM_ROW_SUMS = ("scores", "weights")
 
 
@@ -70,31 +66,43 @@ class AttentionRegularizerConfig(FairseqDataclass):
     """
 
     attention_norm_loss_weight: float = field(
-        default=0.1,
+        default=DEFAULT_NORM_LOSS_WEIGHT,
         metadata={"help": "weight lambda_norm of L_norm = mean |log S_i| (per target token); "
                   "0 disables it"},
     )
     attention_entropy_loss_weight: float = field(
-        default=0.1,
+        default=DEFAULT_ENTROPY_LOSS_WEIGHT,
         metadata={"help": "weight lambda_ent of the entropy-margin loss L_ent (per target "
                   "token); 0 disables it"},
     )
     attention_entropy_margin: float = field(
-        default=0.7,
+        default=DEFAULT_ENTROPY_MARGIN,
         metadata={"help": "C in L_ent: the margin C log n_i, as a share of the uniform entropy "
                   "log n_i (the paper's 0.7)"},
     )
     attention_entropy_margin_side: ChoiceEnum(MARGIN_SIDES) = field(
-        default="below",
+        default=DEFAULT_ENTROPY_MARGIN_SIDE,
         metadata={"help": "which side of C log n_i L_ent penalises: below = "
                   "max(C log n_i - H_i, 0), flattens sparse rows (default); above = "
                   "max(H_i - C log n_i, 0), an upper bound that sharpens flat rows"},
     )
     attention_norm_row_sum: ChoiceEnum(NORM_ROW_SUMS) = field(
-        default="scores",
+        default=DEFAULT_NORM_ROW_SUM,
         metadata={"help": "the row sum S_i of L_norm: scores = sum of the ReLU scores, before "
                   "the variance factor (default); weights = sum of the weights applied to "
                   "the values, after it"},
+    )
+
+
+@dataclass
+class OptionalAttentionRegularizerConfig(AttentionRegularizerConfig):
+    """The regulariser fields plus the switch of criteria that add them only when asked."""
+
+    attention_regularizers: bool = field(
+        default=False,
+        metadata={"help": "add ReLUFormer's attention regularisers to this loss (weights "
+                  "--attention-norm-loss-weight, --attention-entropy-loss-weight); off by "
+                  "default, and then no attention statistic is computed"},
     )
 
 
@@ -112,84 +120,9 @@ def check_attention_regularizer_config(cfg: Any) -> None:
     """Raise an OptionError naming the flag when a regulariser setting is out of range."""
     for name in ("attention_norm_loss_weight", "attention_entropy_loss_weight",
                  "attention_entropy_margin"):
-        value = getattr(cfg, name)
-        if value is None or not math.isfinite(value) or value < 0:
-            flag = "--" + name.replace("_", "-")
-            raise OptionError(flag, f"{flag} must be a finite number >= 0, got {value}")
+        check_finite_weight(getattr(cfg, name), "--" + name.replace("_", "-"))
     _choice(cfg, "attention_entropy_margin_side", MARGIN_SIDES)
     _choice(cfg, "attention_norm_row_sum", NORM_ROW_SUMS)
-
-
-def collect_attention_statistics(model: torch.nn.Module, row_sum: str = "scores") -> List[Any]:
-    """The statistics every attention module of ``model`` recorded in its last forward pass.
-
-    ``row_sum`` is passed to each module's ``attention_statistics`` (scores or weights).
-    """
-    found = []
-    for module in model.modules():
-        getter = getattr(module, "attention_statistics", None)
-        if callable(getter):
-            stats = getter(row_sum=row_sum)
-            if stats is not None:
-                found.append(stats)
-    return found
-
-
-def entropy_margin_rows(entropy: torch.Tensor, n: torch.Tensor, margin: float,
-                        side: str) -> torch.Tensor:
-    """Per-row L_ent: max(C log n - H, 0) (side below) or max(H - C log n, 0) (above)."""
-    bound = margin * n.clamp(min=1).log()
-    gap = bound - entropy if side == "below" else entropy - bound
-    return gap.clamp(min=0)
-
-
-def norm_rows(row_sum: torch.Tensor) -> torch.Tensor:
-    """Per-row L_norm: |log max(S_i, ROW_SUM_EPS)|."""
-    return row_sum.clamp(min=ROW_SUM_EPS).log().abs()
-
-
-def attention_regularizer_terms(statistics: Sequence[Any], margin: float,
-                                side: str = "below") -> Dict[str, Any]:
-    """Pool the rows of all modules: the two losses (means over rows) and the log sums.
-
-    Returns a dict with ``norm_loss`` and ``entropy_loss`` (scalar tensors with gradient, means
-    over the rows of regularisable modules; None when there is none) and, under the keys of
-    ``LOG_KEYS``, float sums for the log. The log sums cross to the host in one transfer, so a
-    GPU waits once per batch.
-    """
-    sums: Dict[str, torch.Tensor] = {}
-
-    def add(key: str, value: torch.Tensor) -> None:
-        value = value.detach().float().reshape(())
-        sums[key] = value if key not in sums else sums[key] + value.to(sums[key].device)
-
-    norm_sum = ent_sum = reg_rows = None
-    for stats in statistics:
-        valid = stats.valid
-        rows = valid.sum()
-        add("attn_rows", rows)
-        add("attn_entropy_sum", stats.entropy.masked_select(valid).sum())
-        add("attn_row_sum_sum", stats.row_sum.masked_select(valid).sum())
-        add("attn_zero_count", stats.zeros.masked_select(valid).sum())
-        add("attn_key_count", stats.n.masked_select(valid).sum())
-        if not stats.regularizable:
-            continue
-        zero = torch.zeros((), dtype=stats.row_sum.dtype, device=stats.row_sum.device)
-        ent = entropy_margin_rows(stats.entropy, stats.n, margin, side)
-        norm_part = torch.where(valid, norm_rows(stats.row_sum), zero).sum()
-        ent_part = torch.where(valid, ent, zero).sum()
-        norm_sum = norm_part if norm_sum is None else norm_sum + norm_part
-        ent_sum = ent_part if ent_sum is None else ent_sum + ent_part
-        reg_rows = rows if reg_rows is None else reg_rows + rows
-        add("attn_reg_rows", rows)
-    names = list(sums)
-    values = torch.stack([sums[key] for key in names]).tolist() if names else []
-    terms: Dict[str, Any] = {key: 0.0 for key in LOG_KEYS}
-    terms.update(zip(names, values))
-    denominator = reg_rows.clamp(min=1).to(norm_sum.dtype) if reg_rows is not None else None
-    terms["norm_loss"] = norm_sum / denominator if norm_sum is not None else None
-    terms["entropy_loss"] = ent_sum / denominator if ent_sum is not None else None
-    return terms
 
 
 def add_attention_regularizers(model: torch.nn.Module, loss: torch.Tensor, sample_size: float,
@@ -199,13 +132,13 @@ def add_attention_regularizers(model: torch.nn.Module, loss: torch.Tensor, sampl
     ``cfg`` has the fields of ``AttentionRegularizerConfig``. The losses are means over rows
     times ``sample_size`` (fairseq's gradient denominator), so lambda is per target token.
     Writes sums into ``logging_output`` for ``reduce_attention_metrics``; when the model
-    recorded nothing (evaluation mode), ``loss`` is returned unchanged.
+    recorded nothing (no request, evaluation mode), ``loss`` is returned unchanged.
     """
     statistics = collect_attention_statistics(
         model, _choice(cfg, "attention_norm_row_sum", NORM_ROW_SUMS))
     if not statistics:
         return loss
-    terms = attention_regularizer_terms(
+    terms = regularizer_terms(
         statistics, cfg.attention_entropy_margin,
         _choice(cfg, "attention_entropy_margin_side", MARGIN_SIDES))
     for key in LOG_KEYS:
@@ -253,6 +186,32 @@ def reduce_attention_metrics(logging_outputs: Sequence[Dict[str, Any]]) -> None:
                                sample_size, round=4)
 
 
+def statistics_request(model: torch.nn.Module) -> contextlib.AbstractContextManager:
+    """The model's own request (``requested_attention_statistics``), or the generic one."""
+    request = getattr(model, "requested_attention_statistics", None)
+    return request() if callable(request) else requested_attention_statistics(model)
+
+
+class AttentionRegularized:
+    """Criterion mixin: ReLUFormer's regularisers around the criterion's own forward.
+
+    ``self.cfg`` has the fields of ``AttentionRegularizerConfig``. Statistics are requested
+    only in training mode (the regularisers are training losses).
+    """
+
+    def regularized_forward(self, model: torch.nn.Module,
+                            forward: Callable[[], Tuple[torch.Tensor, Any, Dict[str, Any]]]):
+        """``forward()`` -> (loss, sample_size, logging_output), with the regularisers added."""
+        if not model.training:
+            return forward()
+        with statistics_request(model):
+            loss, sample_size, logging_output = forward()
+            loss = add_attention_regularizers(model, loss, sample_size, logging_output,
+                                              self.cfg)
+        logging_output["loss"] = loss.data
+        return loss, sample_size, logging_output
+
+
 @dataclass
 class RegularizedLabelSmoothedCrossEntropyConfig(
     LabelSmoothedCrossEntropyCriterionConfig, AttentionRegularizerConfig
@@ -264,7 +223,8 @@ class RegularizedLabelSmoothedCrossEntropyConfig(
     "regularized_label_smoothed_cross_entropy",
     dataclass=RegularizedLabelSmoothedCrossEntropyConfig,
 )
-class RegularizedLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
+class RegularizedLabelSmoothedCrossEntropyCriterion(AttentionRegularized,
+                                                    LabelSmoothedCrossEntropyCriterion):
     """fairseq's label-smoothed cross-entropy plus ReLUFormer's attention regularisers.
 
     Built like the plugin's other criteria: ``Criterion(task, cfg)`` with its config dataclass.
@@ -281,10 +241,9 @@ class RegularizedLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCri
         self.cfg = cfg
 
     def forward(self, model, sample, reduce=True):
-        loss, sample_size, logging_output = super().forward(model, sample, reduce=reduce)
-        loss = add_attention_regularizers(model, loss, sample_size, logging_output, self.cfg)
-        logging_output["loss"] = loss.data
-        return loss, sample_size, logging_output
+        return self.regularized_forward(
+            model, lambda: super(RegularizedLabelSmoothedCrossEntropyCriterion, self).forward(
+                model, sample, reduce=reduce))
 
     @classmethod
     def reduce_metrics(cls, logging_outputs) -> None:

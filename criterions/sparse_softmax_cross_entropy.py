@@ -15,9 +15,9 @@ Besides ``loss`` it logs
 - ``sparse_nll_loss``: the sparse-softmax loss without label smoothing;
 - ``outside_topk``: the share (percent) of targets that fell outside the top k.
 
-It also adds ReLUFormer's attention regularisers (``--attention-norm-loss-weight`` ...), the
-same mechanism as ``regularized_label_smoothed_cross_entropy``; models without ReLU attention
-record nothing and are unaffected.
+With ``--attention-regularizers`` it also adds ReLUFormer's attention regularisers
+(``--attention-norm-loss-weight`` ...), the mechanism of
+``regularized_label_smoothed_cross_entropy``; without it no attention statistic is computed.
 """
 
 import math
@@ -27,13 +27,13 @@ from typing import Any, Optional
 import torch
 from fairseq import utils
 from fairseq.criterions import FairseqCriterion, register_criterion
-from fairseq.dataclass import ChoiceEnum
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.logging import metrics
 from omegaconf import II
 
 from relu_former.criterions.regularized import (
-    AttentionRegularizerConfig,
-    add_attention_regularizers,
+    AttentionRegularized,
+    OptionalAttentionRegularizerConfig,
     check_attention_regularizer_config,
     reduce_attention_metrics,
 )
@@ -46,7 +46,7 @@ from relu_former.sparse_softmax.sparse_softmax import (
 
 
 @dataclass
-class SparseSoftmaxConfig(AttentionRegularizerConfig):
+class SparseSoftmaxConfig(FairseqDataclass):
     """The flags every sparse-softmax criterion shares."""
 
     sparse_k: int = field(
@@ -100,11 +100,12 @@ def check_sparse_softmax_config(cfg: Any, num_classes: Optional[int], what: str)
         raise OptionError(
             "--sparse-label-smoothing",
             f"--sparse-label-smoothing must be one of {', '.join(SMOOTHING_RULES)}, got {rule!r}")
-    check_attention_regularizer_config(cfg)
+    if getattr(cfg, "attention_regularizers", False):
+        check_attention_regularizer_config(cfg)
 
 
 @dataclass
-class SparseSoftmaxCrossEntropyConfig(SparseSoftmaxConfig):
+class SparseSoftmaxCrossEntropyConfig(SparseSoftmaxConfig, OptionalAttentionRegularizerConfig):
     report_accuracy: bool = field(
         default=False, metadata={"help": "report accuracy metric (argmax of the logits)"}
     )
@@ -115,7 +116,7 @@ class SparseSoftmaxCrossEntropyConfig(SparseSoftmaxConfig):
 
 
 @register_criterion("sparse_softmax_cross_entropy", dataclass=SparseSoftmaxCrossEntropyConfig)
-class SparseSoftmaxCrossEntropyCriterion(FairseqCriterion):
+class SparseSoftmaxCrossEntropyCriterion(AttentionRegularized, FairseqCriterion):
     """Sparse-softmax cross-entropy (top-k normalisation) with fairseq's usual logging."""
 
     def __init__(self, task, cfg: SparseSoftmaxCrossEntropyConfig):
@@ -155,6 +156,12 @@ class SparseSoftmaxCrossEntropyCriterion(FairseqCriterion):
         return logits, target
 
     def forward(self, model, sample, reduce=True):
+        if reduce and self.cfg.attention_regularizers:
+            return self.regularized_forward(model, lambda: self.task_forward(model, sample))
+        return self.task_forward(model, sample, reduce)
+
+    def task_forward(self, model, sample, reduce=True):
+        """The sparse-softmax loss alone: (loss, sample_size, logging_output)."""
         net_output = model(**sample["net_input"])
         logits, target = self.logits_and_target(model, net_output, sample)
         result = sparse_softmax_cross_entropy(
@@ -178,8 +185,6 @@ class SparseSoftmaxCrossEntropyCriterion(FairseqCriterion):
                 correct = logits.argmax(dim=-1).eq(target) & real
                 logging_output["n_correct"] = utils.item(correct.sum())
                 logging_output["total"] = utils.item(real.sum())
-        if reduce:
-            loss = add_attention_regularizers(model, loss, sample_size, logging_output, self.cfg)
         logging_output["loss"] = loss.data
         return loss, sample_size, logging_output
 

@@ -25,7 +25,8 @@ from fairseq.criterions.sentence_prediction import SentencePredictionConfig
 from fairseq.logging import metrics
 
 from relu_former.criterions.regularized import (
-    add_attention_regularizers,
+    AttentionRegularized,
+    OptionalAttentionRegularizerConfig,
     reduce_attention_metrics,
 )
 from relu_former.criterions.sparse_softmax_cross_entropy import (
@@ -38,7 +39,8 @@ from relu_former.sparse_softmax.sparse_softmax import softmax_nll, sparse_softma
 
 
 @dataclass
-class SparseSoftmaxSentencePredictionConfig(SentencePredictionConfig, SparseSoftmaxConfig):
+class SparseSoftmaxSentencePredictionConfig(SentencePredictionConfig, SparseSoftmaxConfig,
+                                            OptionalAttentionRegularizerConfig):
     micro_f1_negative_label: str = field(
         default="",
         metadata={"help": "a label (as written in the label data, e.g. oos) that means "
@@ -49,7 +51,7 @@ class SparseSoftmaxSentencePredictionConfig(SentencePredictionConfig, SparseSoft
 @register_criterion(
     "sparse_softmax_sentence_prediction", dataclass=SparseSoftmaxSentencePredictionConfig
 )
-class SparseSoftmaxSentencePredictionCriterion(FairseqCriterion):
+class SparseSoftmaxSentencePredictionCriterion(AttentionRegularized, FairseqCriterion):
     """Sentence classification trained with sparse-softmax; logs accuracy and micro-F1."""
 
     def __init__(self, task, cfg: SparseSoftmaxSentencePredictionConfig):
@@ -91,6 +93,12 @@ class SparseSoftmaxSentencePredictionCriterion(FairseqCriterion):
             self.negative_class = index - labels.nspecial
 
     def forward(self, model, sample, reduce=True):
+        if self.cfg.attention_regularizers:
+            return self.regularized_forward(model, lambda: self.task_forward(model, sample))
+        return self.task_forward(model, sample, reduce)
+
+    def task_forward(self, model, sample, reduce=True):
+        """The sparse-softmax classification loss alone: (loss, sample_size, logging_output)."""
         heads = getattr(model, "classification_heads", {})
         if self.head_name not in heads:
             raise OptionError(
@@ -130,7 +138,6 @@ class SparseSoftmaxSentencePredictionCriterion(FairseqCriterion):
                 "nsentences": sample_size,
                 "sample_size": sample_size,
             }
-        loss = add_attention_regularizers(model, loss, sample_size, logging_output, self.cfg)
         logging_output["loss"] = loss.data
         return loss, sample_size, logging_output
 

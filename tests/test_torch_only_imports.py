@@ -13,6 +13,9 @@ from helpers import REPO_ROOT
 KERNEL_FILES = [
     *(REPO_ROOT / "relu_former" / "relu_attention" / "kernels").glob("*.py"),
     REPO_ROOT / "relu_former" / "relu_attention" / "activations.py",
+    REPO_ROOT / "relu_former" / "relu_attention" / "config.py",
+    REPO_ROOT / "relu_former" / "relu_attention" / "regularisers.py",
+    REPO_ROOT / "relu_former" / "relu_attention" / "statistics.py",
     REPO_ROOT / "relu_former" / "sparse_softmax" / "sparse_softmax.py",
     REPO_ROOT / "relu_former" / "pyramidion" / "successive_halving.py",
 ]

@@ -18,7 +18,7 @@ from typing import Callable, Tuple
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 
 def split_into_blocks(
@@ -80,29 +80,3 @@ def apply_blockwise(
         return fn(x, padding_mask)
     folded, mask = split_into_blocks(x, padding_mask, block_size)
     return merge_blocks(fn(folded, mask), length, batch)
-
-
-class BlockwiseSelfAttention(nn.Module):
-    """Wrap a fairseq-style self-attention module so that it attends within blocks only.
-
-    ``attention(query, key, value, key_padding_mask=..., need_weights=False)`` must return
-    ``(output, weights)`` with ``output`` shaped like ``query`` ([T, B, C]), as fairseq's
-    ``MultiheadAttention`` and the plugin's ``ActivationMultiheadAttention`` do.
-    """
-
-    def __init__(self, attention: nn.Module, block_size: int) -> None:
-        super().__init__()
-        if block_size <= 0:
-            raise ValueError(f"block_size must be positive, got {block_size}")
-        self.attention = attention
-        self.block_size = block_size
-
-    def forward(self, x: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
-        def attend(states: Tensor, mask: Tensor | None) -> Tensor:
-            out, _ = self.attention(
-                query=states, key=states, value=states, key_padding_mask=mask,
-                need_weights=False,
-            )
-            return out
-
-        return apply_blockwise(attend, x, key_padding_mask, self.block_size)

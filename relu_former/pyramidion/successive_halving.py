@@ -251,9 +251,29 @@ def successive_halving_topk(
     rounds = num_rounds(length, k)
     full = out_len << rounds
 
+    s, pad, start, pos = _first_round(scores, pad, sort, padding_mask is not None, sort_back,
+                                      length, full)
+    s, pad, pos, merges = _halving_rounds(s, pad, pos, rounds, sort, resort, pairing, base,
+                                          temperature)
+    final = _final_order(s, pad, pos, sort, sort_back, rounds, out_len, full)
+    s, pad = s.gather(1, final), pad.gather(1, final)
+
+    leaves, coef = _walk_back(final, (~pad).to(s.dtype), merges)
+    if start is not None:
+        start = torch.cat([start, torch.arange(length, full, device=device).expand(batch, -1)], 1)
+        leaves = start.gather(1, leaves.reshape(batch, -1)).view(leaves.shape)
+    pooled = _LeafWeightedSum.apply(values, leaves, coef.to(values.dtype))
+    return PooledSequence(pooled, s, pad)
+
+
+def _first_round(scores: Tensor, pad: Tensor, sort: bool, padded: bool, sort_back: bool,
+                 length: int, full: int):
+    """Scores and padding of the first round, padded to ``full`` slots; the input position of
+    each slot (``start``, when unsorted padding is moved last) and for ``sort_back``."""
+    batch, device = scores.shape[0], scores.device
     s = scores.masked_fill(pad, 0.0)
     start: Tensor | None = None  # position in the input of each slot of the first round
-    if not sort and padding_mask is not None:
+    if not sort and padded:
         # Without ranking, put padding last so that pairing by position matches the unpadded
         # sequence (padding can then only meet padding or pass a real item through).
         start = _real_first(pad)
@@ -266,7 +286,13 @@ def successive_halving_topk(
         pos = torch.arange(full, device=device).expand(batch, full)
         if start is not None:
             pos = torch.cat([start, pos[:, length:]], 1)
+    return s, pad, start, pos
 
+
+def _halving_rounds(s: Tensor, pad: Tensor, pos: Tensor | None, rounds: int, sort: bool,
+                    resort: bool, pairing: str, base: float, temperature: float | None):
+    """The rounds of pairing and merging: (scores, padding, positions, merges per round)."""
+    batch, device = s.shape[0], s.device
     merges: List[Tuple[Tensor, Tensor]] = []  # per round: (slot order [B, L], weights [B, L])
     for r in range(rounds):
         cur = s.shape[1]
@@ -288,22 +314,17 @@ def successive_halving_topk(
         pad = pad_p[:, :half] & pad_p[:, half:]
         if pos is not None:
             pos = pos.gather(1, order[:, :half])
+    return s, pad, pos, merges
 
-    # Which of the final slots goes where in the output.
+
+def _final_order(s: Tensor, pad: Tensor, pos: Tensor | None, sort: bool, sort_back: bool,
+                 rounds: int, out_len: int, full: int) -> Tensor:
+    """Which of the final slots goes where in the output."""
     if sort_back:
-        final = torch.argsort(pos + pad.long() * full, dim=1)
-    elif sort and rounds == 0:
-        final = _rank(s, pad)
-    else:
-        final = torch.arange(out_len, device=device).expand(batch, out_len)
-    s, pad = s.gather(1, final), pad.gather(1, final)
-
-    leaves, coef = _walk_back(final, (~pad).to(s.dtype), merges)
-    if start is not None:
-        start = torch.cat([start, torch.arange(length, full, device=device).expand(batch, -1)], 1)
-        leaves = start.gather(1, leaves.reshape(batch, -1)).view(leaves.shape)
-    pooled = _LeafWeightedSum.apply(values, leaves, coef.to(values.dtype))
-    return PooledSequence(pooled, s, pad)
+        return torch.argsort(pos + pad.long() * full, dim=1)
+    if sort and rounds == 0:
+        return _rank(s, pad)
+    return torch.arange(out_len, device=s.device).expand(s.shape[0], out_len)
 
 
 def _walk_back(

@@ -16,7 +16,7 @@ score before the mapping (sparsemax/entmax give them exactly 0) and are zeroed a
 row that sees no key outputs 0 instead of NaN. Softmax-like rows are computed in float32
 (float64 for float64 input), as fairseq does for softmax.
 
-Public functions (shapes as in ``relu_attention``):
+Public functions (q, k, v (B, H, T, D); masks as in ``kernels.common``):
 
     ACTIVATIONS: the names accepted by ``--attention-activation``
     check_activation(name, flag="--attention-activation") -> None
@@ -25,39 +25,48 @@ Public functions (shapes as in ``relu_attention``):
     normalized_attention(q, k, v, activation, *, key_padding_mask=None, attn_mask=None,
                          dropout_p=0.0, need_weights=False, need_statistics=False,
                          query_padding_mask=None) -> AttentionResult
+        softmax without weights or statistics goes through torch's fused SDPA.
+    relu_attention(q, k, v, *, key_padding_mask=None, attn_mask=None, gamma=1.0,
+                   backend="auto", key_chunk_size=0, dropout_p=0.0, need_weights=False,
+                   need_statistics=False, query_padding_mask=None,
+                   variance_reduction=True) -> AttentionResult
     rela_attention(q, k, v, gain, *, eps=1e-6, key_padding_mask=None, attn_mask=None,
-                   key_chunk_size=0, dropout_p=0.0, need_weights=False,
+                   backend="auto", key_chunk_size=0, dropout_p=0.0, need_weights=False,
                    need_statistics=False, query_padding_mask=None) -> AttentionResult
     attention(q, k, v, activation, **options) -> AttentionResult
         Looks ``activation`` up in ``ATTENTION_FUNCTIONS``: ``relu_attention`` (options
-        gamma, key_chunk_size, variance_reduction), ``rela_attention`` (options rela_gain,
-        rela_eps, key_chunk_size) or ``normalized_attention``. key_chunk_size is ignored by
-        the normalised activations (they need the whole row).
+        gamma, backend, key_chunk_size, variance_reduction), ``rela_attention`` (options
+        rela_gain, rela_eps, backend, key_chunk_size) or ``normalized_attention`` (which
+        needs whole rows and reads neither backend nor key_chunk_size).
+
+Statistics (``need_statistics``) are computed only when asked for: without them relu/rela
+compute U alone and softmax runs fused.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable, Dict, NamedTuple
+from typing import Any, Callable, Dict, NamedTuple, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from relu_former.errors import OptionError
-from relu_former.relu_attention.kernels.reference import (
+from relu_former.relu_attention.kernels.common import (
     AttentionResult,
     AttentionStatistics,
-    any_relu_sums,
+    Gamma,
     count_positive,
     count_visible_keys,
-    relu_attention,
-    relu_scores,
-    row_validity,
-    statistics_from_sums,
+    stat_dtype,
+    variance_factor,
     visible_keys,
     xlogx_sum,
 )
+from relu_former.relu_attention.kernels.dispatch import relu_sums
+from relu_former.relu_attention.kernels.reference import relu_scores
+from relu_former.relu_attention.regularisers import row_validity, statistics_from_sums
 
 ACTIVATIONS = ("softmax", "relu", "sparsemax", "entmax15", "rela")
 NORMALIZED = ("softmax", "sparsemax", "entmax15")
@@ -100,10 +109,18 @@ def normalized_attention(q: Tensor, k: Tensor, v: Tensor, activation: str, *,
                          attn_mask: Tensor | None = None, dropout_p: float = 0.0,
                          need_weights: bool = False, need_statistics: bool = False,
                          query_padding_mask: Tensor | None = None) -> AttentionResult:
-    """Softmax, sparsemax or 1.5-entmax attention; weights and statistics of the used rows."""
+    """Softmax, sparsemax or 1.5-entmax attention; weights and statistics of the used rows.
+
+    Softmax with neither weights nor statistics asked for runs through torch's fused
+    ``scaled_dot_product_attention`` (what fairseq's own module uses); everything else
+    materialises the weights.
+    """
     if activation not in NORMALIZED:
         raise ValueError(f"normalized_attention: {activation!r} is not one of {NORMALIZED}")
-    work_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
+    if activation == "softmax" and not need_weights and not need_statistics:
+        return AttentionResult(_fused_softmax(q, k, v, key_padding_mask, attn_mask, dropout_p),
+                               None, None)
+    work_dtype = stat_dtype(q)
     scores = torch.matmul(q * q.size(-1) ** -0.5, k.transpose(-1, -2)).to(work_dtype)
     visible = visible_keys(key_padding_mask, attn_mask)
     if visible is not None:
@@ -123,6 +140,23 @@ def normalized_attention(q: Tensor, k: Tensor, v: Tensor, activation: str, *,
     return AttentionResult(out, weights if need_weights else None, statistics)
 
 
+def _fused_softmax(q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Tensor | None,
+                   attn_mask: Tensor | None, dropout_p: float) -> Tensor:
+    """softmax(q k^T / sqrt(d)) v by SDPA; rows that see no key output 0, as the eager path.
+
+    Blocked keys get the eager path's finite score (``_masked_value``) rather than -inf, so a
+    row with every key blocked is finite (uniform) inside SDPA and is zeroed here after it.
+    """
+    visible = visible_keys(key_padding_mask, attn_mask)
+    if visible is None:
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
+    bias = torch.zeros(visible.shape, dtype=q.dtype, device=q.device)
+    bias.masked_fill_(~visible, _masked_value(q.dtype))
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p)
+    n = count_visible_keys(key_padding_mask, attn_mask, q.size(-2), k.size(-2))
+    return out * (n > 0).to(out.dtype).unsqueeze(-1)
+
+
 def _normalized_statistics(weights: Tensor, key_padding_mask: Tensor | None,
                            attn_mask: Tensor | None,
                            query_padding_mask: Tensor | None) -> AttentionStatistics:
@@ -138,12 +172,67 @@ def _normalized_statistics(weights: Tensor, key_padding_mask: Tensor | None,
     return statistics_from_sums(row_sum, xlogx, zeros, n, valid, regularizable=False)
 
 
-def rela_attention(q: Tensor, k: Tensor, v: Tensor, gain: Tensor, *, eps: float = 1e-6,
-                   key_padding_mask: Tensor | None = None, attn_mask: Tensor | None = None,
-                   key_chunk_size: int = 0, dropout_p: float = 0.0,
+def _weights_backend(backend: str, key_chunk_size: int, need_weights: bool) -> Tuple[str, int]:
+    """Weights asked for with grad enabled come from the reference backend (dense: with
+    gradient, e.g. for an alignment loss); without grad they are recomputed after the pass."""
+    if need_weights and torch.is_grad_enabled() and backend != "reference":
+        return "reference", 0
+    return backend, key_chunk_size
+
+
+def _row_statistics(sums, n: Tensor, shape: Tuple[int, int, int],
+                    query_padding_mask: Tensor | None,
+                    regularizable: bool) -> AttentionStatistics:
+    n_rows, valid = row_validity(n, shape, query_padding_mask)
+    return statistics_from_sums(sums.row_sum, sums.xlogx, n_rows - sums.positives, n_rows,
+                                valid, regularizable=regularizable)
+
+
+def relu_attention(q: Tensor, k: Tensor, v: Tensor, *,
+                   key_padding_mask: Tensor | None = None,
+                   attn_mask: Tensor | None = None, gamma: Gamma = 1.0,
+                   backend: str = "auto", key_chunk_size: int = 0, dropout_p: float = 0.0,
                    need_weights: bool = False, need_statistics: bool = False,
                    query_padding_mask: Tensor | None = None,
-                   fused: bool = True) -> AttentionResult:
+                   variance_reduction: bool = True) -> AttentionResult:
+    """ReLU attention (ReLUFormer section 4.1): out_i = sum_j s_ij v_j / (gamma sqrt(n_i/2)).
+
+    ``backend``/``key_chunk_size`` as in ``kernels.dispatch``. ``dropout_p`` drops score
+    entries before the values are summed (pass 0 in evaluation); the statistics and returned
+    weights are those of the undropped scores, and are computed only when asked for.
+    ``query_padding_mask`` (B, Tq) only excludes padded queries from the statistics.
+    ``variance_reduction=False`` drops the 1/(gamma sqrt(n/2)) factor (for the ablation).
+    Returned weights s_ij / (gamma sqrt(n_i/2)) are exactly the coefficients applied to v.
+    """
+    batch, heads, tgt_len, _ = q.shape
+    n = count_visible_keys(key_padding_mask, attn_mask, tgt_len, k.size(-2))
+    n = n.to(device=q.device, dtype=stat_dtype(q))
+    backend, key_chunk_size = _weights_backend(backend, key_chunk_size, need_weights)
+    sums = relu_sums(q, k, v, backend=backend, key_chunk_size=key_chunk_size,
+                     key_padding_mask=key_padding_mask, attn_mask=attn_mask,
+                     dropout_p=dropout_p, need_sums=need_statistics)
+    factor = variance_factor(n, gamma) if variance_reduction else torch.ones_like(n)
+    out = sums.u * factor.unsqueeze(-1).to(sums.u.dtype)
+    weights = None
+    if need_weights:
+        s = sums.scores
+        if s is None:  # not the dense reference: recomputed, without gradient
+            with torch.no_grad():
+                s = relu_scores(q * q.size(-1) ** -0.5, k,
+                                visible_keys(key_padding_mask, attn_mask))
+        weights = s * factor.unsqueeze(-1).to(s.dtype)
+    statistics = None
+    if need_statistics:
+        statistics = _row_statistics(sums, n, (batch, heads, tgt_len), query_padding_mask,
+                                     regularizable=True)
+    return AttentionResult(out, weights, statistics)
+
+
+def rela_attention(q: Tensor, k: Tensor, v: Tensor, gain: Tensor, *, eps: float = 1e-6,
+                   key_padding_mask: Tensor | None = None, attn_mask: Tensor | None = None,
+                   backend: str = "auto", key_chunk_size: int = 0, dropout_p: float = 0.0,
+                   need_weights: bool = False, need_statistics: bool = False,
+                   query_padding_mask: Tensor | None = None) -> AttentionResult:
     """ReLA: ReLU scores without the variance factor, RMS-normalised output times ``gain``.
 
     ``gain`` broadcasts against (B, H, Tq, D), e.g. shape (H, 1, D). Returned weights are the
@@ -151,47 +240,42 @@ def rela_attention(q: Tensor, k: Tensor, v: Tensor, gain: Tensor, *, eps: float 
     The statistics are those of s (logged; ReLA is not regularised).
     """
     batch, heads, tgt_len, _ = q.shape
-    src_len = k.size(-2)
-    fused = fused and not (need_weights and torch.is_grad_enabled())
-    sums = any_relu_sums(q, k, v, fused=fused, key_chunk_size=key_chunk_size,
-                         key_padding_mask=key_padding_mask, attn_mask=attn_mask,
-                         dropout_p=dropout_p, need_sums=need_statistics)
+    backend, key_chunk_size = _weights_backend(backend, key_chunk_size, need_weights)
+    sums = relu_sums(q, k, v, backend=backend, key_chunk_size=key_chunk_size,
+                     key_padding_mask=key_padding_mask, attn_mask=attn_mask,
+                     dropout_p=dropout_p, need_sums=need_statistics)
     u = sums.u
-    rms = torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + eps)
-    out = u * rms * gain
-
+    out = u * torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + eps) * gain
     weights = sums.scores
     if need_weights and weights is None:
         with torch.no_grad():
             weights = relu_scores(q * q.size(-1) ** -0.5, k,
                                   visible_keys(key_padding_mask, attn_mask))
-
     statistics = None
     if need_statistics:
-        n = count_visible_keys(key_padding_mask, attn_mask, tgt_len, src_len)
+        n = count_visible_keys(key_padding_mask, attn_mask, tgt_len, k.size(-2))
         n = n.to(device=q.device, dtype=sums.row_sum.dtype)
-        n, valid = row_validity(n, (batch, heads, tgt_len), query_padding_mask)
-        statistics = statistics_from_sums(sums.row_sum, sums.xlogx, n - sums.positives, n,
-                                          valid, regularizable=False)
+        statistics = _row_statistics(sums, n, (batch, heads, tgt_len), query_padding_mask,
+                                     regularizable=False)
     return AttentionResult(out, weights if need_weights else None, statistics)
 
 
 class _Options(NamedTuple):
     """The options of ``attention`` that only some activations read."""
 
-    gamma: float | Tensor
+    gamma: Gamma
+    backend: str
     key_chunk_size: int
     variance_reduction: bool
     rela_gain: Tensor | None
     rela_eps: float
-    fused: bool
 
 
 def _relu(q: Tensor, k: Tensor, v: Tensor, activation: str, options: _Options,
           masks: Dict[str, Any]) -> AttentionResult:
-    return relu_attention(q, k, v, gamma=options.gamma, key_chunk_size=options.key_chunk_size,
-                          variance_reduction=options.variance_reduction, fused=options.fused,
-                          **masks)
+    return relu_attention(q, k, v, gamma=options.gamma, backend=options.backend,
+                          key_chunk_size=options.key_chunk_size,
+                          variance_reduction=options.variance_reduction, **masks)
 
 
 def _rela(q: Tensor, k: Tensor, v: Tensor, activation: str, options: _Options,
@@ -199,8 +283,8 @@ def _rela(q: Tensor, k: Tensor, v: Tensor, activation: str, options: _Options,
     gain = options.rela_gain
     if gain is None:
         gain = torch.ones(q.size(-1), dtype=q.dtype, device=q.device)
-    return rela_attention(q, k, v, gain, eps=options.rela_eps,
-                          key_chunk_size=options.key_chunk_size, fused=options.fused, **masks)
+    return rela_attention(q, k, v, gain, eps=options.rela_eps, backend=options.backend,
+                          key_chunk_size=options.key_chunk_size, **masks)
 
 
 def _normalized(q: Tensor, k: Tensor, v: Tensor, activation: str, options: _Options,
@@ -218,14 +302,15 @@ ATTENTION_FUNCTIONS: Dict[str, Callable[..., AttentionResult]] = {
 
 def attention(q: Tensor, k: Tensor, v: Tensor, activation: str, *,
               key_padding_mask: Tensor | None = None, attn_mask: Tensor | None = None,
-              gamma: float | Tensor = 1.0, key_chunk_size: int = 0, dropout_p: float = 0.0,
-              need_weights: bool = False, need_statistics: bool = False,
-              query_padding_mask: Tensor | None = None, variance_reduction: bool = True,
-              rela_gain: Tensor | None = None, rela_eps: float = 1e-6,
-              fused: bool = True) -> AttentionResult:
+              gamma: Gamma = 1.0, backend: str = "auto", key_chunk_size: int = 0,
+              dropout_p: float = 0.0, need_weights: bool = False,
+              need_statistics: bool = False, query_padding_mask: Tensor | None = None,
+              variance_reduction: bool = True, rela_gain: Tensor | None = None,
+              rela_eps: float = 1e-6) -> AttentionResult:
     """One interface for every activation of ``ACTIVATIONS`` (see the module docstring).
 
-    ``fused`` selects the fused kernel of relu/rela (False: the dense/chunked reference).
+    ``backend`` and ``key_chunk_size`` choose relu/rela's kernel (``kernels.dispatch``); the
+    normalised activations need whole rows and read neither.
     """
     function = ATTENTION_FUNCTIONS.get(activation)
     if function is None:
@@ -233,6 +318,5 @@ def attention(q: Tensor, k: Tensor, v: Tensor, activation: str, *,
     masks = dict(key_padding_mask=key_padding_mask, attn_mask=attn_mask, dropout_p=dropout_p,
                  need_weights=need_weights, need_statistics=need_statistics,
                  query_padding_mask=query_padding_mask)
-    options = _Options(gamma, key_chunk_size, variance_reduction, rela_gain, rela_eps,
-                       fused)
+    options = _Options(gamma, backend, key_chunk_size, variance_reduction, rela_gain, rela_eps)
     return function(q, k, v, activation, options, masks)

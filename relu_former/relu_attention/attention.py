@@ -3,9 +3,10 @@
 ``ActivationMultiheadAttention`` is a drop-in subclass of ``fairseq.modules.MultiheadAttention``:
 same constructor arguments and forward signature, same projections, parameter names and
 incremental-decoding buffers (so ``reorder_incremental_state`` and beam search work as for the
-stock module), plus the keyword arguments ``activation``, ``relu_gamma``, ``learn_gamma``,
-``key_chunk_size``, ``relu_scaling`` and ``fused_kernel``. The weights themselves come from
-``relu_former.kernels``.
+stock module), plus the keyword arguments ``activation``, ``relu_gamma``, ``relu_learn_gamma``,
+``relu_attention_scaling``, ``attention_backend`` and ``attention_key_chunk_size``, named as
+the flags and their defaults in ``relu_former.relu_attention.config``. The weights themselves
+come from ``relu_former.relu_attention.activations`` (kernels in ``kernels/``).
 
 It never takes the stock module's fused ``F.multi_head_attention_forward`` path (that path is
 softmax only): ``forward`` is written here in full and does not call the parent's ``forward``.
@@ -17,22 +18,23 @@ Masks, as fairseq passes them: ``key_padding_mask`` (B, Tk), True/1 = padding; `
 every negative entry (-inf, -1e8) blocks the key. Blocked keys get weight 0 and do not count in
 n_i.
 
-In training mode (or with ``record_statistics = True``) each forward stores the per-row figures
-of ``AttentionStatistics`` (ReLU row sums S_i and entropies H_i with their gradients, zero
-counts, n_i), read with ``attention_statistics()`` by ``criterions/regularized.py``
-(``attention_statistics(row_sum="weights")`` gives the row sums of the weights applied to the
-values instead of the ReLU scores'). In evaluation it stores nothing, so no stale figures leak
-from one batch to another.
+Statistics only on request: while ``need_statistics`` is True (set by
+``relu_former.relu_attention.statistics.requested_attention_statistics``, which a criterion
+enters through the model) each forward stores the per-row figures of ``AttentionStatistics``
+(ReLU row sums S_i and entropies H_i with their gradients, zero counts, n_i), read with
+``attention_statistics()``; leaving the request clears them. Otherwise no statistic is
+computed, in any backend, and softmax runs through torch's fused SDPA.
 
-``relu_scaling`` (relu attention only; the ablations of the ReLUFormer paper, Table 5):
+``relu_attention_scaling`` (relu attention only; the ablations of the ReLUFormer paper,
+Table 5):
 ``factor`` multiplies the ReLU scores by 1/(gamma sqrt(n_i/2)), the paper's variance
 reduction; ``none`` leaves them unscaled; ``layernorm`` leaves them unscaled and puts a
 LayerNorm over the model width on the attention output (the heads concatenated, before the
 output projection).
 
-relu and rela attention use the fused kernel (``relu_former.relu_attention.kernels.tiled``;
-FlexAttention on CUDA) unless ``fused_kernel=False``, which selects the dense reference path, or
-the key-chunked one with ``key_chunk_size``.
+relu and rela attention run on ``attention_backend`` (``kernels/dispatch.py``: auto = the tiled
+kernel, FlexAttention on CUDA; reference = dense, or key-chunked with
+``attention_key_chunk_size``).
 
 In training, weights are returned only when ``module.training_weights`` is True: fairseq's
 decoder asks its alignment layer for weights at every step (``need_weights`` and
@@ -57,55 +59,26 @@ from fairseq.modules import LayerNorm, MultiheadAttention
 from fairseq.modules.quant_noise import quant_noise
 from torch import Tensor, nn
 
-from relu_former.errors import OptionError
 from relu_former.relu_attention.activations import attention, check_activation
-from relu_former.relu_attention.kernels.reference import AttentionStatistics, variance_factor
+from relu_former.relu_attention.config import (
+    DEFAULT_ATTENTION_BACKEND,
+    DEFAULT_ATTENTION_KEY_CHUNK_SIZE,
+    DEFAULT_RELU_ATTENTION_SCALING,
+    DEFAULT_RELU_GAMMA,
+    DEFAULT_RELU_LEARN_GAMMA,
+    check_attention_backend,
+    check_relu_attention_scaling,
+    check_relu_gamma,
+)
+from relu_former.relu_attention.kernels.common import AttentionStatistics, variance_factor
 
 logger = logging.getLogger(__name__)
 
 # Activations that can run over blocks of keys (their weights need no row normalisation).
 CHUNKABLE = ("relu", "rela")
 
-# How relu attention scales its scores (see the module docstring).
-RELU_SCALINGS = ("factor", "none", "layernorm")
-
 # Which row sum ``attention_statistics`` reports: the ReLU scores' or the applied weights'.
 ROW_SUMS = ("scores", "weights")
-
-# gamma divides the attention output, so a tiny gamma makes it huge: measured on a 1-layer
-# model, fairseq's LayerNorm overflows float32 (it squares the output) and the first update is
-# NaN from gamma = 1e-19 on (1e-20 with pre-norm); in half precision (max 65504) the output
-# itself overflows once |out| / gamma > 65504. The floor keeps far from both; the paper's
-# temperatures are near 1.
-MIN_RELU_GAMMA = 1e-3
-
-
-def check_relu_gamma(gamma: float, flag: str = "--relu-gamma") -> None:
-    """Raise an OptionError naming the flag unless gamma is finite and >= MIN_RELU_GAMMA."""
-    if gamma is None or not math.isfinite(gamma) or gamma <= 0:
-        raise OptionError(flag, f"{flag} must be a finite number > 0, got {gamma}")
-    if gamma < MIN_RELU_GAMMA:
-        raise OptionError(flag, f"{flag} must be >= {MIN_RELU_GAMMA:g}, got {gamma:g}: the "
-                          "attention output is divided by gamma, and below that it overflows "
-                          "(NaN from the first update)")
-
-
-def check_relu_scaling(scaling: str, learn_gamma: bool = False,
-                       flag: str = "--relu-attention-scaling") -> None:
-    """Raise an OptionError naming the flag for an unknown scaling or one without gamma."""
-    if scaling not in RELU_SCALINGS:
-        raise OptionError(flag, f"{flag} {scaling!r} is unknown; choose one of "
-                          f"{', '.join(RELU_SCALINGS)}")
-    if learn_gamma and scaling != "factor":
-        raise OptionError("--relu-learn-gamma", "--relu-learn-gamma learns the gamma of the "
-                          f"variance reduction factor, which {flag} {scaling} removes; drop "
-                          "one of the two")
-
-
-def check_key_chunk_size(size: int, flag: str = "--attention-key-chunk-size") -> None:
-    """Raise a ValueError naming the flag unless size is an integer >= 0 (0 = dense)."""
-    if size is None or int(size) != size or size < 0:
-        raise OptionError(flag, f"{flag} must be an integer >= 0 (0 = dense attention), got {size}")
 
 
 def blocked_keys(attn_mask: Tensor | None, bsz: int, num_heads: int) -> Tensor | None:
@@ -121,13 +94,12 @@ def blocked_keys(attn_mask: Tensor | None, bsz: int, num_heads: int) -> Tensor |
 class ActivationMultiheadAttention(MultiheadAttention):
     """Multi-head attention whose weights use ``activation`` (see the module docstring).
 
-    Args beyond fairseq's: ``activation`` one of softmax, relu, sparsemax, entmax15, rela;
-    ``relu_gamma`` the temperature gamma of relu attention (> 0); ``learn_gamma`` learn one
-    gamma per head (stored as its log, initialised at ``relu_gamma``); ``relu_scaling`` one
-    of ``RELU_SCALINGS`` (relu only); ``key_chunk_size`` compute relu/rela attention over
-    blocks of that many keys (0 = dense; other activations always run dense); ``fused_kernel``
-    relu/rela through the fused kernel (default; False selects the dense or key-chunked
-    reference path).
+    Args beyond fairseq's, each named and checked as its flag (``config.py``): ``activation``
+    one of softmax, relu, sparsemax, entmax15, rela; ``relu_gamma`` the temperature gamma of
+    relu attention; ``relu_learn_gamma`` learn one gamma per head (stored as its log,
+    initialised at ``relu_gamma``); ``relu_attention_scaling`` factor, none or layernorm
+    (relu only); ``attention_backend`` the relu/rela kernel; ``attention_key_chunk_size``
+    blocks of keys for the reference backend (0 = dense).
     """
 
     def __init__(self, embed_dim, num_heads, kdim=None, vdim=None, dropout=0.0, bias=True,
@@ -135,13 +107,16 @@ class ActivationMultiheadAttention(MultiheadAttention):
                  encoder_decoder_attention=False, dictionary=None, q_noise=0.0,
                  qn_block_size=8, xformers_att_config: str | None = None,
                  xformers_blocksparse_layout=None, xformers_blocksparse_blocksize=16, *,
-                 activation: str = "relu", relu_gamma: float = 1.0, learn_gamma: bool = False,
-                 relu_scaling: str = "factor", key_chunk_size: int = 0,
-                 fused_kernel: bool | str = True):
+                 activation: str = "relu", relu_gamma: float = DEFAULT_RELU_GAMMA,
+                 relu_learn_gamma: bool = DEFAULT_RELU_LEARN_GAMMA,
+                 relu_attention_scaling: str = DEFAULT_RELU_ATTENTION_SCALING,
+                 attention_backend: str = DEFAULT_ATTENTION_BACKEND,
+                 attention_key_chunk_size: int = DEFAULT_ATTENTION_KEY_CHUNK_SIZE):
         check_activation(activation)
         check_relu_gamma(relu_gamma)
-        check_relu_scaling(relu_scaling, learn_gamma and activation == "relu")
-        check_key_chunk_size(key_chunk_size)
+        check_relu_attention_scaling(relu_attention_scaling,
+                                     relu_learn_gamma and activation == "relu")
+        check_attention_backend(attention_backend, attention_key_chunk_size)
         if xformers_att_config:
             raise ValueError(
                 "--encoder-xformers-att-config/--decoder-xformers-att-config replace the "
@@ -153,30 +128,41 @@ class ActivationMultiheadAttention(MultiheadAttention):
                          self_attention=self_attention,
                          encoder_decoder_attention=encoder_decoder_attention,
                          dictionary=dictionary, q_noise=q_noise, qn_block_size=qn_block_size)
+        self._set_options(activation, relu_gamma, relu_learn_gamma, relu_attention_scaling,
+                          attention_backend, attention_key_chunk_size)
+        self._build_parameters(embed_dim, num_heads, q_noise, qn_block_size)
+        self.training_weights = False
+        self.need_statistics = False
+        self._statistics: AttentionStatistics | None = None
+
+    def _set_options(self, activation: str, relu_gamma: float, relu_learn_gamma: bool,
+                     relu_attention_scaling: str, attention_backend: str,
+                     attention_key_chunk_size: int) -> None:
         self.activation = activation
         self.relu_gamma = float(relu_gamma)
-        self.learn_gamma = bool(learn_gamma) and activation == "relu"
-        self.relu_scaling = relu_scaling if activation == "relu" else "factor"
-        self.key_chunk_size = int(key_chunk_size)
-        # a string names the fused backend (triton, flex, tiled); True = automatic
-        self.fused_kernel = fused_kernel if isinstance(fused_kernel, str) else bool(fused_kernel)
-        self.training_weights = False
-        if self.key_chunk_size and activation not in CHUNKABLE:
+        self.relu_learn_gamma = bool(relu_learn_gamma) and activation == "relu"
+        self.relu_attention_scaling = (relu_attention_scaling if activation == "relu"
+                                       else "factor")
+        self.attention_backend = attention_backend
+        self.attention_key_chunk_size = int(attention_key_chunk_size)
+        if self.attention_key_chunk_size and activation not in CHUNKABLE:
             logger.warning("key chunking applies to relu and rela attention; %s attention "
                            "is computed dense", activation)
+
+    def _build_parameters(self, embed_dim: int, num_heads: int, q_noise: float,
+                          qn_block_size: int) -> None:
+        """gamma's log, ReLA's gate and gain, the output LayerNorm (names as in checkpoints)."""
         self.log_gamma = (nn.Parameter(torch.full((num_heads,), math.log(self.relu_gamma)))
-                          if self.learn_gamma else None)
-        if activation == "rela":
+                          if self.relu_learn_gamma else None)
+        if self.activation == "rela":
             self.rela_gate = quant_noise(nn.Linear(embed_dim, embed_dim, bias=False), q_noise,
                                          qn_block_size)
             self.rela_gain = nn.Parameter(torch.ones(num_heads, 1, self.head_dim))
         else:
             self.rela_gate = None
             self.rela_gain = None
-        self.relu_output_norm = (LayerNorm(embed_dim) if self.relu_scaling == "layernorm"
-                                 else None)
-        self.record_statistics = False
-        self._statistics: AttentionStatistics | None = None
+        self.relu_output_norm = (LayerNorm(embed_dim)
+                                 if self.relu_attention_scaling == "layernorm" else None)
 
     @property
     def gamma(self):
@@ -184,7 +170,7 @@ class ActivationMultiheadAttention(MultiheadAttention):
         return self.log_gamma.exp() if self.log_gamma is not None else self.relu_gamma
 
     def attention_statistics(self, row_sum: str = "scores") -> AttentionStatistics | None:
-        """The per-row figures of the last forward pass in training mode (else None).
+        """The per-row figures of the last forward pass under ``need_statistics`` (else None).
 
         ``row_sum="scores"``: S_i = sum_j s_ij, the ReLU scores; ``"weights"``: the row sums
         of the weights applied to the values, S_i / (gamma sqrt(n_i/2)) with the variance
@@ -195,15 +181,17 @@ class ActivationMultiheadAttention(MultiheadAttention):
         if row_sum not in ROW_SUMS:
             raise ValueError(f"row_sum must be one of {ROW_SUMS}, got {row_sum!r}")
         if (stats is None or row_sum == "scores" or not stats.regularizable
-                or self.relu_scaling != "factor"):
+                or self.relu_attention_scaling != "factor"):
             return stats
         factor = variance_factor(stats.n, self.gamma).to(stats.row_sum.dtype)
         return stats._replace(row_sum=stats.row_sum * factor)
 
     def extra_repr(self) -> str:
         return (f"activation={self.activation}, relu_gamma={self.relu_gamma}, "
-                f"learn_gamma={self.learn_gamma}, relu_scaling={self.relu_scaling}, "
-                f"key_chunk_size={self.key_chunk_size}, fused_kernel={self.fused_kernel}")
+                f"relu_learn_gamma={self.relu_learn_gamma}, "
+                f"relu_attention_scaling={self.relu_attention_scaling}, "
+                f"attention_backend={self.attention_backend}, "
+                f"attention_key_chunk_size={self.attention_key_chunk_size}")
 
     def _project(self, query: Tensor, key: Tensor | None, value: Tensor | None):
         q = self.q_proj(query)
@@ -315,16 +303,17 @@ class ActivationMultiheadAttention(MultiheadAttention):
             assert blocked is None, "an attention mask with shared encoder keys"
             q = q.reshape(kv_bsz, beam, self.num_heads, tgt_len, self.head_dim)
             q = q.transpose(1, 2).reshape(kv_bsz, self.num_heads, beam * tgt_len, -1)
-        record = self.training or self.record_statistics
+        record = self.need_statistics
         dropout_p = (self.dropout_module.p
                      if self.training or self.dropout_module.apply_during_inference else 0.0)
         result = attention(
             q, k, v, self.activation, key_padding_mask=padding, attn_mask=blocked,
-            gamma=self.gamma, key_chunk_size=self.key_chunk_size, dropout_p=dropout_p,
+            gamma=self.gamma, backend=self.attention_backend,
+            key_chunk_size=self.attention_key_chunk_size, dropout_p=dropout_p,
             need_weights=need_weights, need_statistics=record,
             query_padding_mask=query_padding_mask if beam == 1 else None,
-            variance_reduction=self.relu_scaling == "factor", rela_gain=self.rela_gain,
-            fused=self.fused_kernel,
+            variance_reduction=self.relu_attention_scaling == "factor",
+            rela_gain=self.rela_gain,
         )
         self._statistics = result.statistics if record else None
         out, weights = result.out, result.weights

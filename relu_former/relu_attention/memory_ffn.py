@@ -2,7 +2,7 @@
 
 fc1's rows are memory keys, fc2's columns the values, and the FFN width is the number of slots:
 
-    relu        fc2(act(fc1 x))             the stock block (act = --activation-fn, relu)
+    stock       fc2(act(fc1 x))             the stock block (act = --activation-fn; old name relu)
     softmax     fc2(softmax(fc1 x))          slots weighted like attention over memory
     softmax_ln  LN(fc2(softmax(fc1 x)))      the same, with a LayerNorm on the memory output
 
@@ -20,15 +20,9 @@ from fairseq.modules import LayerNorm
 from fairseq.modules.quant_noise import quant_noise
 from torch import Tensor, nn
 
-FFN_ACTIVATIONS = ("relu", "softmax", "softmax_ln")
+from relu_former.relu_attention.config import FFN_ACTIVATIONS, check_ffn_activation
 
-
-def check_ffn_activation(name: str, flag: str = "--ffn-activation") -> None:
-    """Raise a ValueError naming the flag for an unknown FFN variant."""
-    if name not in FFN_ACTIVATIONS:
-        raise ValueError(f"{flag} {name!r} is unknown; choose one of "
-                         f"{', '.join(FFN_ACTIVATIONS)}")
-
+__all__ = ["FFN_ACTIVATIONS", "check_ffn_activation", "build_memory_fc2", "memory_activation"]
 
 def softmax_over_slots(x: Tensor) -> Tensor:
     """Softmax over the FFN width (the memory slots), computed in float32 for stability."""
@@ -36,9 +30,9 @@ def softmax_over_slots(x: Tensor) -> Tensor:
 
 
 def memory_activation(name: str, stock: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
-    """The activation between fc1 and fc2: the layer's stock one for ``relu``, else softmax."""
+    """The activation between fc1 and fc2: the layer's own for ``stock``, else softmax."""
     check_ffn_activation(name)
-    return stock if name == "relu" else softmax_over_slots
+    return softmax_over_slots if name in ("softmax", "softmax_ln") else stock
 
 
 class MemoryOutput(nn.Linear):

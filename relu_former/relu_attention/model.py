@@ -12,8 +12,8 @@ How it is built, for subclasses (e.g. an encoder that also pools):
   (activation checkpointing, FSDP) by ``wrap_layer``.
 - The layers override fairseq's hooks ``build_self_attention``, ``build_encoder_attention``
   and ``build_fc2``; all three ask ``AttentionSettings`` (read from the config by
-  ``AttentionSettings.from_cfg``) for the module. Another encoder can reuse ReLU attention
-  with ``AttentionSettings.from_cfg(cfg).build_attention("encoder", embed_dim, heads, ...)``.
+  ``AttentionSettings.from_cfg``, ``config.py``) for the module. Another encoder can reuse
+  ReLU attention with ``build_attention(AttentionSettings.from_cfg(cfg), "encoder", ...)``.
 - fairseq copies every command-line argument onto the ``TransformerConfig`` it passes around,
   so the flags below reach the layers, and a checkpoint's saved arguments rebuild the same
   activations when it is loaded for decoding.
@@ -21,8 +21,6 @@ How it is built, for subclasses (e.g. an encoder that also pools):
 
 from __future__ import annotations
 
-import argparse
-from dataclasses import dataclass
 from typing import Any
 
 from fairseq.distributed import fsdp_wrap
@@ -46,99 +44,31 @@ from fairseq.modules.transformer_layer import (
 )
 from torch import nn
 
-from relu_former.errors import OptionError
-from relu_former.relu_attention.activations import ACTIVATIONS, check_activation
-from relu_former.relu_attention.attention import (
-    RELU_SCALINGS,
-    ActivationMultiheadAttention,
-    check_key_chunk_size,
-    check_relu_gamma,
-    check_relu_scaling,
-)
-from relu_former.relu_attention.memory_ffn import (
+from relu_former.relu_attention.activations import ACTIVATIONS
+from relu_former.relu_attention.attention import ActivationMultiheadAttention
+from relu_former.relu_attention.config import (
+    BACKEND_NAMES,
+    DEFAULT_DOC_MAX_POSITIONS,
     FFN_ACTIVATIONS,
-    build_memory_fc2,
-    check_ffn_activation,
-    memory_activation,
+    LEGACY_FFN_ACTIVATIONS,
+    LEGACY_KERNELS,
+    RELU_SCALINGS,
+    AttentionSettings,
+    argparse_type,
+    check_relu_gamma,
+    choice_type,
+    fill_arch_defaults,
 )
-
-ATTENTION_KINDS = ("encoder", "decoder", "cross")
-ATTENTION_KERNELS = ("fused", "reference", "triton", "flex", "tiled")
-DEFAULT_DOC_KEY_CHUNK_SIZE = 512
+from relu_former.relu_attention.memory_ffn import build_memory_fc2, memory_activation
+from relu_former.relu_attention.statistics import AttentionStatisticsMixin
 
 
-@dataclass
-class AttentionSettings:
-    """The plugin's attention/FFN choices, read from fairseq args or a TransformerConfig."""
-
-    encoder_activation: str = "relu"
-    decoder_activation: str = "relu"
-    cross_activation: str = "relu"
-    relu_gamma: float = 1.0
-    learn_gamma: bool = False
-    relu_scaling: str = "factor"
-    key_chunk_size: int = 0
-    attention_kernel: str = "fused"
-    ffn_activation: str = "relu"
-
-    @classmethod
-    def from_cfg(cls, cfg: Any) -> AttentionSettings:
-        """Read and check the flags; a missing flag takes its documented default."""
-
-        def get(name: str, default: Any) -> Any:
-            value = getattr(cfg, name, None)
-            return default if value is None else value
-
-        shared = get("attention_activation", "relu")
-        settings = cls(
-            encoder_activation=get("encoder_attention_activation", shared),
-            decoder_activation=get("decoder_attention_activation", shared),
-            cross_activation=get("cross_attention_activation", shared),
-            relu_gamma=float(get("relu_gamma", 1.0)),
-            learn_gamma=bool(get("relu_learn_gamma", False)),
-            relu_scaling=get("relu_attention_scaling", "factor"),
-            key_chunk_size=int(get("attention_key_chunk_size", 0)),
-            attention_kernel=get("attention_kernel", "fused"),
-            ffn_activation=get("ffn_activation", "relu"),
-        )
-        settings.check()
-        return settings
-
-    def check(self) -> None:
-        """Raise a ValueError/ImportError naming the flag for a bad or unusable setting."""
-        for kind in ATTENTION_KINDS:
-            check_activation(self.activation(kind),
-                             f"--{kind}-attention-activation (or --attention-activation)")
-        check_relu_gamma(self.relu_gamma)
-        uses_relu = "relu" in (self.activation(kind) for kind in ATTENTION_KINDS)
-        check_relu_scaling(self.relu_scaling, self.learn_gamma and uses_relu)
-        check_key_chunk_size(self.key_chunk_size)
-        if self.attention_kernel not in ATTENTION_KERNELS:
-            raise OptionError("--attention-kernel", "--attention-kernel must be one of "
-                              f"{', '.join(ATTENTION_KERNELS)}, got {self.attention_kernel!r}")
-        check_ffn_activation(self.ffn_activation)
-
-    def activation(self, kind: str) -> str:
-        if kind not in ATTENTION_KINDS:
-            raise ValueError(f"attention kind must be one of {ATTENTION_KINDS}, got {kind!r}")
-        return getattr(self, f"{kind}_activation")
-
-    def build_attention(self, kind: str, embed_dim: int, num_heads: int,
-                        **kwargs: Any) -> ActivationMultiheadAttention:
-        """The attention module for ``kind`` (encoder, decoder or cross); kwargs go to
-        fairseq's MultiheadAttention (dropout, self_attention, kdim, q_noise, ...)."""
-        return ActivationMultiheadAttention(
-            embed_dim, num_heads, activation=self.activation(kind),
-            relu_gamma=self.relu_gamma, learn_gamma=self.learn_gamma,
-            relu_scaling=self.relu_scaling, key_chunk_size=self.key_chunk_size,
-            fused_kernel=_fused_kernel(self.attention_kernel), **kwargs,
-        )
-
-
-def _fused_kernel(kernel: str) -> bool | str:
-    """--attention-kernel as the attention module takes it: fused = True (auto), reference =
-    False, a fused backend's name (triton, flex, tiled) as itself."""
-    return {"fused": True, "reference": False}.get(kernel, kernel)
+def build_attention(settings: AttentionSettings, kind: str, embed_dim: int, num_heads: int,
+                    **kwargs: Any) -> ActivationMultiheadAttention:
+    """The attention module for ``kind`` (encoder, decoder or cross); kwargs go to
+    fairseq's MultiheadAttention (dropout, self_attention, kdim, q_noise, ...)."""
+    return ActivationMultiheadAttention(embed_dim, num_heads, **settings.module_kwargs(kind),
+                                        **kwargs)
 
 
 def wrap_layer(layer: nn.Module, cfg: Any) -> nn.Module:
@@ -157,9 +87,9 @@ class _LayerHooks:
     def plugin_attention(self, kind: str, embed_dim: int, num_heads: int, cfg,
                          **kwargs: Any) -> ActivationMultiheadAttention:
         """An attention of ``kind`` with the layer's dropout and quantisation noise."""
-        return self.settings.build_attention(
-            kind, embed_dim, num_heads, dropout=cfg.attention_dropout, q_noise=self.quant_noise,
-            qn_block_size=self.quant_noise_block_size, **kwargs,
+        return build_attention(
+            self.settings, kind, embed_dim, num_heads, dropout=cfg.attention_dropout,
+            q_noise=self.quant_noise, qn_block_size=self.quant_noise_block_size, **kwargs,
         )
 
     def build_fc2(self, input_dim, output_dim, q_noise, qn_block_size):
@@ -217,42 +147,10 @@ class ReLUFormerDecoder(TransformerDecoderBase):
         return wrap_layer(ReLUFormerDecoderLayer(cfg, no_encoder_attn), cfg)
 
 
-def _choice_type(choices, flag: str):
-    def parse(value: str) -> str:
-        if value not in choices:
-            raise argparse.ArgumentTypeError(
-                f"{value!r} is unknown for {flag}; choose one of {', '.join(choices)}")
-        return value
-    parse.__name__ = flag
-    return parse
-
-
-def _gamma(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--relu-gamma must be a number, got {value!r}") from None
-    try:
-        check_relu_gamma(number)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-    return number
-
-
-def _chunk_size(value: str) -> int:
-    try:
-        number = int(value)
-        check_key_chunk_size(number)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(
-            f"--attention-key-chunk-size must be an integer >= 0, got {value!r}") from err
-    return number
-
-
 def add_relu_former_args(parser) -> None:
     """The plugin's model flags (no defaults here: the architectures fill them in)."""
     activations = ", ".join(ACTIVATIONS)
-    parser.add_argument("--attention-activation", type=_choice_type(ACTIVATIONS,
+    parser.add_argument("--attention-activation", type=choice_type(ACTIVATIONS,
                         "--attention-activation"), metavar="{" + ",".join(ACTIVATIONS) + "}",
                         help=f"attention weights for every attention ({activations}); "
                         "relu_former archs default to relu self-attention with softmax "
@@ -261,42 +159,53 @@ def add_relu_former_args(parser) -> None:
                        ("decoder", "decoder self-attention"),
                        ("cross", "encoder-decoder (cross) attention")):
         flag = f"--{kind}-attention-activation"
-        parser.add_argument(flag, type=_choice_type(ACTIVATIONS, flag),
+        parser.add_argument(flag, type=choice_type(ACTIVATIONS, flag),
                             metavar="{" + ",".join(ACTIVATIONS) + "}",
                             help=f"activation of the {what} only "
                             "(default: --attention-activation)")
-    parser.add_argument("--relu-gamma", type=_gamma, metavar="FLOAT",
+    parser.add_argument("--relu-gamma", type=argparse_type("--relu-gamma", float,
+                                                            check_relu_gamma), metavar="FLOAT",
                         help="temperature gamma of ReLU attention, out_i = sum_j s_ij v_j / "
                         "(gamma sqrt(n_i/2)); >= 1e-3 (smaller overflows), default 1")
     parser.add_argument("--relu-learn-gamma", action="store_true",
                         help="learn one gamma per head of relu attention "
                         "(initialised at --relu-gamma)")
-    parser.add_argument("--relu-attention-scaling", type=_choice_type(
+    parser.add_argument("--relu-attention-scaling", type=choice_type(
                         RELU_SCALINGS, "--relu-attention-scaling"),
                         metavar="{" + ",".join(RELU_SCALINGS) + "}",
                         help="how relu attention scales its scores: factor = the variance "
                         "reduction 1/(gamma sqrt(n_i/2)) (default); none = unscaled; layernorm "
                         "= unscaled, with a LayerNorm on the attention output (ablations)")
-    parser.add_argument("--attention-key-chunk-size", type=_chunk_size, metavar="INT",
-                        help="compute relu/rela attention over blocks of this many keys, "
-                        "memory n x block instead of n x n (0 = dense, the default); "
-                        "used by --attention-kernel reference")
-    parser.add_argument("--attention-kernel", type=_choice_type(ATTENTION_KERNELS,
-                        "--attention-kernel"), metavar="{" + ",".join(ATTENTION_KERNELS) + "}",
-                        help="relu/rela attention: fused = automatic (default): the Triton "
-                        "kernel on CUDA when triton is importable, else FlexAttention on CUDA "
-                        "without dropout, else the tiled kernel; triton, flex, tiled force "
-                        "that kernel; reference = the dense path, or the key-chunked one with "
-                        "--attention-key-chunk-size")
-    parser.add_argument("--ffn-activation", type=_choice_type(FFN_ACTIVATIONS,
-                        "--ffn-activation"), metavar="{" + ",".join(FFN_ACTIVATIONS) + "}",
-                        help="FFN as key-value memory: relu = stock FFN (--activation-fn), "
-                        "softmax = fc2(softmax(fc1 x)), softmax_ln = LN(fc2(softmax(fc1 x)))")
+    parser.add_argument("--attention-backend", type=choice_type(BACKEND_NAMES,
+                        "--attention-backend"), metavar="{" + ",".join(BACKEND_NAMES) + "}",
+                        help="kernel of relu/rela attention: auto = tiled on CPU, "
+                        "FlexAttention on CUDA without dropout (default); tiled = fused tiles, "
+                        "never the n x n matrix; flex = FlexAttention; reference = the dense "
+                        "path, or key blocks with --attention-key-chunk-size")
+    parser.add_argument("--attention-key-chunk-size", type=argparse_type(
+                        "--attention-key-chunk-size", int, _check_chunk_size), metavar="INT",
+                        help="reference backend only (an error with the others, which tile "
+                        "anyway): relu/rela attention over blocks of this many keys, memory "
+                        "n x block instead of n x n (0 = dense, the default)")
+    parser.add_argument("--attention-kernel", type=choice_type(tuple(LEGACY_KERNELS),
+                        "--attention-kernel"), metavar="{" + ",".join(LEGACY_KERNELS) + "}",
+                        help="deprecated, read as --attention-backend: fused = auto, "
+                        "reference = reference")
+    parser.add_argument("--ffn-activation", type=choice_type(
+                        FFN_ACTIVATIONS + tuple(LEGACY_FFN_ACTIVATIONS), "--ffn-activation"),
+                        metavar="{" + ",".join(FFN_ACTIVATIONS) + "}",
+                        help="FFN as key-value memory: stock = the stock FFN with "
+                        "--activation-fn (default; 'relu' is its deprecated name), softmax = "
+                        "fc2(softmax(fc1 x)), softmax_ln = LN(fc2(softmax(fc1 x)))")
 
 
 @register_model("relu_former")
-class ReLUFormerModel(TransformerModel):
-    """Transformer with ReLU attention (or a baseline activation) and FFN memory variants."""
+class ReLUFormerModel(AttentionStatisticsMixin, TransformerModel):
+    """Transformer with ReLU attention (or a baseline activation) and FFN memory variants.
+
+    ``requested_attention_statistics()`` / ``attention_statistics()`` (the mixin) are how a
+    criterion asks for the attention statistics; without a request none is computed.
+    """
 
     @classmethod
     def add_args(cls, parser):
@@ -320,24 +229,14 @@ class ReLUFormerModel(TransformerModel):
                                  no_encoder_attn=cfg.no_cross_attention)
 
 
-def _default(args, name: str, value: Any) -> None:
-    if getattr(args, name, None) is None:
-        setattr(args, name, value)
+def _check_chunk_size(size: int) -> None:
+    if size < 0:
+        raise ValueError(f"--attention-key-chunk-size must be an integer >= 0 (0 = dense "
+                         f"attention), got {size}")
 
 
 def _relu_former_defaults(args) -> None:
-    if getattr(args, "attention_activation", None) is None:
-        # Measured (docs/relu_former.md, "Ablations"): softmax cross-attention under ReLU
-        # self-attention closes the BLEU gap to softmax; the paper does not specify the
-        # cross-attention. --attention-activation relu gives the all-ReLU model.
-        _default(args, "cross_attention_activation", "softmax")
-    _default(args, "attention_activation", "relu")
-    _default(args, "relu_gamma", 1.0)
-    _default(args, "relu_learn_gamma", False)
-    _default(args, "relu_attention_scaling", "factor")
-    _default(args, "attention_key_chunk_size", 0)
-    _default(args, "attention_kernel", "fused")
-    _default(args, "ffn_activation", "relu")
+    fill_arch_defaults(args)
 
 
 @register_model_architecture("relu_former", "relu_former")
@@ -370,10 +269,14 @@ def relu_former_wmt_en_de_big(args):
 
 @register_model_architecture("relu_former", "relu_former_doc")
 def relu_former_doc(args):
-    """Document-level translation (Europarl7, up to 2048 tokens): WMT base sizes, 2048
-    positions, ReLU attention over blocks of 512 keys."""
-    _default(args, "max_source_positions", 2048)
-    _default(args, "max_target_positions", 2048)
-    _default(args, "attention_key_chunk_size", DEFAULT_DOC_KEY_CHUNK_SIZE)
+    """Document-level translation (Europarl7, up to 2048 tokens): WMT base sizes and 2048
+    positions; ReLU attention on the default backend, whose tiles never hold n x n."""
+    _default(args, "max_source_positions", DEFAULT_DOC_MAX_POSITIONS)
+    _default(args, "max_target_positions", DEFAULT_DOC_MAX_POSITIONS)
     _relu_former_defaults(args)
     transformer_wmt_en_de(args)
+
+
+def _default(args, name: str, value: Any) -> None:
+    if getattr(args, name, None) is None:
+        setattr(args, name, value)

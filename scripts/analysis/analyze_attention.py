@@ -132,8 +132,7 @@ def regularizer_sums(statistics, margin: float) -> list[RowSums]:
     """Per head: the sums of L_norm and of L_ent on either side of the margin, over the valid
     rows of one module's ``AttentionStatistics`` (empty for modules that are not regularised).
     """
-    import relu_former.plugin  # noqa: F401  (this checkout's criterions, registered)
-    from relu_former.criterions.regularized import entropy_margin_rows, norm_rows
+    from relu_former.relu_attention.regularisers import entropy_margin_rows, norm_rows
 
     if statistics is None or not statistics.regularizable:
         return []
@@ -216,9 +215,9 @@ class Recorder:
         self.row_sum = row_sum
         self._handles = []
         for kind, index, module in attention_modules(model):
-            # the plugin's attention then keeps its per-row figures in evaluation mode too
-            if hasattr(module, "record_statistics"):
-                module.record_statistics = True
+            # the plugin's attention computes its per-row figures only on request
+            if hasattr(module, "need_statistics"):
+                module.need_statistics = True
             # fairseq's fast path (PyTorch's fused attention) can only return head-averaged
             # weights; this switch sends the module through its own per-head code path.
             if hasattr(module, "skip_embed_dim_check"):

@@ -11,8 +11,8 @@ backward at each sequence length n. Cases, all measured in the same run:
                    entropies), as in training
     relu_nostats   the same in evaluation mode (no statistics; dropout is 0 anyway), which
                    isolates the cost of the activation from the regularisers' bookkeeping
-    relu_dense     the dense reference path (--attention-kernel reference)
-    relu_chunked   the key-chunked reference path (--attention-kernel reference with
+    relu_dense     the dense reference path (--attention-backend reference)
+    relu_chunked   the key-chunked reference path (--attention-backend reference with
                    --attention-key-chunk-size, --chunk-size here)
     relu_matmuls   what limits the fused kernel: the same layer (projections included) with the
                    attention core reduced to the fused kernel's matrix products on the same
@@ -108,9 +108,12 @@ def build_layer(case: str, embed_dim: int, heads: int, chunk_size: int) -> torch
         activation = "relu" if case.startswith("relu") else case
         layer = ActivationMultiheadAttention(
             embed_dim, heads, dropout=0.0, self_attention=True, activation=activation,
-            key_chunk_size=chunk_size if case == "relu_chunked" else 0,
-            fused_kernel=case not in ("relu_dense", "relu_chunked"),
+            attention_key_chunk_size=chunk_size if case == "relu_chunked" else 0,
+            attention_backend=("reference" if case in ("relu_dense", "relu_chunked")
+                               else "auto"),
         )
+        # statistics only on request: the training cases ask, as the regularised criterion does
+        layer.need_statistics = case != "relu_nostats"
     return layer.train(case != "relu_nostats")
 
 

@@ -78,7 +78,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def make_step(case: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
               grad: torch.Tensor, dropout_p: float) -> Callable[[], None]:
     from relu_former.relu_attention.kernels.flex import flex_relu_sums
-    from relu_former.relu_attention.kernels.tiled import fused_relu_sums
+    from relu_former.relu_attention.kernels.tiled import tiled_relu_sums
     from relu_former.relu_attention.kernels.triton_kernel import triton_relu_sums
 
     stats = case.endswith("_stats") or "_stats_" in case
@@ -91,7 +91,7 @@ def make_step(case: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
             loss = (F.scaled_dot_product_attention(q, k, v, dropout_p=p) * grad).sum()
         else:
             if case == "relu_tiled":
-                sums = fused_relu_sums(q, k, v, need_sums=False, backend="tiled")
+                sums = tiled_relu_sums(q, k, v, need_sums=False)
             elif case.startswith("relu_triton"):
                 sums = triton_relu_sums(q, k, v, need_sums=stats, dropout_p=p)
             else:

@@ -8,7 +8,7 @@ sentence-length pairs and once with document-length pairs; words/s counts target
 fairseq's ``wps``. relu_former trains with its regularised criterion (the regularisers are
 part of its training cost); the transformer with label_smoothed_cross_entropy. relu_former
 uses the fused ReLU attention kernel (the default); relu_former_reference the dense reference
-path (``--attention-kernel reference``), which shows what the kernel gains; relu_former_softmax
+path (``--attention-backend reference``), which shows what the kernel gains; relu_former_softmax
 the plugin's attention code with softmax, which shows the cost of the plugin's layers apart
 from the ReLU activation (what limits relu_former where the target is missed).
 
@@ -52,7 +52,7 @@ MODELS = (
     # keeps softmax in cross-attention, which would hide half of the kernel's cost.
     ("relu_former", "relu_former_iwslt_de_en", REGULARIZED + ["--attention-activation", "relu"]),
     ("relu_former_reference", "relu_former_iwslt_de_en",
-     REGULARIZED + ["--attention-activation", "relu", "--attention-kernel", "reference"]),
+     REGULARIZED + ["--attention-activation", "relu", "--attention-backend", "reference"]),
     ("relu_former_softmax", "relu_former_iwslt_de_en",
      REGULARIZED + ["--attention-activation", "softmax"]),
 )
@@ -76,7 +76,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                              f"'{REDUCED_SIZE}'; --quick: '{QUICK_SIZE}'; '' = full size)")
     parser.add_argument("--extra-relu-former-flags", default="",
                         help="more fairseq flags for the relu_former models only, one string, "
-                             "e.g. '--attention-key-chunk-size 256'")
+                             "e.g. '--attention-backend reference --attention-key-chunk-size 256'")
     parser.add_quick_argument("--vocab", 8000, 500, "joined vocabulary size", type=int)
     parser.add_argument("--sentence-length", type=int, default=32,
                         help="source and target tokens of a sentence pair (default 32)")
@@ -211,7 +211,7 @@ def report(args: argparse.Namespace, results: dict[str, dict[str, float]]) -> st
         markdown_table(["setting", "tokens"] + [label for label, _, _ in MODELS], wps_rows),
         "transformer = transformer_iwslt_de_en (stock fairseq, fused attention); relu_former = "
         "relu_former_iwslt_de_en (fused ReLU attention); relu_former_reference = the same with "
-        "--attention-kernel reference (dense); relu_former_softmax = the same with "
+        "--attention-backend reference (dense); relu_former_softmax = the same with "
         "--attention-activation softmax.\n",
     ])
 

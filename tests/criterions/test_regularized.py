@@ -9,16 +9,10 @@ import torch
 from fairseq.logging import metrics
 
 from relu_former.criterions.regularized import (
-    LOG_KEYS,
-    MARGIN_SIDES,
-    ROW_SUM_EPS,
     AttentionRegularizerConfig,
     RegularizedLabelSmoothedCrossEntropyConfig,
     RegularizedLabelSmoothedCrossEntropyCriterion,
     add_attention_regularizers,
-    attention_regularizer_terms,
-    collect_attention_statistics,
-    norm_rows,
     reduce_attention_metrics,
 )
 from relu_former.criterions.sparse_softmax_cross_entropy import SparseSoftmaxCrossEntropyCriterion
@@ -26,21 +20,37 @@ from relu_former.criterions.sparse_softmax_sentence_prediction import (
     SparseSoftmaxSentencePredictionCriterion,
 )
 from relu_former.errors import OptionError
+from relu_former.relu_attention.activations import relu_attention
 from relu_former.relu_attention.attention import ActivationMultiheadAttention
-from relu_former.relu_attention.kernels.reference import relu_attention
+from relu_former.relu_attention.regularisers import (
+    LOG_KEYS,
+    MARGIN_SIDES,
+    ROW_SUM_EPS,
+    norm_rows,
+)
+from relu_former.relu_attention.regularisers import regularizer_terms as attention_regularizer_terms
+from relu_former.relu_attention.statistics import (
+    AttentionStatisticsMixin,
+    collect_attention_statistics,
+)
 
 E, HEADS = 8, 2
 
 
-class TwoAttentions(torch.nn.Module):
-    """A stand-in model: a relu self-attention feeding a softmax self-attention."""
+class TwoAttentions(AttentionStatisticsMixin, torch.nn.Module):
+    """A stand-in model: a relu self-attention feeding a softmax self-attention.
 
-    def __init__(self, first="relu", second="softmax"):
+    ``asked``: its statistics are requested for every forward (as inside a criterion's
+    request), so the tests below can call the regularisers after a plain forward.
+    """
+
+    def __init__(self, first="relu", second="softmax", asked=True):
         super().__init__()
         torch.manual_seed(0)
         self.first = ActivationMultiheadAttention(E, HEADS, self_attention=True, activation=first)
         self.second = ActivationMultiheadAttention(E, HEADS, self_attention=True,
                                                    activation=second)
+        self.first.need_statistics = self.second.need_statistics = asked
 
     def forward(self, x, padding):
         x = self.first(x, x, x, key_padding_mask=padding)[0]
@@ -133,14 +143,48 @@ def test_all_zero_rows_get_the_clamped_norm_and_no_nan():
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
 
 
-def test_evaluation_mode_adds_nothing():
-    model = TwoAttentions().double().eval()
+def test_nothing_asked_adds_nothing():
+    model = TwoAttentions(asked=False).double().train()
     x, padding = inputs()
     model(x, padding)
     log = {}
     task_loss = torch.tensor(2.0)
     assert add_attention_regularizers(model, task_loss, 10, log, CFG) is task_loss
     assert log == {}
+
+
+def regularized_step(model, x, padding, cfg=CFG):
+    """The criterion's own path: its request around a forward whose task loss is sum(out)."""
+    criterion = RegularizedLabelSmoothedCrossEntropyCriterion.__new__(
+        RegularizedLabelSmoothedCrossEntropyCriterion)
+    criterion.cfg = cfg
+
+    def forward():
+        return model(x, padding).sum(), 40, {}
+
+    return criterion.regularized_forward(model, forward)
+
+
+def test_criterion_asks_in_training_and_matches_the_float64_reference():
+    """The request the criterion makes gives the same L_norm and L_ent as the row formulas."""
+    model = TwoAttentions(asked=False).double().train()
+    x, padding = inputs()
+    loss, _, log = regularized_step(model, x, padding)
+    row_sum, entropy, n, _, valid = reference_rows(model.first, x, padding)
+    norm = row_sum.clamp(min=ROW_SUM_EPS).log().abs()[valid].mean()
+    ent = (0.7 * n.log() - entropy).clamp(min=0)[valid].mean()
+    torch.testing.assert_close(loss, model(x, padding).sum() + 40 * (0.3 * norm + 0.2 * ent))
+    torch.testing.assert_close(log["attn_norm_loss"], 40 * norm.detach())
+    torch.testing.assert_close(log["attn_entropy_loss"], 40 * ent.detach())
+    assert model.first._statistics is None and not model.first.need_statistics  # cleared
+
+
+def test_criterion_asks_nothing_in_evaluation():
+    model = TwoAttentions(asked=False).double().eval()
+    x, padding = inputs()
+    loss, _, log = regularized_step(model, x, padding)
+    torch.testing.assert_close(loss, model(x, padding).sum())
+    assert "attn_rows" not in log
 
 
 def test_zero_weights_only_log():
@@ -246,7 +290,8 @@ def test_norm_row_sum_of_the_applied_weights():
     """weights: S_i / (gamma sqrt(n_i/2)), with gradient to a learned gamma."""
     torch.manual_seed(0)
     module = ActivationMultiheadAttention(E, HEADS, self_attention=True, relu_gamma=1.5,
-                                          learn_gamma=True).double().train()
+                                          relu_learn_gamma=True).double().train()
+    module.need_statistics = True
     x, padding = inputs()
     module(x, x, x, key_padding_mask=padding)
     row_sum, _, n, _, valid = reference_rows(module, x, padding)

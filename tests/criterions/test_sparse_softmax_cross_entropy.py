@@ -133,11 +133,13 @@ def test_sentence_avg_uses_sentences_as_sample_size():
 def test_attention_regularisers_are_added_with_their_weights():
     target = torch.randint(4, 20, (2, 6))
     model = ReluAttentionModel(2, 6, 20).train()
-    plain = make_criterion(sparse_k=5, attention_norm_loss_weight=0.0,
-                           attention_entropy_loss_weight=0.0)
-    weighted = make_criterion(sparse_k=5, attention_norm_loss_weight=0.3,
+    plain = make_criterion(sparse_k=5, attention_norm_loss_weight=0.3,
+                           attention_entropy_loss_weight=0.2)  # not asked: weights unused
+    weighted = make_criterion(sparse_k=5, attention_regularizers=True,
+                              attention_norm_loss_weight=0.3,
                               attention_entropy_loss_weight=0.2)
     loss0, _, log0 = plain(model, make_sample(target))
+    assert "attn_rows" not in log0
     loss1, _, log1 = weighted(model, make_sample(target))
     assert log1["attn_rows"] > 0 and log1["attn_norm_loss"] > 0
     extra = 0.3 * log1["attn_norm_loss"] + 0.2 * log1["attn_entropy_loss"]
@@ -170,6 +172,7 @@ def test_fairseq_train_relu_former_with_sparse_softmax_and_regularisers(fairseq_
     proc = fairseq_run.train(
         "--criterion", "sparse_softmax_cross_entropy", "--sparse-k", "5",
         "--label-smoothing", "0.1", "--attention-activation", "relu",
+        "--attention-regularizers",
         arch="relu_former_iwslt_de_en",
     )
     log = proc.stdout + proc.stderr

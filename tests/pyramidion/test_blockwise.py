@@ -8,13 +8,41 @@ import pytest
 import torch
 from fairseq.models.transformer import base_architecture
 from fairseq.modules import MultiheadAttention, TransformerEncoderLayer
+from torch import Tensor, nn
 
 from relu_former.pyramidion.blockwise import (
-    BlockwiseSelfAttention,
     apply_blockwise,
     merge_blocks,
     split_into_blocks,
 )
+
+
+# Test-only (the models call ``apply_blockwise`` on whole layers): a self-attention wrapped to
+# attend within blocks, the smallest user of the blockwise functions.
+class BlockwiseSelfAttention(nn.Module):
+    """Wrap a fairseq-style self-attention module so that it attends within blocks only.
+
+    ``attention(query, key, value, key_padding_mask=..., need_weights=False)`` must return
+    ``(output, weights)`` with ``output`` shaped like ``query`` ([T, B, C]), as fairseq's
+    ``MultiheadAttention`` and the plugin's ``ActivationMultiheadAttention`` do.
+    """
+
+    def __init__(self, attention: nn.Module, block_size: int) -> None:
+        super().__init__()
+        if block_size <= 0:
+            raise ValueError(f"block_size must be positive, got {block_size}")
+        self.attention = attention
+        self.block_size = block_size
+
+    def forward(self, x: Tensor, key_padding_mask: Tensor | None = None) -> Tensor:
+        def attend(states: Tensor, mask: Tensor | None) -> Tensor:
+            out, _ = self.attention(
+                query=states, key=states, value=states, key_padding_mask=mask,
+                need_weights=False,
+            )
+            return out
+
+        return apply_blockwise(attend, x, key_padding_mask, self.block_size)
 
 
 def block_diagonal_mask(length: int, block_size: int) -> torch.Tensor:

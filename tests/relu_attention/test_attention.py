@@ -61,7 +61,18 @@ def test_never_takes_the_fused_softmax_path(activation, monkeypatch):
     x = torch.randn(5, 2, E)
     out, _ = module(x, x, x, attn_mask=future_mask(5))
     out.sum().backward()
-    assert module.activation == activation
+    # and the output is the named activation's (the functional form on the same projections)
+    module.eval()
+    with torch.no_grad():
+        q, k, v = (module._split_heads(p(x)) for p in (module.q_proj, module.k_proj,
+                                                       module.v_proj))
+        heads = attention(q, k, v, activation, attn_mask=torch.triu(
+            torch.ones(5, 5, dtype=torch.bool), 1), rela_gain=module.rela_gain).out
+        mixed = heads.permute(2, 0, 1, 3).reshape(5, 2, E)
+        if activation == "rela":
+            mixed = mixed * torch.sigmoid(module.rela_gate(x))
+        torch.testing.assert_close(module(x, x, x, attn_mask=future_mask(5))[0],
+                                   module.out_proj(mixed), rtol=1e-5, atol=1e-6)
 
 
 def relu_reference(module, x, memory, padding=None, mask=None):
@@ -88,7 +99,7 @@ def relu_reference(module, x, memory, padding=None, mask=None):
 
 @pytest.mark.parametrize("learn_gamma", [False, True])
 def test_relu_output_matches_formula_with_fairseq_masks(learn_gamma):
-    module = make("relu", relu_gamma=1.7, learn_gamma=learn_gamma).eval()
+    module = make("relu", relu_gamma=1.7, relu_learn_gamma=learn_gamma).eval()
     if learn_gamma:
         with torch.no_grad():
             module.log_gamma.copy_(torch.tensor([0.3, -0.2]))
@@ -101,7 +112,7 @@ def test_relu_output_matches_formula_with_fairseq_masks(learn_gamma):
 
 
 def test_learned_gamma_is_a_per_head_parameter_with_gradient():
-    module = make("relu", relu_gamma=2.0, learn_gamma=True).double().train()
+    module = make("relu", relu_gamma=2.0, relu_learn_gamma=True).double().train()
     assert module.log_gamma.shape == (HEADS,)
     torch.testing.assert_close(module.gamma, torch.full((HEADS,), 2.0, dtype=torch.float64))
     assert "log_gamma" in dict(module.named_parameters())
@@ -123,7 +134,7 @@ def test_learned_gamma_is_a_per_head_parameter_with_gradient():
     assert fixed.log_gamma is None and fixed.gamma == 2.0
     assert not any("gamma" in name for name, _ in fixed.named_parameters())
     # and learn_gamma is ignored by activations without a gamma
-    assert make("softmax", learn_gamma=True).log_gamma is None
+    assert make("softmax", relu_learn_gamma=True).log_gamma is None
 
 
 @pytest.mark.parametrize("activation", ACTIVATIONS)
@@ -172,25 +183,25 @@ def test_cross_attention_counts_only_real_source_keys():
     out, _ = module(x, memory, memory, key_padding_mask=padding)
     torch.testing.assert_close(out, relu_reference(module, x, memory, padding), rtol=1e-5,
                                atol=1e-6)
-    module.record_statistics = True
+    module.need_statistics = True
     module(x, memory, memory, key_padding_mask=padding)
     n = module.attention_statistics().n
     assert torch.all(n[0] == 2) and torch.all(n[1] == 6)
 
 
-def test_statistics_recorded_in_training_only_and_exclude_padded_queries():
+def test_statistics_recorded_on_request_only_and_exclude_padded_queries():
     module = make("relu").train()
     x = torch.randn(5, 2, E)
     padding = torch.zeros(2, 5, dtype=torch.bool)
     padding[0, -2:] = True
     module(x, x, x, key_padding_mask=padding)
+    assert module.attention_statistics() is None  # training alone asks for nothing
+    module.need_statistics = True
+    module(x, x, x, key_padding_mask=padding)
     stats = module.attention_statistics()
     assert stats.regularizable and stats.row_sum.requires_grad
     assert stats.valid.shape == (2, HEADS, 5)
     assert not stats.valid[0, :, -2:].any() and stats.valid[1].all()
-    module.eval()
-    module(x, x, x, key_padding_mask=padding)
-    assert module.attention_statistics() is None
 
 
 @pytest.mark.parametrize("activation", ACTIVATIONS)
@@ -216,7 +227,9 @@ def test_key_chunking_matches_dense_in_training(activation):
     padding[1, :3] = True
     results = []
     for chunk in (0, 4):
-        module = make(activation, key_chunk_size=chunk).train()
+        module = make(activation, attention_backend="reference",
+                      attention_key_chunk_size=chunk).train()
+        module.need_statistics = True
         out, _ = module(x, x, x, key_padding_mask=padding, attn_mask=future_mask(9))
         out.pow(2).sum().backward()
         results.append((out, module.q_proj.weight.grad, module.attention_statistics().entropy))
@@ -227,10 +240,14 @@ def test_key_chunking_matches_dense_in_training(activation):
 @pytest.mark.parametrize("kwargs, message", [
     (dict(relu_gamma=0.0), "--relu-gamma must be a finite number > 0"),
     (dict(relu_gamma=1e-4), "--relu-gamma must be >= 0.001"),
-    (dict(relu_scaling="rms"), "--relu-attention-scaling 'rms' is unknown"),
-    (dict(relu_scaling="none", learn_gamma=True), "--relu-learn-gamma learns the gamma"),
+    (dict(relu_attention_scaling="rms"), "--relu-attention-scaling 'rms' is unknown"),
+    (dict(relu_attention_scaling="none", relu_learn_gamma=True),
+     "--relu-learn-gamma learns the gamma"),
     (dict(activation="gelu"), "--attention-activation 'gelu' is unknown"),
-    (dict(key_chunk_size=-1), "--attention-key-chunk-size must be an integer >= 0"),
+    (dict(attention_key_chunk_size=-1), "--attention-key-chunk-size must be an integer >= 0"),
+    (dict(attention_key_chunk_size=8), "--attention-key-chunk-size: a key chunk size .8. is "
+     "read only by the reference backend; backend 'auto' ignores it"),
+    (dict(attention_backend="cuda"), "--attention-backend: backend 'cuda' is unknown"),
     (dict(xformers_att_config='{"name": "scaled_dot_product"}'), "xformers"),
 ])
 def test_bad_settings_name_the_flag(kwargs, message):
@@ -248,7 +265,8 @@ def attention_output_variance(scaling, length):
     """Variance of the heads' output (identity projections) for independent unit-variance
     queries, keys and values, as the variance argument of the factor assumes."""
     dim = 64
-    module = ActivationMultiheadAttention(dim, 1, relu_scaling=scaling, relu_gamma=1.0).eval()
+    module = ActivationMultiheadAttention(dim, 1, relu_attention_scaling=scaling,
+                                          relu_gamma=1.0).eval()
     with torch.no_grad():
         for proj in (module.q_proj, module.k_proj, module.v_proj, module.out_proj):
             proj.weight.copy_(torch.eye(dim))
@@ -274,7 +292,7 @@ def test_output_variance_grows_with_length_only_without_the_factor():
 
 @pytest.mark.parametrize("scaling", ["none", "layernorm"])
 def test_relu_scalings_match_their_formula(scaling):
-    module = make("relu", relu_scaling=scaling, relu_gamma=3.0).eval()
+    module = make("relu", relu_attention_scaling=scaling, relu_gamma=3.0).eval()
     x = torch.randn(6, 3, E)
     padding = torch.zeros(3, 6, dtype=torch.bool)
     padding[1, :2] = True

@@ -16,10 +16,14 @@ from helpers import TINY_MODEL_ARGS, USER_DIR
 E, HEADS = 16, 2
 
 
-def make(activation="relu", fused=True, **kwargs):
+def make(activation="relu", fused=True, key_chunk_size=0, **kwargs):
+    """The tiled backend (``fused``) or the reference one, dense or over key blocks."""
     torch.manual_seed(0)
+    backend = "tiled" if fused else "reference"
     return ActivationMultiheadAttention(E, HEADS, self_attention=True, activation=activation,
-                                        fused_kernel=fused, **kwargs)
+                                        attention_backend=backend,
+                                        attention_key_chunk_size=0 if fused else key_chunk_size,
+                                        **kwargs)
 
 
 def future_mask(length):
@@ -35,6 +39,7 @@ def test_fused_equals_reference_values_gradients_statistics(activation, referenc
     results = []
     for fused in (True, False):
         module = make(activation, fused, key_chunk_size=reference_chunk).double().train()
+        module.need_statistics = True
         leaf = x.clone().requires_grad_()
         out, weights = module(leaf, leaf, leaf, key_padding_mask=padding,
                               attn_mask=future_mask(9).double())
@@ -98,14 +103,14 @@ class ScoreMatrixWatch(TorchDispatchMode):
         return out
 
 
-@pytest.mark.parametrize("kernel, bounded", [("fused", True), ("reference", False)])
+@pytest.mark.parametrize("kernel, bounded", [("tiled", True), ("reference", False)])
 def test_a_training_step_of_the_model_holds_no_score_matrix(kernel, bounded, toy_data_bin):
     """Encoder, decoder and cross attention (fairseq asks the last decoder layer for its
     weights) of a relu_former model, forward and backward, with lengths past one tile."""
     parser = options.get_training_parser()
     args = options.parse_args_and_arch(parser, [
         str(toy_data_bin), "--user-dir", USER_DIR, "--arch", "relu_former_iwslt_de_en",
-        "--cpu", *TINY_MODEL_ARGS, "--attention-kernel", kernel, "--attention-activation", "relu",
+        "--cpu", *TINY_MODEL_ARGS, "--attention-backend", kernel, "--attention-activation", "relu",
         "--max-source-positions", "1024", "--max-target-positions", "1024"])
     task = tasks.setup_task(args)
     model = task.build_model(args).train()

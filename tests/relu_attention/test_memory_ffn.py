@@ -18,7 +18,8 @@ from relu_former.relu_attention.model import ReLUFormerDecoderLayer, ReLUFormerE
 
 
 def test_relu_keeps_the_stock_activation_and_softmax_replaces_it():
-    assert memory_activation("relu", F.gelu) is F.gelu
+    assert memory_activation("stock", F.gelu) is F.gelu
+    assert memory_activation("relu", F.gelu) is F.gelu  # the deprecated name of stock
     assert memory_activation("softmax", F.relu) is softmax_over_slots
     assert memory_activation("softmax_ln", F.relu) is softmax_over_slots
 
@@ -51,14 +52,14 @@ def layer_cfg(ffn_activation):
     return TransformerConfig.from_namespace(args)
 
 
-@pytest.mark.parametrize("variant", ["relu", "softmax", "softmax_ln"])
+@pytest.mark.parametrize("variant", ["stock", "softmax", "softmax_ln"])
 @pytest.mark.parametrize("layer_class", [ReLUFormerEncoderLayer, ReLUFormerDecoderLayer])
 def test_layers_compute_the_variant(variant, layer_class):
     torch.manual_seed(0)
     layer = layer_class(layer_cfg(variant)).eval()
     x = torch.randn(5, 2, 16)
     hidden = layer.fc1(x)
-    hidden = torch.relu(hidden) if variant == "relu" else torch.softmax(hidden, -1)
+    hidden = torch.relu(hidden) if variant == "stock" else torch.softmax(hidden, -1)
     expected = hidden @ layer.fc2.weight.T + layer.fc2.bias
     if variant == "softmax_ln":
         expected = F.layer_norm(expected, (16,))

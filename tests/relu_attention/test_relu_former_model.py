@@ -16,8 +16,8 @@ from relu_former.relu_attention.attention import ActivationMultiheadAttention
 
 from helpers import TINY_MODEL_ARGS, USER_DIR, fairseq_command
 
-FFN_FOR = {"relu": "relu", "softmax": "softmax", "sparsemax": "softmax_ln",
-           "entmax15": "relu", "rela": "softmax_ln"}
+FFN_FOR = {"relu": "stock", "softmax": "softmax", "sparsemax": "softmax_ln",
+           "entmax15": "stock", "rela": "softmax_ln"}
 
 
 def parse(data, *flags, arch="relu_former_iwslt_de_en"):
@@ -53,16 +53,16 @@ def test_architectures_are_sized_as_the_paper(arch, sizes, toy_data_bin):
     assert args.attention_activation == "relu" and args.relu_gamma == 1.0
     if arch == "relu_former_doc":
         assert args.max_source_positions >= 2048 and args.max_target_positions >= 2048
-        assert args.attention_key_chunk_size == 512
-    else:
-        assert args.attention_key_chunk_size == 0
+    # the doc arch tiles (the default backend); a key chunk size would be ignored there
+    assert args.attention_key_chunk_size == 0 and args.attention_backend == "auto"
 
 
 def test_per_kind_activations_and_stock_options(toy_data_bin):
     _, _, model = build(toy_data_bin, "--encoder-attention-activation", "softmax",
                         "--cross-attention-activation", "sparsemax", "--relu-gamma", "2",
                         "--relu-learn-gamma", "--encoder-normalize-before",
-                        "--share-all-embeddings", "--attention-key-chunk-size", "8")
+                        "--share-all-embeddings", "--attention-key-chunk-size", "8",
+                        "--attention-backend", "reference")
     modules = attention_modules(model)
     assert len(modules) == 3 and all(isinstance(m, ActivationMultiheadAttention)
                                      for m in modules.values())
@@ -71,7 +71,7 @@ def test_per_kind_activations_and_stock_options(toy_data_bin):
     assert modules["decoder.layers.0.encoder_attn"].activation == "sparsemax"
     relu = modules["decoder.layers.0.self_attn"]
     torch.testing.assert_close(relu.gamma, torch.full((2,), 2.0))
-    assert relu.key_chunk_size == 8
+    assert relu.attention_key_chunk_size == 8 and relu.attention_backend == "reference"
     assert model.encoder.layers[0].normalize_before
     assert model.encoder.embed_tokens is model.decoder.embed_tokens
 
@@ -136,6 +136,10 @@ def test_criterion_adds_the_regularisers_in_a_training_step(toy_data_bin):
     ("--attention-key-chunk-size", "-4", "--attention-key-chunk-size must be an integer >= 0"),
     ("--relu-gamma", "1e-30", "--relu-gamma must be >= 0.001"),
     ("--relu-gamma", "abc", "--relu-gamma must be a number"),
+    ("--relu-gamma", "nan", "--relu-gamma must be a finite number > 0"),
+    ("--relu-gamma", "inf", "--relu-gamma must be a finite number > 0"),
+    ("--attention-key-chunk-size", "2.5", "--attention-key-chunk-size must be an integer"),
+    ("--attention-backend", "cuda", "'cuda' is unknown for --attention-backend"),
     ("--relu-attention-scaling", "rms", "'rms' is unknown for --relu-attention-scaling"),
     ("--attention-entropy-margin-side", "sideways",
      "argument --attention-entropy-margin-side: invalid choice: 'sideways'"),
@@ -153,13 +157,13 @@ def test_new_flags_reach_every_relu_attention(toy_data_bin):
     _, _, model = build(toy_data_bin, "--relu-attention-scaling", "layernorm",
                         "--cross-attention-activation", "softmax")
     modules = attention_modules(model)
-    assert modules["encoder.layers.0.self_attn"].relu_scaling == "layernorm"
+    assert modules["encoder.layers.0.self_attn"].relu_attention_scaling == "layernorm"
     assert modules["encoder.layers.0.self_attn"].relu_output_norm is not None
     assert modules["decoder.layers.0.encoder_attn"].activation == "softmax"
     assert modules["decoder.layers.0.encoder_attn"].relu_output_norm is None
     args, _, model = build(toy_data_bin)
     assert args.relu_attention_scaling == "factor"
-    assert all(m.relu_scaling == "factor" for m in attention_modules(model).values())
+    assert all(m.relu_attention_scaling == "factor" for m in attention_modules(model).values())
 
 
 @pytest.mark.parametrize("flags, cross", [
@@ -199,9 +203,9 @@ def test_bad_ablation_flags_stop_before_training(flags, message, fairseq_run):
 # criterion-only reading rides along with a model variant, to keep the CLI runs few.
 ABLATION_RUNS = {
     "no_factor": (["--relu-attention-scaling", "none", "--attention-entropy-margin-side",
-                   "above"], dict(relu_scaling="factor")),
+                   "above"], dict(relu_attention_scaling="factor")),
     "layernorm": (["--relu-attention-scaling", "layernorm", "--attention-norm-row-sum",
-                   "weights"], dict(relu_scaling="layernorm")),
+                   "weights"], dict(relu_attention_scaling="layernorm")),
     "self_relu_only": (["--cross-attention-activation", "softmax",
                         "--attention-entropy-loss-weight", "0"], dict(activation="softmax")),
 }
@@ -226,7 +230,7 @@ def test_ablation_variants_train_decode_and_reload(variant, fairseq_run):
     self_attn = modules["encoder.layers.0.self_attn"]
     cross = modules["decoder.layers.0.encoder_attn"]
     if variant == "no_factor":
-        assert self_attn.relu_scaling == cross.relu_scaling == "none"
+        assert self_attn.relu_attention_scaling == cross.relu_attention_scaling == "none"
     if variant == "layernorm":
         assert self_attn.relu_output_norm is not None and cross.relu_output_norm is not None
     if variant == "self_relu_only":
@@ -256,8 +260,8 @@ def first_and_last(values):
 @pytest.mark.slow
 @pytest.mark.parametrize("activation", ACTIVATIONS)
 def test_train_and_generate_end_to_end(activation, fairseq_run, monkeypatch):
-    extra = ["--relu-learn-gamma", "--attention-key-chunk-size", "4"] if activation == "relu" \
-        else []
+    extra = ["--relu-learn-gamma", "--attention-key-chunk-size", "4",
+             "--attention-backend", "reference"] if activation == "relu" else []
     proc = fairseq_run.train(
         "--criterion", "regularized_label_smoothed_cross_entropy", "--label-smoothing", "0.1",
         "--attention-activation", activation, "--ffn-activation", FFN_FOR[activation], *extra,
@@ -286,7 +290,7 @@ def test_train_and_generate_end_to_end(activation, fairseq_run, monkeypatch):
         out, _ = models[0](**sample(task)["net_input"])
         assert torch.isfinite(out).all()
     if activation == "relu":
-        assert all(m.learn_gamma and m.key_chunk_size == 4 for m in modules.values())
+        assert all(m.relu_learn_gamma and m.attention_key_chunk_size == 4 for m in modules.values())
         interactive_smoke_test(fairseq_run)
 
 

@@ -20,6 +20,8 @@ ALLOWED = {
     "analysis": {"common", "recipes"},
     "benchmarks": {"common", "recipes"},
     "demo": {"common", "recipes", "analysis"},
+    # the reproduction tables wrap the analysis scripts, the benchmarks and the demo's data
+    "reproduce": {"common", "recipes", "analysis", "benchmarks", "demo"},
 }
 
 

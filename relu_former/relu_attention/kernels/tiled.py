@@ -1,4 +1,4 @@
-"""Fused ReLU attention for the CPU: tiles of queries x keys, nothing of size Tq x Tk kept.
+"""The tiled backend: fused ReLU attention in tiles of queries x keys, nothing Tq x Tk kept.
 
 ReLUFormer (Shen et al. 2023, "A Study on ReLU and Softmax in Transformer", ReLU attention with
 variance reduction): with s_ij = ReLU(q_i . k_j / sqrt(d)) over the keys j that query i may see
@@ -29,22 +29,20 @@ with ``scripts/benchmarks/bench_attention.py`` (case ``relu_matmuls``; docs/relu
 and they run in the same BLAS either way; a C++ loop could only trim the rest (ReLU, the
 statistics, tens of microseconds of Python a tile), at the cost of a compiler in every install.
 
-Masks are those of ``relu_former.relu_attention.kernels.reference``: ``key_padding_mask``
-(B, Tk) bool,
-True = padding; ``attn_mask`` bool, True = blocked, (Tq, Tk) or (B|1, H|1, Tq, Tk). Dropout
-drops score entries before the values are summed, with a mask drawn per tile from a
+Masks are those of ``relu_former.relu_attention.kernels.common``: ``key_padding_mask``
+(B, Tk) bool, True = padding; ``attn_mask`` bool, True = blocked, (Tq, Tk) or
+(B|1, H|1, Tq, Tk). Dropout drops score entries before the values are summed, with a mask
+drawn per tile from a
 generator seeded from (seed, tile) and replayed in backward. Statistics are accumulated in
 float32 (float64 for float64 input); bf16/fp16 outputs are accumulated in float32 too.
 
 Public:
 
-    fused_relu_sums(q, k, v, *, key_padding_mask=None, attn_mask=None, dropout_p=0.0,
-                    need_sums=True, tile_elements=TILE_ELEMENTS, key_block=KEY_BLOCK,
-                    use_flex=None)
-        -> ReLUSums(u, row_sum, xlogx, positives, scores=None); same contract as
-        ``relu_former.relu_attention.kernels.reference.relu_sums``. On CUDA (no dropout) it
-        hands over
-        to FlexAttention (``relu_former.relu_attention.kernels.flex``).
+    tiled_relu_sums(q, k, v, *, key_padding_mask=None, attn_mask=None, dropout_p=0.0,
+                    seed=None, need_sums=True, tile_elements=TILE_ELEMENTS,
+                    key_block=KEY_BLOCK)
+        -> ReLUSums(u, row_sum, xlogx, positives, scores=None); the contract of every backend
+        (``relu_former.relu_attention.kernels.dispatch``).
     tile_shape(batch_heads, tgt_len, src_len, tile_elements, key_block) -> (bq, bk)
 """
 
@@ -55,9 +53,15 @@ from typing import Iterator, NamedTuple
 import torch
 from torch import Tensor
 
-from relu_former.relu_attention.kernels.flex import flex_available, flex_relu_sums
-from relu_former.relu_attention.kernels.reference import ReLUSums, as_4d_mask
-from relu_former.relu_attention.kernels.triton_kernel import triton_available, triton_relu_sums
+from relu_former.relu_attention.kernels.common import (
+    ReLUSums,
+    as_4d_mask,
+    check_qkv,
+    dropout_keep,
+    dropout_seed,
+    safe_log,
+    stat_dtype,
+)
 
 # One tile holds at most this many scores (all heads of a batch slice): 1 MiB in float32,
 # large enough that the matrix products dominate, small enough to stay in the caches.
@@ -140,26 +144,7 @@ def _tile_scores(q: Tensor, k: Tensor, tile: _Tile, heads: int, scale: float) ->
     return s
 
 
-def _keep(s: Tensor, p: float, seed: int, tile: _Tile) -> Tensor:
-    """The dropout multiplier of one tile, reproducible from (seed, tile) for backward."""
-    generator = torch.Generator(device=s.device)
-    generator.manual_seed(seed + tile.index)
-    keep = torch.rand(s.shape, generator=generator, device=s.device, dtype=torch.float32) >= p
-    return keep.to(s.dtype).div_(1.0 - p)
 
-
-def _log(s: Tensor) -> Tensor:
-    """log(s + tiny): finite for s = 0, so s log s = 0 there (half precision in float32).
-
-    Adding tiny is also what keeps it fast: log of an exact 0 takes a slow path on the CPU.
-    """
-    if s.dtype in (torch.float16, torch.bfloat16):
-        s = s.float()
-    return (s + torch.finfo(s.dtype).tiny).log_()
-
-
-def _stat_dtype(x: Tensor) -> torch.dtype:
-    return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
 def _accumulate(out: Tensor, a: Tensor, b: Tensor, alpha: float = 1.0) -> None:
@@ -170,7 +155,7 @@ def _accumulate(out: Tensor, a: Tensor, b: Tensor, alpha: float = 1.0) -> None:
         out += torch.bmm(a, b) * alpha
 
 
-class _FusedReLUSums(torch.autograd.Function):
+class _TiledReLUSums(torch.autograd.Function):
     """U, S, T, P over tiles; see the module docstring for the equations.
 
     Works on (B*H, T, D) views so that every sum over a tile is accumulated by the matrix
@@ -184,24 +169,24 @@ class _FusedReLUSums(torch.autograd.Function):
         ctx.set_materialize_grads(False)
         batch, heads, tgt_len, _ = q.shape
         src_len = k.size(-2)
-        stat_dtype = _stat_dtype(q)
+        sums_dtype = stat_dtype(q)
         low = q.dtype in (torch.float16, torch.bfloat16)
         qf, kf, vf = _flat(q), _flat(k), _flat(v)
-        u = q.new_zeros(qf.shape[:-1] + (v.size(-1),), dtype=stat_dtype if low else q.dtype)
+        u = q.new_zeros(qf.shape[:-1] + (v.size(-1),), dtype=sums_dtype if low else q.dtype)
         row_sum = xlogx = positives = None
         if need_sums:
-            row_sum, xlogx, positives = (q.new_zeros(qf.shape[:-1], dtype=stat_dtype)
+            row_sum, xlogx, positives = (q.new_zeros(qf.shape[:-1], dtype=sums_dtype)
                                          for _ in range(3))
         for tile in _tiles(batch, heads, tgt_len, src_len, key_padding_mask, attn_mask,
                            tile_elements, key_block):
             s = _tile_scores(qf, kf, tile, heads, scale)
             rows = (slice(tile.b0 * heads, tile.b1 * heads), slice(tile.q0, tile.q1))
             if need_sums:
-                row_sum[rows] += s.sum(-1, dtype=stat_dtype)
-                xlogx[rows] += _log(s).mul_(s).sum(-1)
-                positives[rows] += torch.sign(s).sum(-1, dtype=stat_dtype)
+                row_sum[rows] += s.sum(-1, dtype=sums_dtype)
+                xlogx[rows] += safe_log(s).mul_(s).sum(-1)
+                positives[rows] += torch.sign(s).sum(-1, dtype=sums_dtype)
             if dropout_p:
-                s.mul_(_keep(s, dropout_p, seed, tile))
+                s.mul_(dropout_keep(s.shape, dropout_p, seed, tile.index, s))
             _accumulate(u[rows], s, vf[rows[0], tile.k0:tile.k1])
         ctx.save_for_backward(q, k, v, key_padding_mask, attn_mask)
         ctx.options = (dropout_p, seed, tile_elements, key_block)
@@ -241,14 +226,14 @@ class _FusedReLUSums(torch.autograd.Function):
             if grad_u is not None:
                 g_u = grad_u[rows]
                 grad_s = torch.bmm(g_u, vf[keys].transpose(1, 2))
-                keep = _keep(s, dropout_p, seed, tile) if dropout_p else None
+                keep = dropout_keep(s.shape, dropout_p, seed, tile.index, s) if dropout_p else None
                 if keep is not None:
                     grad_s.mul_(keep)
                 if grad_v is not None:
                     _accumulate(grad_v[keys], (s if keep is None else s * keep).transpose(1, 2),
                                 g_u)
             if grad_xlogx is not None:
-                term = _log(s).mul_(grad_xlogx[rows].to(_stat_dtype(s)))
+                term = safe_log(s).mul_(grad_xlogx[rows].to(stat_dtype(s)))
                 grad_s = term.to(s.dtype) if grad_s is None else grad_s.add_(term)
             if shift is not None:
                 term = shift[rows].to(s.dtype)
@@ -266,63 +251,21 @@ class _FusedReLUSums(torch.autograd.Function):
         return (*grads, None, None, None, None, None, None, None)
 
 
-# The fused backends; auto = triton on CUDA when triton is importable, else FlexAttention on
-# CUDA without dropout, else this module's tiled kernel.
-FUSED_BACKENDS = ("auto", "triton", "flex", "tiled")
-
-
-def choose_backend(q: Tensor, dropout_p: float, backend: str = "auto") -> str:
-    """The fused backend that runs for q (``FUSED_BACKENDS``), or a ValueError naming the
-    fix when a forced one cannot run here."""
-    if backend not in FUSED_BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(FUSED_BACKENDS)}, got {backend!r}")
-    if backend == "auto":
-        if q.device.type == "cuda" and triton_available(q):
-            return "triton"
-        return "flex" if dropout_p == 0 and flex_available(q) else "tiled"
-    if backend == "triton" and not triton_available(q):
-        raise ValueError("the triton backend needs a CUDA tensor and the triton package "
-                         f"(got a {q.device.type} tensor); choose auto or tiled")
-    if backend == "flex" and dropout_p:
-        raise ValueError("the flex backend has no attention dropout; choose auto, triton or "
-                         "tiled, or set the attention dropout to 0")
-    return backend
-
-
-def fused_relu_sums(q: Tensor, k: Tensor, v: Tensor, *,
+def tiled_relu_sums(q: Tensor, k: Tensor, v: Tensor, *,
                     key_padding_mask: Tensor | None = None, attn_mask: Tensor | None = None,
-                    dropout_p: float = 0.0, need_sums: bool = True,
-                    tile_elements: int = TILE_ELEMENTS, key_block: int = KEY_BLOCK,
-                    use_flex: bool | None = None, backend: str = "auto") -> ReLUSums:
+                    dropout_p: float = 0.0, seed: int | None = None, need_sums: bool = True,
+                    tile_elements: int = TILE_ELEMENTS, key_block: int = KEY_BLOCK) -> ReLUSums:
     """U, S, T, P of the module docstring, tile by tile; ``scores`` is always None.
 
-    q, k, v are (B, H, T, D) with the same (B, H); the result equals
-    ``relu_sums(..., key_chunk_size=0)`` without the score matrix. ``use_flex`` None (auto):
-    on CUDA without dropout, FlexAttention (``relu_former.relu_attention.kernels.flex``).
-    ``backend`` (``FUSED_BACKENDS``): auto picks triton on CUDA when triton is importable
-    (``relu_former.relu_attention.kernels.triton_kernel``), else as ``use_flex`` says.
+    q, k, v are (B, H, T, D) with the same (B, H); the result equals the dense reference
+    backend's without the score matrix. ``seed`` replays the dropout masks (None: fresh).
     """
-    if q.shape[:-2] != k.shape[:-2] or k.shape[:-1] != v.shape[:-1]:
-        raise ValueError("q, k and v need the same (B, H) dims and k, v the same keys, got "
-                         f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    check_qkv(q, k, v)
     if tile_elements < 1 or key_block < 1:
         raise ValueError(f"tile_elements and key_block must be positive, got {tile_elements}, "
                          f"{key_block}")
-    if use_flex is not None:  # the older switch: flex or tiled, nothing automatic
-        backend = "flex" if use_flex else "tiled"
-    backend = choose_backend(q, dropout_p, backend)
-    if backend == "triton":
-        return triton_relu_sums(q, k, v, key_padding_mask=key_padding_mask,
-                                attn_mask=attn_mask, dropout_p=dropout_p, need_sums=need_sums)
-    use_flex = backend == "flex"
-    if use_flex:
-        if dropout_p:
-            raise ValueError("the FlexAttention path has no attention dropout; use_flex=False")
-        return flex_relu_sums(q, k, v, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
-                              need_sums=need_sums)
-    seed = int(torch.randint(0, 2**62, (1,)).item()) if dropout_p > 0 else 0
-    u, row_sum, xlogx, positives = _FusedReLUSums.apply(
-        q, k, v, key_padding_mask, as_4d_mask(attn_mask), float(dropout_p), seed,
-        need_sums, int(tile_elements), int(key_block),
+    u, row_sum, xlogx, positives = _TiledReLUSums.apply(
+        q, k, v, key_padding_mask, as_4d_mask(attn_mask), float(dropout_p),
+        dropout_seed(dropout_p, seed), need_sums, int(tile_elements), int(key_block),
     )
     return ReLUSums(u, row_sum, xlogx, positives, None)

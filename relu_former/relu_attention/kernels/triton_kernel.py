@@ -48,8 +48,8 @@ Public:
     triton_available(q=None) -> bool
     triton_relu_sums(q, k, v, *, key_padding_mask=None, attn_mask=None, dropout_p=0.0,
                      seed=None, need_sums=True, block_m=None, block_n=None)
-        -> ReLUSums(u, row_sum, xlogx, positives, scores=None); the contract of
-        ``relu_former.relu_attention.kernels.tiled.fused_relu_sums``.
+        -> ReLUSums(u, row_sum, xlogx, positives, scores=None); the contract of every
+        backend (``relu_former.relu_attention.kernels.dispatch``).
     dropout_keep_mask(batch_heads, tgt_len, src_len, p, seed, device) -> (BH, Tq, Tk) bool
 """
 
@@ -61,7 +61,7 @@ import os
 import torch
 from torch import Tensor
 
-from relu_former.relu_attention.kernels.reference import ReLUSums, as_4d_mask
+from relu_former.relu_attention.kernels.common import ReLUSums, as_4d_mask
 
 try:  # not part of a CPU install; everything below the guard needs it
     import triton

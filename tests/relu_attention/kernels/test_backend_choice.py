@@ -1,4 +1,4 @@
-"""Which fused kernel runs: auto's choice on each device, forced backends, the model flag."""
+"""Which backend runs: auto's choice on each device, forced backends, the model flag."""
 
 from types import SimpleNamespace
 
@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from relu_former.errors import OptionError
-from relu_former.relu_attention.kernels import tiled
-from relu_former.relu_attention.kernels.reference import relu_attention
-from relu_former.relu_attention.model import AttentionSettings
+from relu_former.relu_attention.activations import relu_attention
+from relu_former.relu_attention.config import AttentionSettings
+from relu_former.relu_attention.kernels import dispatch
 
 
 def on(device_type):
@@ -23,26 +23,26 @@ def on(device_type):
     (False, False, 0.0, "tiled"),
 ])
 def test_auto_on_cuda(monkeypatch, triton, flex, dropout, want):
-    monkeypatch.setattr(tiled, "triton_available", lambda q: triton)
-    monkeypatch.setattr(tiled, "flex_available", lambda q: flex)
-    assert tiled.choose_backend(on("cuda"), dropout) == want
+    monkeypatch.setattr(dispatch, "triton_available", lambda q: triton)
+    monkeypatch.setattr(dispatch, "flex_available", lambda q: flex)
+    assert dispatch.resolve_backend("auto", on("cuda"), dropout) == want
 
 
 def test_auto_on_the_cpu_is_the_tiled_kernel_even_with_triton(monkeypatch):
     # the interpreter makes triton "available" on the CPU; auto must not pick it there
-    monkeypatch.setattr(tiled, "triton_available", lambda q: True)
-    assert tiled.choose_backend(on("cpu"), 0.1) == "tiled"
+    monkeypatch.setattr(dispatch, "triton_available", lambda q: True)
+    assert dispatch.resolve_backend("auto", on("cpu"), 0.1) == "tiled"
 
 
 def test_forced_backends_that_cannot_run_say_why():
     q = torch.zeros(1, 1, 2, 4)
     with pytest.raises(ValueError, match="triton backend needs a CUDA tensor"):
-        tiled.choose_backend(q, 0.0, "triton")
+        dispatch.relu_sums(q, q, q, backend="triton")
     with pytest.raises(ValueError, match="no attention dropout"):
-        tiled.choose_backend(q, 0.1, "flex")
-    with pytest.raises(ValueError, match="backend must be one of"):
-        tiled.choose_backend(q, 0.0, "cuda")
-    assert tiled.choose_backend(q, 0.1, "tiled") == "tiled"
+        dispatch.relu_sums(q, q, q, backend="flex", dropout_p=0.1)
+    with pytest.raises(ValueError, match="backend 'cuda' is unknown"):
+        dispatch.relu_sums(q, q, q, backend="cuda")
+    assert dispatch.resolve_backend("tiled", q, 0.1) == "tiled"
 
 
 def test_a_forced_tiled_backend_equals_the_reference():
@@ -51,19 +51,31 @@ def test_a_forced_tiled_backend_equals_the_reference():
                for _ in range(3))
     pad = torch.zeros(2, 7, dtype=torch.bool)
     pad[0, -2:] = True
-    forced = relu_attention(q, k, v, key_padding_mask=pad, need_statistics=True, fused="tiled")
-    dense = relu_attention(q, k, v, key_padding_mask=pad, need_statistics=True, fused=False)
+    forced = relu_attention(q, k, v, key_padding_mask=pad, need_statistics=True,
+                            backend="tiled")
+    dense = relu_attention(q, k, v, key_padding_mask=pad, need_statistics=True,
+                           backend="reference")
     torch.testing.assert_close(forced.out, dense.out)
     torch.testing.assert_close(forced.statistics.entropy, dense.statistics.entropy)
 
 
-@pytest.mark.parametrize("flag,want", [("fused", True), ("reference", False),
+@pytest.mark.parametrize("flag,want", [("fused", "auto"), ("reference", "reference"),
                                        ("triton", "triton"), ("flex", "flex"),
                                        ("tiled", "tiled")])
-def test_the_attention_kernel_flag_reaches_the_module(flag, want):
+def test_the_deprecated_attention_kernel_flag_reaches_the_module(flag, want):
+    from relu_former.relu_attention.model import build_attention
+
     settings = AttentionSettings.from_cfg(SimpleNamespace(attention_kernel=flag))
-    module = settings.build_attention("encoder", 8, 2, self_attention=True)
-    assert module.fused_kernel == want
+    module = build_attention(settings, "encoder", 8, 2, self_attention=True)
+    assert module.attention_backend == want
+
+
+@pytest.mark.parametrize("backend", ["auto", "reference", "tiled", "flex", "triton"])
+def test_the_attention_backend_flag_reaches_the_module(backend):
+    from relu_former.relu_attention.model import build_attention
+
+    settings = AttentionSettings.from_cfg(SimpleNamespace(attention_backend=backend))
+    assert build_attention(settings, "cross", 8, 2).attention_backend == backend
 
 
 def test_an_unknown_kernel_names_the_flag():

@@ -59,15 +59,15 @@ def test_rows_with_no_positive_score_give_zero_without_nan():
 
 
 def test_selected_automatically_on_cuda_only(monkeypatch):
+    """``auto`` picks flex where it is available and there is no dropout, else tiled."""
+    from relu_former.relu_attention.kernels import dispatch
+
     q = torch.zeros(1, 1, 1, 4)
     assert not flex_available(q)
+    assert dispatch.resolve_backend("auto", q) == "tiled"
     called = []
-    monkeypatch.setattr("relu_former.relu_attention.kernels.tiled.flex_available",
-                        lambda q: True)
-    monkeypatch.setattr("relu_former.relu_attention.kernels.tiled.flex_relu_sums",
-                        lambda *a, **kw: called.append(kw) or "flex")
-    from relu_former.relu_attention.kernels.tiled import fused_relu_sums
-
-    assert fused_relu_sums(q, q, q) == "flex"
-    assert fused_relu_sums(q, q, q, dropout_p=0.1).u.shape == (1, 1, 1, 4)  # tiled kernel
+    monkeypatch.setattr(dispatch, "flex_available", lambda q: True)
+    monkeypatch.setitem(dispatch.BACKENDS, "flex", lambda *a, **kw: called.append(kw) or "flex")
+    assert dispatch.relu_sums(q, q, q) == "flex"
+    assert dispatch.relu_sums(q, q, q, dropout_p=0.1).u.shape == (1, 1, 1, 4)  # tiled kernel
     assert len(called) == 1

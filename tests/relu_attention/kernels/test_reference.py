@@ -1,8 +1,11 @@
-"""ReLU attention kernel against a float64, row-by-row reference.
+"""The reference backend (dense and key-chunked) against a float64, row-by-row reference.
 
-The formulas are those of docs/design.md, "ReLU attention" and "Regularisers".
+The formulas are those of docs/design.md, "ReLU attention" and "Regularisers". Every call
+here names ``backend="reference"``, so ``key_chunk_size`` really selects the chunked path
+(the other backends reject a chunk size).
 """
 
+import functools
 import math
 
 import pytest
@@ -13,9 +16,13 @@ from relu_former.relu_attention.activations import (
     ACTIVATIONS,
     attention,
     check_activation,
-    rela_attention,
 )
-from relu_former.relu_attention.kernels.reference import relu_attention, relu_sums
+from relu_former.relu_attention.kernels import dispatch
+from relu_former.relu_attention.kernels import reference as reference_kernel
+
+relu_attention = functools.partial(activations.relu_attention, backend="reference")
+rela_attention = functools.partial(activations.rela_attention, backend="reference")
+relu_sums = functools.partial(dispatch.relu_sums, backend="reference")
 
 B, H, D = 2, 2, 4
 
@@ -213,7 +220,11 @@ def test_chunked_dropout_backward_replays_the_same_mask():
 
 
 @pytest.mark.parametrize("chunk", [0, 3])
-def test_bf16_close_to_float64_reference(chunk):
+def test_bf16_close_to_float64_reference(chunk, monkeypatch):
+    blocks = []  # the key block size each call really ran with
+    function = reference_kernel._ReLUAttentionSums
+    monkeypatch.setattr(function, "apply", lambda *a, _apply=function.apply: (
+        blocks.append(a[5]), _apply(*a))[1])
     q, k, v, pad, blocked = case_tensors("left_pad_causal", dtype=torch.bfloat16)
     leaves = [x.clone().requires_grad_() for x in (q, k, v)]
     result = relu_attention(*leaves, key_padding_mask=pad, attn_mask=blocked,
@@ -232,6 +243,7 @@ def test_bf16_close_to_float64_reference(chunk):
         assert error < 0.05, error
     out, _, row_sum, entropy, _, _ = reference(q.double(), k.double(), v.double(), pad,
                                                 blocked)
+    assert blocks[0] == (chunk or k.size(-2))  # chunked for chunk 3, one dense block for 0
     assert result.out.dtype == torch.bfloat16
     assert result.statistics.row_sum.dtype == torch.float32
     torch.testing.assert_close(result.out.double(), out, rtol=0.05, atol=0.05)

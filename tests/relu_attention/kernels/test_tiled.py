@@ -1,4 +1,4 @@
-"""The fused ReLU attention kernel against a float64 dense reference written from the formulas."""
+"""The tiled backend against a float64 dense reference written from the formulas."""
 
 import math
 
@@ -7,8 +7,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from relu_former.relu_attention.kernels.reference import count_visible_keys, relu_attention
-from relu_former.relu_attention.kernels.tiled import fused_relu_sums, tile_shape
+from relu_former.relu_attention.activations import relu_attention
+from relu_former.relu_attention.kernels.common import count_visible_keys
+from relu_former.relu_attention.kernels.tiled import tile_shape
+from relu_former.relu_attention.kernels.tiled import tiled_relu_sums as fused_relu_sums
 
 B, H, D = 2, 3, 5
 # tiles of a few keys and queries, so that every case crosses tile borders and skips tiles
@@ -83,7 +85,7 @@ def run_fused(q, k, v, pad, blocked, gamma=1.0, **tiles):
     default tiles; small tiles go through ``fused_relu_sums``, which takes them)."""
     if not tiles:
         result = relu_attention(q, k, v, key_padding_mask=pad, attn_mask=blocked, gamma=gamma,
-                                need_statistics=True, fused=True)
+                                need_statistics=True, backend="tiled")
         stats = result.statistics
         return result.out, stats.row_sum, stats.entropy, stats.zeros, stats.n
     sums = fused_relu_sums(q, k, v, key_padding_mask=pad, attn_mask=blocked, **tiles)

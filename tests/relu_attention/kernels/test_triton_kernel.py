@@ -26,7 +26,7 @@ if not INTERPRET and not torch.cuda.is_available():
     pytest.skip("no CUDA device and TRITON_INTERPRET is not set", allow_module_level=True)
 
 from relu_former.relu_attention.kernels import triton_kernel  # noqa: E402
-from relu_former.relu_attention.kernels.reference import relu_sums  # noqa: E402
+from relu_former.relu_attention.kernels.reference import reference_relu_sums as relu_sums  # noqa: E402,E501
 
 DEVICE = "cpu" if INTERPRET else "cuda"
 B, H, D = 2, 2, 16

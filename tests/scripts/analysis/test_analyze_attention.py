@@ -119,13 +119,14 @@ def summary(markdown: str) -> dict[tuple[str, str], list]:
 
 def test_regularizer_terms_are_the_criterion_s():
     """The analysis' L_norm and L_ent equal what the training criterion computes."""
-    import relu_former.plugin  # noqa: F401  (this checkout's criterions)
-    from relu_former.criterions.regularized import attention_regularizer_terms
     from relu_former.relu_attention.attention import ActivationMultiheadAttention
+    from relu_former.relu_attention.regularisers import (
+        regularizer_terms as attention_regularizer_terms,
+    )
 
     torch.manual_seed(3)
     module = ActivationMultiheadAttention(8, 2, self_attention=True).double().eval()
-    module.record_statistics = True
+    module.need_statistics = True
     x = torch.randn(7, 1, 8, dtype=torch.float64)
     module(x, x, x, attn_mask=torch.triu(torch.full((7, 7), float("-inf")), 1))
     stats = module.attention_statistics()
@@ -139,7 +140,7 @@ def test_regularizer_terms_are_the_criterion_s():
         assert means["norm_loss"] == pytest.approx(terms["norm_loss"].item(), rel=1e-12)
     assert means["entropy_below"] > 0 and means["entropy_above"] > 0
     softmax = ActivationMultiheadAttention(8, 2, self_attention=True, activation="softmax")
-    softmax.record_statistics = True
+    softmax.need_statistics = True
     softmax(x.float(), x.float(), x.float())
     assert aa.regularizer_sums(softmax.attention_statistics(), 0.4) == []
 

@@ -1,0 +1,100 @@
+"""One ``backend`` choice for ReLU attention's sums: a table of backends, each one function.
+
+Every backend has the same contract (``relu_former.relu_attention.kernels.common``):
+
+    backend(q, k, v, *, key_padding_mask=None, attn_mask=None, dropout_p=0.0, seed=None,
+            need_sums=True, **options) -> ReLUSums(u, row_sum, xlogx, positives, scores)
+
+with q, k, v of shape (B, H, T, D). The names:
+
+    reference  dense, or over blocks of ``key_chunk_size`` keys; dense returns s with gradient
+    tiled      the fused CPU kernel: tiles of queries x keys, never Tq x Tk (any device)
+    flex       FlexAttention (CUDA, compiled; no dropout)
+    triton     the Triton kernel (CUDA with the triton package; its interpreter on the CPU)
+    auto       triton on CUDA where triton imports, else flex on CUDA without dropout where
+               FlexAttention exists, else tiled
+
+Adding a backend is one entry of ``BACKENDS``; a module that needs an optional dependency
+(e.g. a Triton kernel) is entered with ``lazy("module", "function")`` and imported on first
+use. ``key_chunk_size`` is read by the backends of ``CHUNKED_BACKENDS`` only: giving it to
+another is an error rather than a setting that silently does nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Callable, Dict
+
+from torch import Tensor
+
+from relu_former.relu_attention.kernels.common import ReLUSums
+from relu_former.relu_attention.kernels.flex import flex_available, flex_relu_sums
+from relu_former.relu_attention.kernels.reference import reference_relu_sums
+from relu_former.relu_attention.kernels.tiled import tiled_relu_sums
+from relu_former.relu_attention.kernels.triton_kernel import triton_available, triton_relu_sums
+
+Backend = Callable[..., ReLUSums]
+
+
+def lazy(module: str, function: str) -> Backend:
+    """A backend imported from ``module`` on its first call (for optional dependencies)."""
+
+    def call(*args, **kwargs) -> ReLUSums:
+        return getattr(importlib.import_module(module), function)(*args, **kwargs)
+
+    call.__name__ = function
+    return call
+
+
+BACKENDS: Dict[str, Backend] = {
+    "reference": reference_relu_sums,
+    "tiled": tiled_relu_sums,
+    "flex": flex_relu_sums,
+    "triton": triton_relu_sums,
+}
+AUTO = "auto"
+BACKEND_NAMES = (AUTO, *BACKENDS)
+# The backends that read ``key_chunk_size`` (the others would ignore it).
+CHUNKED_BACKENDS = ("reference",)
+
+
+def check_backend(backend: str, key_chunk_size: int = 0) -> None:
+    """ValueError for an unknown backend or a key chunk size the backend would ignore."""
+    names = (AUTO, *BACKENDS)  # read now: a backend entered after import counts
+    if backend not in names:
+        raise ValueError(f"backend {backend!r} is unknown; choose one of {', '.join(names)}")
+    if key_chunk_size and backend not in CHUNKED_BACKENDS:
+        raise ValueError(f"a key chunk size ({key_chunk_size}) is read only by the "
+                         f"{', '.join(CHUNKED_BACKENDS)} backend; backend {backend!r} "
+                         "ignores it: drop it or choose the reference backend")
+
+
+def resolve_backend(backend: str, q: Tensor, dropout_p: float = 0.0) -> str:
+    """The concrete backend ``auto`` stands for on this input; a forced backend that cannot
+    run here is a ValueError naming the fix."""
+    if backend == AUTO:
+        if q.device.type == "cuda" and triton_available(q):
+            return "triton"
+        return "flex" if dropout_p == 0 and flex_available(q) else "tiled"
+    if backend == "triton" and not triton_available(q):
+        raise ValueError("the triton backend needs a CUDA tensor and the triton package "
+                         f"(got a {q.device.type} tensor); choose auto or tiled")
+    if backend == "flex" and dropout_p:
+        raise ValueError("the flex backend has no attention dropout; choose auto, triton or "
+                         "tiled, or set the attention dropout to 0")
+    return backend
+
+
+def relu_sums(q: Tensor, k: Tensor, v: Tensor, *, backend: str = AUTO,
+              key_chunk_size: int = 0, key_padding_mask: Tensor | None = None,
+              attn_mask: Tensor | None = None, dropout_p: float = 0.0,
+              seed: int | None = None, need_sums: bool = True) -> ReLUSums:
+    """U, S, T, P (and s for the dense reference) from the chosen backend.
+
+    ``need_sums=False``: only U (S, T, P None), the cost of plain attention.
+    """
+    check_backend(backend, key_chunk_size)
+    name = resolve_backend(backend, q, dropout_p)
+    options = {"key_chunk_size": key_chunk_size} if name in CHUNKED_BACKENDS else {}
+    return BACKENDS[name](q, k, v, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
+                          dropout_p=dropout_p, seed=seed, need_sums=need_sums, **options)

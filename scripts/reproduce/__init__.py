@@ -1,0 +1,1 @@
+"""Each paper's tables, one command each (``python -m scripts.reproduce TABLE``)."""

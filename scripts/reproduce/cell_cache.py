@@ -1,0 +1,52 @@
+"""The on-disk cache of finished cells, keyed by a hash of every setting of the cell.
+
+A cell is one row of one table at one seed. Its key is the SHA-256 of the canonical JSON of
+its full settings (model flags, data settings, budget, seed, the parent's key for a
+fine-tuned cell), so changing one setting gives its cells new keys and leaves every other
+cell's result valid. A result is written through a temporary name and renamed as soon as
+the cell finishes: a killed run leaves finished cells complete and no half-written one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+from scripts.common.atomic_files import write_text_atomic
+
+RESULT = "result.json"
+
+
+def settings_key(settings: Mapping[str, Any]) -> str:
+    """Hex SHA-256 of ``settings`` as canonical JSON (sorted keys, no spaces)."""
+    text = json.dumps(settings, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class CellCache:
+    """Finished cells under ``root/<table>/<row>-seed<S>-<key[:12]>/result.json``."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    def folder(self, table: str, row: str, seed: int, key: str) -> Path:
+        return self.root / table / f"{row}-seed{seed}-{key[:12]}"
+
+    def get(self, folder: Path, key: str) -> dict | None:
+        """The stored result of the cell in ``folder``, or None if it has not finished (or
+        the folder holds another key's result)."""
+        path = folder / RESULT
+        if not path.is_file():
+            return None
+        stored = json.loads(path.read_text())
+        return stored if stored.get("key") == key else None
+
+    def put(self, folder: Path, key: str, result: Mapping[str, Any]) -> dict:
+        """Store ``result`` (plus the key) atomically; returns what was stored."""
+        stored = {**result, "key": key}
+        folder.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(folder / RESULT, json.dumps(stored, indent=1, sort_keys=True,
+                                                      default=str))
+        return stored

@@ -1,0 +1,75 @@
+"""Document-level translation data from the gettext catalogs: consecutive messages of one
+catalog packed into documents.
+
+A program's catalog lists its messages roughly in source order (a dialog's labels, a
+command's help lines), so consecutive messages share vocabulary and topic: the nearest thing
+to documents this machine holds in many languages. Documents are packed G-Transformer's way:
+whole sentence pairs, in catalog order, until the next would take the English side past
+``max_tokens`` tokens; a sentence is never split, and a longer one is a document of its own.
+Sentences inside a document are joined by ``SEPARATOR`` so the model sees the boundaries.
+
+Splits are chosen per document by a hash of its catalog and first English sentence, so no
+sentence of a test document is ever trained on, and the sentence-level corpus (the starting
+point of the document models) is made of the same training documents' sentences.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Sequence
+
+from scripts.common.gettext_corpus import Pair, build_corpus
+
+SEPARATOR = "<sep>"
+
+
+@dataclass(frozen=True)
+class Document:
+    """Consecutive sentence pairs of one catalog."""
+
+    catalog: str
+    pairs: tuple[Pair, ...]
+
+    def side(self, source: bool, tokenize=lambda s: s) -> str:
+        return f" {SEPARATOR} ".join(tokenize(p.source if source else p.target)
+                                     for p in self.pairs)
+
+
+def catalog_pairs(locale_dir: Path, lang: str, max_tokens: int = 50) -> List[Pair]:
+    """Every cleaned, de-duplicated pair of ``lang``'s catalogs in catalog order."""
+    splits = build_corpus(Path(locale_dir), lang, max_tokens=max_tokens, valid_per_mille=0,
+                          test_per_mille=0)
+    return splits["train"]
+
+
+def pack_documents(pairs: Sequence[Pair], max_tokens: int,
+                   length=lambda p: len(p.target.split())) -> List[Document]:
+    """Pack consecutive pairs of each catalog into documents of at most ``max_tokens``."""
+    documents: List[Document] = []
+    current: List[Pair] = []
+    size = 0
+    for pair in pairs:
+        n = length(pair)
+        if current and (pair.catalog != current[0].catalog or size + n > max_tokens):
+            documents.append(Document(current[0].catalog, tuple(current)))
+            current, size = [], 0
+        current.append(pair)
+        size += n
+    if current:
+        documents.append(Document(current[0].catalog, tuple(current)))
+    return documents
+
+
+def split_documents(documents: Sequence[Document], valid_per_mille: int,
+                    test_per_mille: int) -> Dict[str, List[Document]]:
+    """Train/valid/test by a hash of each document's catalog and first English sentence."""
+    splits: Dict[str, List[Document]] = {"train": [], "valid": [], "test": []}
+    for doc in documents:
+        key = f"{doc.catalog}\t{doc.pairs[0].target}".lower().encode("utf-8")
+        bucket = int(hashlib.sha1(key).hexdigest()[:8], 16) % 1000
+        name = ("test" if bucket < test_per_mille else
+                "valid" if bucket < test_per_mille + valid_per_mille else "train")
+        splits[name].append(doc)
+    return splits

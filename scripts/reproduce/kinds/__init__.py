@@ -1,0 +1,80 @@
+"""How a row of a table at one seed becomes commands, and how its figures are read back.
+
+Every kind module defines
+
+    prepare(spec, scale, settings, work, say) -> dict
+        shared data of the table (built once per data setting, reused by every cell);
+    cell_settings(spec, row, seed, scale, settings, data) -> dict
+        everything that determines the cell's result (hashed into its cache key);
+    steps(spec, row, seed, scale, settings, data, folder, parent) -> list[Step]
+        the commands of one cell (``parent``: the folder of the row it starts from);
+    collect(spec, row, folder) -> dict
+        the cell's figures, read from the logs its steps wrote in ``folder``.
+
+At ``--scale paper`` the steps are the recipes' ``train.sh``/``evaluate.sh`` calls, whose
+``--dry-run`` prints the exact fairseq command; ``collect`` reads the same files either way.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Callable, Dict, List, Sequence
+
+KINDS = ("translation", "ablation", "classification", "summarization", "benchmark")
+
+
+@dataclass
+class Step:
+    """One command of a cell: a subprocess (``argv``) or an in-process call (``call``).
+
+    ``log`` is the file (under the cell folder) that receives its output; ``dry_run`` is the
+    argv that prints the exact fairseq command without running it (a recipe with
+    ``--dry-run``), where there is one; ``env`` adds environment variables; a ``trains`` step
+    that fairseq stops on a NaN or infinite loss makes the cell *diverged* (a result: the
+    papers report models that fail to converge), not a failure of the run.
+    """
+
+    log: str
+    argv: List[str] | None = None
+    call: Callable[[], None] | None = None
+    env: Dict[str, str] = field(default_factory=dict)
+    dry_run: List[str] | None = None
+    trains: bool = False  # a training step: stopped by NaN/inf it is a divergence, not an error
+
+    def describe(self) -> str:
+        import shlex
+
+        if self.argv is None:
+            return f"(in-process) {getattr(self.call, '__doc__', '') or self.log}"
+        prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
+        return (prefix + " " if prefix else "") + shlex.join(self.argv)
+
+
+def kind_module(name: str) -> ModuleType:
+    """The module of kind ``name`` (one of :data:`KINDS`)."""
+    if name not in KINDS:
+        raise ValueError(f"unknown kind {name!r}; one of {', '.join(KINDS)}")
+    return importlib.import_module(f"scripts.reproduce.kinds.{name}")
+
+
+def recipe_steps(recipe: str, model: str, env: Dict[str, str], save_dir: str,
+                 train_flags: Sequence[str],
+                 evaluations: Sequence[tuple[str, Sequence[str]]] = (("score-test.json", ()),),
+                 ) -> List[Step]:
+    """``train.sh MODEL -- FLAGS`` then, per ``(results file, generate flags)``,
+    ``evaluate.sh MODEL -- FLAGS`` of ``scripts/recipes/RECIPE``, with ``SAVE_DIR`` (and
+    ``RESULTS``) set, so that ``SAVE_DIR/train.log`` and the score files are where the kind's
+    ``collect`` reads them at any scale."""
+    folder = f"scripts/recipes/{recipe}"
+    env = {**env, "SAVE_DIR": save_dir}
+    train = [f"{folder}/train.sh", model, "--", *train_flags]
+    found = [Step("recipe-train.log", argv=train, env=env,
+                  dry_run=[train[0], "--dry-run", *train[1:]], trains=True)]
+    for results, flags in evaluations:
+        evaluate = [f"{folder}/evaluate.sh", model, *(["--", *flags] if flags else [])]
+        step_env = {**env, "RESULTS": f"{save_dir}/{results}"}
+        found.append(Step(f"recipe-evaluate-{results}.log", argv=evaluate, env=step_env,
+                          dry_run=[evaluate[0], "--dry-run", *evaluate[1:]]))
+    return found

@@ -1,0 +1,120 @@
+"""Summarization cells (Pyramidion paper): one ``pyramidion_base`` encoder-decoder per row,
+pooling apart, through the real ``fairseq-train``/``fairseq-generate``; ROUGE by the recipes'
+scorer against the untouched references; cost as measured CPU time.
+
+Toy data: the machine's manual pages, the page as the input and its NAME line as the
+summary (``scripts/demo/summary_data.py``, the demo's builder; a generated task where there
+are none, said in the data line), SentencePiece, inputs cut to ``source_tokens``.
+Cost columns: the training process's CPU seconds per update and fairseq-generate's decoding
+seconds, both measured; CPU time, unlike wall time, hardly moves when other jobs load the
+machine.
+Paper scale: ``scripts/recipes/long_doc_summarization`` (``DATASET=arxiv``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Sequence
+
+from scripts.common.fairseq_cli import fairseq_command
+from scripts.common.repo_paths import USER_DIR
+from scripts.reproduce.data_folder import shared_data
+from scripts.reproduce.kinds import Step, recipe_steps
+from scripts.reproduce.kinds.translation import score_step, train_step
+from scripts.reproduce.log_figures import decode_seconds, score_figures, train_figures
+from scripts.reproduce.spec import Row, TableSpec
+
+DATA_KEYS = ("man_dir", "source_tokens", "target_tokens", "vocab", "max_test",
+             "min_train_docs", "heldout_per_mille", "generated_docs")
+
+
+def prepare(spec: TableSpec, scale: str, settings: Dict[str, Any], work: Path,
+            say: Callable[[str], None]) -> Dict[str, Any]:
+    if scale == "paper":
+        return {"description": "the long_doc_summarization recipe's prepared data "
+                               "(DATASET=arxiv scripts/recipes/long_doc_summarization/prepare.sh)"}
+    return shared_data(work, "summarization", {k: settings.get(k) for k in DATA_KEYS},
+                       lambda folder: build_data(settings, folder, say), say)
+
+
+def build_data(settings: Dict[str, Any], folder: Path,
+               say: Callable[[str], None]) -> Dict[str, Any]:
+    """The demo's manual-page summaries, cut to size and binarized, in ``folder``."""
+    from scripts.demo.summary_data import SummaryScale, build_summary_data
+
+    sizes = SummaryScale(
+        source_tokens=settings["source_tokens"], target_tokens=settings["target_tokens"],
+        vocab=settings["vocab"], layers=settings["layers"], dim=settings["dim"],
+        ffn=settings["ffn"], heads=settings["heads"], max_tokens=settings["max_tokens"],
+        max_update=settings["max_update"], time_budget_s=1e9, warmup=settings["warmup"],
+        lr=settings["lr"], max_test=settings["max_test"],
+        min_train_docs=settings["min_train_docs"],
+        heldout_per_mille=settings["heldout_per_mille"],
+        generated_docs=settings["generated_docs"])
+    for sub in ("raw", "prep"):
+        (folder / sub).mkdir(parents=True, exist_ok=True)
+    description = build_summary_data(Path(settings["man_dir"]), sizes, folder / "raw",
+                                     folder / "prep", say=say)
+    from fairseq import options
+    from fairseq_cli import preprocess
+
+    preprocess.main(options.get_preprocessing_parser().parse_args([
+        "--source-lang", "doc", "--target-lang", "sum", "--joined-dictionary", "--workers", "1",
+        "--destdir", str(folder / "bin"),
+        *(f"--{split}pref={folder / 'prep' / split}" for split in ("train", "valid", "test"))]))
+    return {"description": description}
+
+
+def cell_settings(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, Any],
+                  data: Dict[str, Any]) -> Dict[str, Any]:
+    keep = {k: v for k, v in settings.items() if k != "man_dir"}
+    return {"settings": keep, "data": data.get("description"), "row": list(row.flags),
+            "seed": seed, "recipe_model": row.recipe_model}
+
+
+_LENGTH = re.compile(r"\bL(?:/(\d+))?\b")
+
+
+def resolve(flags: Sequence[str], length: int) -> List[str]:
+    """Rows write lengths as ``L``, ``L/2``, ``L/4`` (of the input length): the same table
+    at any input length."""
+    return [_LENGTH.sub(lambda m: str(length // int(m.group(1) or 1)), flag) for flag in flags]
+
+
+def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, Any],
+          data: Dict[str, Any], folder: Path, parent: Path | None) -> List[Step]:
+    if scale == "paper":
+        return recipe_steps("long_doc_summarization", row.recipe_model,
+                            {"DATASET": settings["dataset"], **row.recipe_env}, str(folder),
+                            [*row.recipe_flags, "--seed", str(seed)])
+    length, target = settings["source_tokens"], settings["target_tokens"]
+    data_bin = Path(data["folder"]) / "bin"
+    positions = ["--max-source-positions", str(length),
+                 "--max-target-positions", str(target + 8)]
+    train = train_step(replace(row, flags=tuple(resolve(row.flags, length))), seed,
+                       {**settings, "arch": "pyramidion_base"}, data_bin, folder, None,
+                       [*positions, "--attention-dropout", "0.1", "--criterion",
+                        "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+                        "--log-interval", "10"])
+    generate = [fairseq_command("fairseq-generate"), str(data_bin), "--user-dir", USER_DIR,
+                "--path", str(folder / "checkpoint_last.pt"), "--gen-subset", "test", "--cpu",
+                "--beam", str(settings["beam"]), "--post-process", "sentencepiece",
+                "--max-len-a", "0", "--max-len-b", str(target), *positions,
+                "--max-tokens", str(8 * length), "--num-workers", "0",
+                "--required-batch-size-multiple", "1"]
+    score = score_step(folder, "generate-test.txt", "score-test.json", "rouge",
+                       references=Path(data["folder"]) / "prep" / "test.reference")
+    return [train, Step("generate-test.txt", argv=generate), score]
+
+
+def collect(spec: TableSpec, row: Row, folder: Path) -> Dict[str, float]:
+    """ROUGE-1/2/L, valid nll, and the costs (training CPU s per update, decoding s)."""
+    figures = train_figures(folder / "train.log")
+    scores = score_figures(folder / "score-test.json")
+    figures.update({k: scores[k] for k in ("rouge1", "rouge2", "rougeL") if k in scores})
+    generated = folder / "generate-test.txt"
+    if generated.is_file():
+        figures["decode_seconds"] = decode_seconds(generated)
+    return figures

@@ -1,0 +1,240 @@
+"""Translation cells: sentence-level and document-level, trained and decoded through the real
+``fairseq-train``/``fairseq-generate`` and scored by the recipes' scorer.
+
+Toy data (built once per data setting, shared by every cell): the gettext catalogs of
+``lang`` (into English), Moses-tokenised and lower-cased, word-level (no BPE: documents of
+hundreds of words stay readable and every length uses one vocabulary), split by blocks of
+consecutive messages (:mod:`scripts.reproduce.doc_corpus`). ``sentences`` holds the pairs of
+each split; ``docs<L>`` the same pairs packed into documents of at most L English tokens.
+All are binarized with the sentence data's joined dictionary, so a document model can start
+from a sentence model's checkpoint (G-Transformer's recipe for making document models
+learn). A row with ``parent`` continues the parent's final checkpoint with a fresh optimizer.
+Training goes through the shared orchestrator's command (``scripts/common/fairseq_train.py``).
+
+Paper scale: the recipes (``train.sh MODEL -- --seed S ...``, ``evaluate.sh MODEL``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, Callable, Dict, List
+
+from scripts.common.atomic_files import write_text_atomic
+from scripts.common.fairseq_cli import fairseq_command
+from scripts.common.fairseq_train import train_command
+from scripts.common.repo_paths import USER_DIR
+from scripts.common.run_record import Budget, Run
+from scripts.reproduce.data_folder import shared_data
+from scripts.reproduce.doc_corpus import (
+    SEPARATOR,
+    catalog_pairs,
+    pack_documents,
+    split_documents,
+)
+from scripts.reproduce.kinds import Step, recipe_steps
+from scripts.reproduce.log_figures import decode_seconds, score_figures, train_figures
+from scripts.reproduce.spec import Row, TableSpec
+
+SRC, TGT = "xx", "en"  # fairseq's language suffixes of the toy data (any catalog language)
+DATA_KEYS = ("locale_dir", "lang", "block_tokens", "valid_per_mille", "test_per_mille",
+             "max_train_pairs", "max_test_docs", "lengths", "vocab")
+
+
+def length_of(row: Row) -> int:
+    """The row's document length in tokens; 0 for sentence-level data."""
+    return int(row.point.get("length", 0))
+
+
+def prepare(spec: TableSpec, scale: str, settings: Dict[str, Any], work: Path,
+            say: Callable[[str], None]) -> Dict[str, Any]:
+    """Build (or reuse) the binarized sentence and document data of the table's rows."""
+    if scale == "paper":
+        return {"description": f"the {settings['recipe']} recipe's prepared data "
+                               f"(scripts/recipes/{settings['recipe']}/prepare.sh)"}
+    return shared_data(work, "translation", {k: settings.get(k) for k in DATA_KEYS},
+                       lambda folder: build_data(settings, folder), say)
+
+
+def build_data(settings: Dict[str, Any], folder: Path) -> Dict[str, Any]:
+    """Corpus, documents at every length and their binarized data in ``folder``."""
+    from scripts.recipes.lib.prepare_text import moses_tokenize
+
+    pairs = catalog_pairs(Path(settings["locale_dir"]), settings["lang"])
+    blocks = split_documents(pack_documents(pairs, settings["block_tokens"]),
+                             settings["valid_per_mille"], settings["test_per_mille"])
+    raw = folder / "raw"
+    description = []
+    per_split = {}
+    for split, docs in blocks.items():
+        split_pairs = [pair for doc in docs for pair in doc.pairs]
+        if split == "train" and settings.get("max_train_pairs"):
+            split_pairs = split_pairs[: settings["max_train_pairs"]]
+        per_split[split] = split_pairs
+        src = moses_tokenize([p.source for p in split_pairs], settings["lang"], lowercase=True)
+        tgt = moses_tokenize([p.target for p in split_pairs], TGT, lowercase=True)
+        per_split[split] = list(zip(split_pairs, src, tgt))
+    lengths = sorted({0, *settings.get("lengths", ())})
+    for length in lengths:
+        name = "sentences" if length == 0 else f"docs{length}"
+        sizes = []
+        for split, items in per_split.items():
+            if length == 0:
+                src_lines = [s for _, s, _ in items]
+                tgt_lines = [t for _, _, t in items]
+            else:
+                tokens = {id(p): (s, t) for p, s, t in items}
+                sizes_of = {key: len(t.split()) for key, (_, t) in tokens.items()}
+                docs = pack_documents([p for p, _, _ in items], length,
+                                      length=lambda p, n=sizes_of: n[id(p)])
+                if split == "test" and settings.get("max_test_docs"):
+                    docs = docs[: settings["max_test_docs"]]
+                joiner = f" {SEPARATOR} "
+                src_lines = [joiner.join(tokens[id(p)][0] for p in d.pairs) for d in docs]
+                tgt_lines = [joiner.join(tokens[id(p)][1] for p in d.pairs) for d in docs]
+            for suffix, lines in ((SRC, src_lines), (TGT, tgt_lines)):
+                write_text_atomic(raw / name / f"{split}.{suffix}",
+                                  "".join(line + "\n" for line in lines))
+            sizes.append(f"{split} {len(src_lines)}")
+        description.append(f"{name}: {', '.join(sizes)}")
+    # the dictionary is built from the sentence data ("dictionary" is a copy of its text)
+    for split in ("train", "valid", "test"):
+        for suffix in (SRC, TGT):
+            write_text_atomic(raw / "dictionary" / f"{split}.{suffix}",
+                              (raw / "sentences" / f"{split}.{suffix}").read_text())
+    binarize(raw, folder / "bin", lengths, settings.get("vocab"))
+    return {"description": f"gettext catalogs {settings['locale_dir']}/{settings['lang']} -> "
+                           "en, word level, " + "; ".join(description)}
+
+
+def binarize(raw: Path, out: Path, lengths: List[int], vocab: int | None) -> None:
+    """fairseq-preprocess every data set with one joined dictionary: the sentence data's
+    ``vocab`` most frequent words (all with None) plus the sentence separator (in this
+    process: one fairseq start instead of one per data set)."""
+    from fairseq import options
+    from fairseq_cli import preprocess
+
+    def run(name: str, *extra: str) -> None:
+        preprocess.main(options.get_preprocessing_parser().parse_args([
+            "--source-lang", SRC, "--target-lang", TGT, "--joined-dictionary", "--workers",
+            "1", "--destdir", str(out / name), *extra,
+            *(f"--{split}pref={raw / name / split}" for split in ("train", "valid", "test"))]))
+
+    limit = [] if vocab is None else ["--nwordssrc", str(vocab), "--nwordstgt", str(vocab)]
+    run("dictionary", "--dict-only", *limit)
+    dictionary = out / "dictionary" / f"dict.{SRC}.txt"
+    with open(dictionary, "a", encoding="utf-8") as words:
+        words.write(f"{SEPARATOR} 1\n")  # only documents hold it; it must not be <unk>
+    for length in lengths:
+        run("sentences" if length == 0 else f"docs{length}", "--srcdict", str(dictionary))
+
+
+def score_step(folder: Path, generated: str, results: str, metric: str,
+               references: Path | None = None) -> Step:
+    """Score a fairseq-generate output with the recipes' scorer, in this process."""
+    def run() -> None:
+        """score with scripts.recipes.lib.score"""
+        from scripts.recipes.lib.score import score
+
+        result = score(folder / generated, metric, references=references)
+        write_text_atomic(folder / results, json.dumps(result, indent=1))
+
+    return Step(results, call=run)
+
+
+def cell_settings(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, Any],
+                  data: Dict[str, Any]) -> Dict[str, Any]:
+    keep = {k: v for k, v in settings.items() if k != "locale_dir"}
+    return {"settings": keep, "data": data.get("description"), "row": row.flags,
+            "generate": row.generate_flags, "length": length_of(row), "seed": seed,
+            "recipe_model": row.recipe_model, "recipe_env": dict(row.recipe_env)}
+
+
+def budget(settings: Dict[str, Any], updates: int) -> Budget:
+    """The shared orchestrator's size and budget of one cell; the time cap only guards
+    against a run that hangs (the update budget is what the table compares)."""
+    return Budget(layers=settings["layers"], dim=settings["dim"], ffn=settings["ffn"],
+                  heads=settings["heads"], max_tokens=settings["max_tokens"],
+                  max_update=updates, time_budget_s=settings.get("time_cap_s", 7200.0),
+                  warmup=settings["warmup"], lr=settings["lr"])
+
+
+def train_step(row: Row, seed: int, settings: Dict[str, Any], data_bin: Path, folder: Path,
+               parent: Path | None, extra: List[str]) -> Step:
+    """fairseq-train through :func:`scripts.common.fairseq_train.train_command` (the demo's
+    orchestrator): a continuation starts from the parent cell's last checkpoint with a
+    fresh optimizer at the learning rate the parent's schedule ended at."""
+    run = Run(folder.name, row.label, settings["arch"], [*extra, *row.flags])
+    updates = settings["max_update"]
+    if parent is not None:
+        figures = json.loads((parent / "result.json").read_text())["figures"] if (
+            parent / "result.json").is_file() else {}
+        run.parent = Run(parent.name, "parent", settings["arch"], [])
+        run.parent.updates = int(figures.get("updates", settings["max_update"]))
+        run.parent.train_seconds = float(figures.get("train_seconds", 0.0))
+        updates = settings["finetune_update"]
+    command, _, _ = train_command(run, budget(settings, updates), data_bin, folder.parent,
+                                  argparse.Namespace(seed=seed, budget_scale=1.0))
+    return Step("train.log", argv=[str(part) for part in command], trains=True)
+
+
+def beams(settings: Dict[str, Any]) -> List[int]:
+    return list(settings.get("beams", [settings.get("beam", 4)]))
+
+
+def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, Any],
+          data: Dict[str, Any], folder: Path, parent: Path | None) -> List[Step]:
+    if scale == "paper":
+        flags = [*row.recipe_flags, "--seed", str(seed)]
+        if parent is not None:
+            flags += ["--finetune-from-model", str(parent / "checkpoint_best.pt")]
+        # the recipe's evaluate.sh picks the decoding of its MODEL; only the beam is ours
+        evaluations = [(f"score-test-beam{beam}.json", ["--beam", str(beam)])
+                       for beam in beams(settings)]
+        found = recipe_steps(settings["recipe"], row.recipe_model, dict(row.recipe_env),
+                             str(folder), flags, evaluations)
+        return found[:1] if row.hidden else found
+    length = length_of(row)
+    data_bin = Path(data["folder"]) / "bin" / ("sentences" if length == 0 else f"docs{length}")
+    positions = max(256, 2 * length + 16)
+    # the paper's attention dropout and label smoothing; a row's own flags come last
+    extra = ["--attention-dropout", "0.1", "--criterion", "label_smoothed_cross_entropy",
+             "--label-smoothing", "0.1", "--max-source-positions", str(positions),
+             "--max-target-positions", str(positions), "--log-interval", "10",
+             "--max-tokens", str(max(settings["max_tokens"], positions))]
+    found = [train_step(row, seed, settings, data_bin, folder, parent, extra)]
+    if row.hidden:
+        return found
+    for beam in beams(settings):
+        out = f"generate-test-beam{beam}.txt"
+        found.append(Step(out, argv=[
+            fairseq_command("fairseq-generate"), str(data_bin), "--user-dir", USER_DIR,
+            "--path", str(folder / "checkpoint_last.pt"), "--gen-subset", "test", "--cpu",
+            "--beam", str(beam), "--max-tokens", str(max(4096, positions)),
+            "--max-source-positions", str(positions), "--max-target-positions", str(positions),
+            "--max-len-a", "1.2", "--max-len-b", "10", "--num-workers", "0",
+            "--required-batch-size-multiple", "1", *row.generate_flags]))
+        found.append(score_step(folder, out, f"score-test-beam{beam}.json", "bleu"))
+    return found
+
+
+def collect(spec: TableSpec, row: Row, folder: Path) -> Dict[str, float]:
+    """Training figures plus, per beam, tokenised BLEU (``bleu_beam<B>``; ``bleu`` is the
+    first beam's) and decoding seconds."""
+    figures = train_figures(folder / "train.log")
+    scored = sorted(folder.glob("score-test-beam*.json"))
+    if not row.hidden and not scored:
+        raise FileNotFoundError(f"no score-test-beam*.json in {folder}: not decoded yet")
+    for path in scored:
+        beam = path.stem.rsplit("beam", 1)[1]
+        scores = score_figures(path)
+        # BLEU recipes give bleu4_tokenized; a ROUGE recipe (Gigaword at paper scale) rouge1
+        bleu = scores.get("bleu4_tokenized", scores.get("rouge1", float("nan")))
+        figures[f"bleu_beam{beam}"] = bleu
+        figures.setdefault("bleu", bleu)
+        generated = folder / f"generate-test-beam{beam}.txt"
+        if generated.is_file():
+            figures[f"decode_seconds_beam{beam}"] = decode_seconds(generated)
+            figures.setdefault("decode_seconds", figures[f"decode_seconds_beam{beam}"])
+    return figures

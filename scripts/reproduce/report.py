@@ -1,0 +1,244 @@
+"""Builds a table's section of ``docs/reproduction.md`` from its cells' stored figures.
+
+Per shown row and metric: our mean ± standard deviation over seeds (n seeds), the paper's
+figure beside it; per claim of the paper: the difference, its standard error and the verdict
+of :mod:`scripts.reproduce.direction`. Then the command, the wall and CPU time summed over the
+cells, the commit and the machine. Each table owns the text between its two markers, so
+writing one table's section leaves the others' untouched; the file is replaced atomically.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import re
+import subprocess
+from pathlib import Path
+from typing import Dict, List, Sequence
+
+from scripts.common.atomic_files import write_text_atomic
+from scripts.common.plotting import line_plot, markdown_table
+from scripts.reproduce.direction import Spread, difference, spread, verdict
+from scripts.reproduce.spec import TableSpec, family, shown_rows
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+NOT_RUN = "not yet run at toy scale in this repository"
+
+
+def markers(name: str) -> tuple[str, str]:
+    return f"<!-- reproduce:{name} start -->", f"<!-- reproduce:{name} end -->"
+
+
+def spreads(spec: TableSpec, cells: Sequence) -> Dict[tuple, Spread]:
+    """``(row, metric) -> Spread`` over the seeds that have a result."""
+    values: Dict[tuple, List[float]] = {}
+    for cell in cells:
+        if cell.result is None:
+            continue
+        for metric in spec.metrics:
+            value = cell.result["figures"].get(metric.key, math.nan)
+            values.setdefault((cell.row.key, metric.key), []).append(value)
+    return {key: spread(v) for key, v in values.items()}
+
+
+def diverged_seeds(cells: Sequence) -> Dict[str, int]:
+    """Per row, how many seeds stopped on a NaN or infinite loss."""
+    counts: Dict[str, int] = {}
+    for cell in cells:
+        if cell.result is not None and cell.result["figures"].get("diverged"):
+            counts[cell.row.key] = counts.get(cell.row.key, 0) + 1
+    return counts
+
+
+def result_table(spec: TableSpec, table: Dict[tuple, Spread],
+                 diverged: Dict[str, int] | None = None) -> str:
+    headers = ["row"]
+    for metric in spec.metrics:
+        arrow = "↑" if metric.higher_is_better else "↓"
+        headers += [f"{metric.label} {arrow} (ours)", "paper"]
+    headers.append("seeds")
+    rows = []
+    for row in shown_rows(spec):
+        line = [row.label]
+        seeds = 0
+        for metric in spec.metrics:
+            cell = table.get((row.key, metric.key), spread([]))
+            seeds = max(seeds, cell.n)
+            paper = row.paper.get(metric.key, "-")
+            if isinstance(paper, (int, float)):
+                paper = f"{paper:.{metric.digits}f}"
+            line += [cell.text(metric.digits), paper]
+        failed = (diverged or {}).get(row.key, 0)
+        rows.append(line + [f"{seeds} (+{failed} diverged)" if failed else seeds])
+    return markdown_table(headers, rows)
+
+
+def claim_rows(spec: TableSpec, table: Dict[tuple, Spread]) -> List[list]:
+    """Per claim: its text, metric, our difference, its standard error and the verdict."""
+    rows = []
+    for claim in spec.comparisons:
+        metric = spec.metric(claim.metric)
+        better = table.get((claim.better, claim.metric), spread([]))
+        worse = table.get((claim.worse, claim.metric), spread([]))
+        d, se = difference(better, worse, metric.higher_is_better)
+        rows.append([claim.claim, metric.label,
+                     "-" if math.isnan(d) else f"{d:+.{metric.digits}f}",
+                     "-" if math.isnan(se) else f"{se:.{metric.digits}f}",
+                     verdict(better, worse, metric.higher_is_better)])
+    return rows
+
+
+def claims_table(spec: TableSpec, table: Dict[tuple, Spread]) -> str:
+    return markdown_table(["paper's claim", "metric", "difference (ours)", "standard error",
+                           "direction (d > 2 SE)"], claim_rows(spec, table))
+
+
+def verdicts(spec: TableSpec, cells: Sequence, scale: str, seeds: int) -> Dict:
+    """What the closing summary keeps of one run: per claim, its verdict (or not run)."""
+    done = sum(cell.result is not None for cell in cells)
+    rows = claim_rows(spec, spreads(spec, cells)) if done else []
+    return {"paper": spec.paper, "title": spec.title, "scale": scale, "seeds": seeds,
+            "cells": f"{done} of {len(cells)}",
+            "claims": [[row[0], row[4] if done else NOT_RUN] for row in rows] or
+                      [[claim.claim, NOT_RUN] for claim in spec.comparisons]}
+
+
+def summary_section(found: Dict[str, Dict], specs: Sequence[TableSpec]) -> str:
+    """The closing note: every table's claims and whether they held at the scale run."""
+    start, end = markers("summary")
+    rows = []
+    for spec in specs:
+        name, entry = spec.name, found.get(spec.name)
+        if entry is None:
+            rows += [[f"`{name}` ({spec.paper})", claim.claim, NOT_RUN, "-"]
+                     for claim in spec.comparisons]
+            continue
+        for claim, outcome in entry["claims"]:
+            rows.append([f"`{name}` ({entry['paper']})", claim, outcome,
+                         f"{entry['scale']}, {entry['seeds']} seed(s), {entry['cells']} cells"])
+    return "\n".join([start, "## Closing note: the papers' claims at our scale\n",
+                      "Per claim: *holds*, *reversed* (the opposite direction is resolved) or "
+                      "*not resolved at this scale*, by the rule above; rows of tables that "
+                      "were not run say so.\n",
+                      markdown_table(["table", "paper's claim", "outcome", "run"], rows), end])
+
+
+def curve_plot(spec: TableSpec, table: Dict[tuple, Spread], path: Path) -> Path | None:
+    """One line per row family of the plotted metric against the rows' point."""
+    if spec.plot is None:
+        return None
+    point, metric = spec.plot
+    label = spec.metric(metric).label
+    if point.startswith("metric:"):
+        # one point per row: a measured figure (e.g. a cost) against the metric
+        x_metric = spec.metric(point.split(":", 1)[1])
+        series = {row.label: ([table[row.key, x_metric.key].mean], [table[row.key, metric].mean])
+                  for row in shown_rows(spec)
+                  if table.get((row.key, x_metric.key), spread([])).n
+                  and table.get((row.key, metric), spread([])).n}
+        if len(series) < 2:
+            return None
+        return line_plot(path, series, title=f"{spec.paper}: {label} against "
+                         f"{x_metric.label}", xlabel=x_metric.label, ylabel=label, logx=True)
+    series = {}
+    for row in shown_rows(spec):
+        cell = table.get((row.key, metric))
+        if cell is None or cell.n == 0 or point not in row.point:
+            continue
+        xs, ys = series.setdefault(family(row), ([], []))
+        xs.append(row.point[point])
+        ys.append(cell.mean)
+    if not any(len(xs) > 1 for xs, _ in series.values()):
+        return None
+    return line_plot(path, series, title=f"{spec.paper}: {label} against {point}",
+                     xlabel=point, ylabel=label, logx=True)
+
+
+def commit() -> str:
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, cwd=REPO_ROOT, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, cwd=REPO_ROOT).stdout.strip()
+        return head + (" (with uncommitted changes)" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def machine() -> str:
+    load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
+    return (f"{platform.machine()} {platform.system()}, {os.cpu_count()} cores, "
+            f"Python {platform.python_version()}; load average at report time {load}")
+
+
+def section(spec: TableSpec, cells: Sequence, data: Dict, scale: str, seeds: int,
+            command: str, plot_dir: Path | None = None) -> str:
+    """The markdown of one table: results (or the not-run line), claims, provenance."""
+    table = spreads(spec, cells)
+    done = [cell for cell in cells if cell.result is not None]
+    start, end = markers(spec.name)
+    lines = [start, f"## {spec.paper}: {spec.title} (`{spec.name}`)\n",
+             f"Paper's claim: {spec.claim}\n",
+             f"Command: `{command}` (paper scale: `python -m scripts.reproduce {spec.name} "
+             "--scale paper --dry-run` prints the recipes' fairseq commands, `--collect-only` "
+             "reads their logs)\n"]
+    if not done:
+        lines.append(f"Results: {NOT_RUN} (scale {scale}). The command above runs it; the "
+                     "paper's figures are listed for comparison.\n")
+    lines += [result_table(spec, table, diverged_seeds(cells)), ""]
+    if spec.comparisons and not done:
+        lines += ["Claims the table tests (each needs its rows run on at least two seeds):\n",
+                  *[f"- {claim.claim} ({spec.metric(claim.metric).label})"
+                    for claim in spec.comparisons], ""]
+    elif spec.comparisons:
+        lines += ["Direction of each claim: the difference of seed means in the paper's "
+                  "favour and its standard error; it *holds* when the difference exceeds "
+                  "twice its standard error, is *reversed* when it is below minus twice, and "
+                  "is otherwise *not resolved at this scale*.\n", claims_table(spec, table), ""]
+    if plot_dir is not None and done:
+        plotted = curve_plot(spec, table, plot_dir / f"{spec.name}.png")
+        if plotted is not None:
+            lines.append(f"![{spec.plot[1]} against {spec.plot[0].split(':')[-1]}]"
+                         f"({plotted.parent.name}/{plotted.name})\n")
+    if done:
+        wall = sum(cell.result.get("seconds") or 0 for cell in done)
+        # cells from before the commit was recorded measured in-process CPU time wrongly
+        timed = [cell for cell in done if cell.result.get("commit")]
+        cpu = sum(cell.result.get("cpu_seconds") or 0 for cell in timed)
+        commits = sorted({cell.result.get("commit") or "not recorded"
+                          for cell in done})
+        loads = [cell.result["load_average"][0] for cell in done
+                 if cell.result.get("load_average")]
+        load = (f"; 1-minute load average when the cells finished {min(loads):.1f} to "
+                f"{max(loads):.1f}" if loads else "")
+        lines.append(f"Scale `{scale}`, {seeds} seed(s); {len(done)} of {len(cells)} cells "
+                     f"finished; cell wall time {wall / 60:.1f} min in all, CPU time "
+                     + (f"{cpu / 60:.1f} min" if timed else "not recorded")
+                     + f"; data: {data.get('description', '-')}; cells run at "
+                     f"commit {', '.join(commits)}; report at commit {commit()}; machine: "
+                     f"{machine()}{load}.\n")
+    if spec.deviations:
+        lines += ["Settings at toy scale against the paper's:\n", markdown_table(
+            ["setting", "paper", "ours (toy)", "why"],
+            [[d.setting, d.paper, d.ours, d.why] for d in spec.deviations]), ""]
+    if spec.notes:
+        lines += [spec.notes, ""]
+    lines.append(end)
+    return "\n".join(lines)
+
+
+def write_section(path: Path, name: str, text: str, header: str) -> Path:
+    """Put ``text`` between the markers of ``name`` in ``path`` (appended when absent)."""
+    current = path.read_text(encoding="utf-8") if path.is_file() else header
+    start, end = markers(name)
+    pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
+    summary = markers("summary")[0]
+    if pattern.search(current):
+        updated = pattern.sub(lambda _: text, current)
+    elif name != "summary" and summary in current:  # the closing note stays last
+        head, tail = current.split(summary, 1)
+        updated = head.rstrip("\n") + "\n\n" + text + "\n\n" + summary + tail
+    else:
+        updated = current.rstrip("\n") + "\n\n" + text + "\n"
+    return write_text_atomic(path, updated)

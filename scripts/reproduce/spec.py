@@ -1,0 +1,119 @@
+"""What a reproduction table is: its rows, metrics, the paper's claims and its settings.
+
+A :class:`TableSpec` is data only. Its ``kind`` names the module that turns a row at a seed
+into commands and reads figures back from their logs (:mod:`scripts.reproduce.kinds`); the
+runner, the cache and the collector are the same for every table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, Mapping, Sequence, Tuple
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One figure of a table, read from a cell's ``result.json``."""
+
+    key: str
+    label: str
+    higher_is_better: bool = True
+    digits: int = 2
+
+
+@dataclass(frozen=True)
+class Row:
+    """One model (or configuration) of a table.
+
+    ``flags`` go to ``fairseq-train`` (or to the wrapped script) on top of the table's;
+    ``parent`` names the row whose final checkpoint this row starts from (the same seed);
+    ``hidden`` rows are trained as starting points and not shown; ``point`` holds the x of a
+    curve (e.g. the document length); ``paper`` the paper's figures for this row;
+    ``recipe_model``, ``recipe_env`` and ``recipe_flags`` the paper-scale recipe's MODEL,
+    variables and extra fairseq-train flags (the MODEL carries the model itself).
+    """
+
+    key: str
+    label: str
+    flags: Tuple[str, ...] = ()
+    parent: str | None = None
+    hidden: bool = False
+    point: Mapping[str, Any] = field(default_factory=dict)
+    paper: Mapping[str, Any] = field(default_factory=dict)
+    recipe_model: str = ""
+    recipe_env: Mapping[str, str] = field(default_factory=dict)
+    recipe_flags: Tuple[str, ...] = ()
+    generate_flags: Tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A claim of the paper: row ``better`` beats row ``worse`` on ``metric``."""
+
+    better: str
+    worse: str
+    metric: str
+    claim: str
+
+
+@dataclass(frozen=True)
+class Deviation:
+    """A setting where the toy scale departs from the paper, and why."""
+
+    setting: str
+    paper: str
+    ours: str
+    why: str
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One table or figure of one paper."""
+
+    name: str
+    title: str
+    paper: str                      # "ReLUFormer, Table 6"
+    claim: str                      # the paper's headline, in one sentence
+    kind: str                       # module of scripts.reproduce.kinds
+    metrics: Tuple[Metric, ...]
+    rows: Tuple[Row, ...]
+    comparisons: Tuple[Comparison, ...] = ()
+    toy: Mapping[str, Any] = field(default_factory=dict)    # the kind's toy settings
+    tiny: Mapping[str, Any] = field(default_factory=dict)   # overrides for the tests
+    paper_settings: Mapping[str, Any] = field(default_factory=dict)
+    deviations: Tuple[Deviation, ...] = ()
+    # (x, metric key): x a point key (a curve per row family) or "metric:KEY" (one point per
+    # row, e.g. ROUGE against a cost)
+    plot: Tuple[str, str] | None = None
+    notes: str = ""
+
+    def row(self, key: str) -> Row:
+        for row in self.rows:
+            if row.key == key:
+                return row
+        raise KeyError(f"{self.name} has no row {key!r}")
+
+    def metric(self, key: str) -> Metric:
+        for metric in self.metrics:
+            if metric.key == key:
+                return metric
+        raise KeyError(f"{self.name} has no metric {key!r}")
+
+    def settings(self, scale: str) -> Dict[str, Any]:
+        """The kind's settings at ``scale`` (``toy``, ``tiny`` = toy with test overrides,
+        ``paper``)."""
+        if scale == "paper":
+            return dict(self.paper_settings)
+        merged = dict(self.toy)
+        if scale == "tiny":
+            merged.update(self.tiny)
+        return merged
+
+
+def family(row: Row) -> str:
+    """The curve a row belongs to in a plot: its label without the point (e.g. 'ReLUFormer')."""
+    return row.label.split(" @ ")[0]
+
+
+def shown_rows(spec: TableSpec) -> Sequence[Row]:
+    return [row for row in spec.rows if not row.hidden]

@@ -1,0 +1,23 @@
+"""Every table ``python -m scripts.reproduce`` knows, by name."""
+
+from __future__ import annotations
+
+from typing import Dict
+
+from scripts.reproduce.spec import TableSpec
+from scripts.reproduce.tables import (
+    halving_operator,
+    pyramidion_table4,
+    pyramidion_table7,
+    relu_former_memory,
+    relu_former_table4,
+    relu_former_table5,
+    relu_former_table6,
+    sparse_softmax_classification,
+    sparse_softmax_generation,
+)
+
+TABLES: Dict[str, TableSpec] = {module.SPEC.name: module.SPEC for module in (
+    relu_former_table4, relu_former_table5, relu_former_table6, relu_former_memory,
+    sparse_softmax_classification, sparse_softmax_generation, pyramidion_table4,
+    pyramidion_table7, halving_operator)}

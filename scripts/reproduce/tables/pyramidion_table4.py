@@ -1,0 +1,46 @@
+"""Pyramidion Table 4: token scorers compared on a 4-layer Transpooler (pooling once after
+the encoder, length reduced 4x)."""
+
+from __future__ import annotations
+
+import scripts.reproduce.tables.toy_settings as toy
+from scripts.reproduce.spec import Comparison, Deviation, Row, TableSpec
+
+SCORERS = {"linear": "linear (default)", "nonlinear": "nonlinear", "index": "index-based",
+           "power": "PoWER-like (attention received)", "random": "random"}
+
+
+def _rows() -> tuple[Row, ...]:
+    return tuple(Row(key, f"Transpooler, {label} scorer",
+                     ("--attention-block-size", "0", "--pooling-schedule", "last:L/4",
+                      "--pooling-scorer", key),
+                     paper={"rouge2": "best" if key == "linear" else "-"},
+                     recipe_model="transpooler", recipe_flags=("--pooling-scorer", key))
+                 for key, label in SCORERS.items())
+
+
+SPEC = TableSpec(
+    name="pyramidion_table4",
+    title="scorers on a 4-layer Transpooler",
+    paper="Pyramidion, Table 4",
+    claim="The trainable linear scorer is the best: above random and index-based selection "
+          "and the attention-based (PoWER-like) and nonlinear scorers.",
+    kind="summarization",
+    metrics=(*toy.ROUGE, toy.VALID_NLL),
+    rows=_rows(),
+    comparisons=(
+        Comparison("linear", "random", "rouge2", "linear scorer beats random"),
+        Comparison("linear", "index", "rouge2", "linear scorer beats index-based"),
+        Comparison("linear", "power", "rouge2", "linear scorer beats PoWER-like"),
+    ),
+    toy={**toy.SUMMARY_TOY, "layers": 4, "pooling": "last"},
+    tiny=dict(toy.SUMMARY_TINY),
+    paper_settings={"dataset": "arxiv"},
+    deviations=(
+        toy.MANPAGES,
+        Deviation("length", "8192 -> 2048", "512 -> 128 (4x, as the paper)", "CPU budget"),
+        Deviation("attention", "blocks of 512", "full attention at 512 tokens",
+                  "one block at toy length"),
+    ),
+)
+

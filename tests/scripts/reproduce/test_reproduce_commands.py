@@ -1,0 +1,62 @@
+"""Every training command a toy table would run parses with fairseq's own parser (the
+plugin's architectures and flags), and every generate command with the generation parser:
+a misspelt flag or a wrong choice fails here, not 40 minutes into a table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scripts.reproduce.kinds import kind_module
+from scripts.reproduce.runner import RunOptions, plan
+from scripts.reproduce.tables import TABLES
+
+FAIRSEQ_TABLES = sorted(name for name, spec in TABLES.items()
+                        if spec.kind in ("translation", "summarization"))
+
+
+@pytest.fixture(scope="module")
+def parsers():
+    from fairseq import options
+
+    import relu_former.plugin  # noqa: F401  (registers the plugin's archs, however run)
+
+    return options
+
+
+@pytest.mark.parametrize("name", FAIRSEQ_TABLES)
+def test_every_toy_command_parses(name, parsers, tmp_path):
+    spec = TABLES[name]
+    kind = kind_module(spec.kind)
+    settings = spec.settings("toy")
+    data = {"folder": str(tmp_path), "description": "fake"}
+    cells = plan(spec, RunOptions(scale="toy", seeds=1, work=tmp_path), data)
+    assert cells
+    for cell in cells:
+        parent = cell.parent.folder if cell.parent else None
+        for step in kind.steps(spec, cell.row, 1, "toy", settings, data, cell.folder, parent):
+            if step.argv is None:
+                continue
+            program, args = Path(step.argv[0]).name, step.argv[1:]
+            if program == "fairseq-train":
+                parser = parsers.get_training_parser()
+            elif program == "fairseq-generate":
+                parser = parsers.get_generation_parser()
+            else:
+                continue
+            parsed = parsers.parse_args_and_arch(parser, input_args=args)
+            assert parsed.seed == 1
+            if program == "fairseq-train" and parent is not None:
+                assert parsed.finetune_from_model == str(parent / "checkpoint_last.pt")
+
+
+def test_every_ablation_command_parses():
+    from scripts.analysis.ablations import parse_args
+
+    spec = TABLES["relu_former_table5"]
+    kind = kind_module(spec.kind)
+    for row in spec.rows:
+        (step,) = kind.steps(spec, row, 2, "toy", spec.settings("toy"), {}, Path("/tmp/x"), None)
+        args = parse_args(step.argv[3:])
+        assert args.variants == [row.key] and args.seed == 2

@@ -1,0 +1,194 @@
+"""The runner on a synthetic kind: runs every cell, caches each as it finishes, resumes
+after a kill (a budget) or a failing cell without recomputing finished cells, invalidates
+only the cells whose settings change, and builds the table from the stored figures."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from scripts.reproduce import runner
+from scripts.reproduce.kinds import Step
+from scripts.reproduce.report import section, write_section
+from scripts.reproduce.runner import BudgetSpent, CellFailed, RunOptions, run_table
+from scripts.reproduce.spec import Comparison, Metric, Row, TableSpec
+
+# a row's "score" is its base plus a small seed-dependent wobble
+BASE = {"good": 10.0, "bad": 5.0, "child": 12.0}
+
+
+def synthetic_kind(calls: list, fail: set):
+    def prepare(spec, scale, settings, work, say):
+        return {"description": "synthetic"}
+
+    def cell_settings(spec, row, seed, scale, settings, data):
+        return {"settings": dict(settings), "row": row.key, "flags": row.flags, "seed": seed}
+
+    def steps(spec, row, seed, scale, settings, data, folder, parent):
+        def compute() -> None:
+            calls.append((row.key, seed))
+            start = 0.0
+            if parent is not None:  # a child reads its parent's output, as fine-tuning does
+                start = json.loads((parent / "out.json").read_text())["score"] - 10.0
+            score = BASE[row.key] + settings["offset"] + start + 0.1 * seed
+            (folder / "out.json").write_text(json.dumps({"score": score}))
+
+        found = [Step("out.json", call=compute)]
+        if row.key in fail and "diverge" in fail:
+            found.insert(0, Step("train.log", trains=True, argv=[
+                sys.executable, "-c",
+                "import sys; print('FloatingPointError: Minimum loss scale reached'); "
+                "sys.exit(1)"]))
+        elif row.key in fail:
+            found.append(Step("fail.log", argv=[sys.executable, "-c", "import sys; sys.exit(3)"]))
+        return found
+
+    def collect(spec, row, folder):
+        return {"score": json.loads((folder / "out.json").read_text())["score"]}
+
+    return SimpleNamespace(prepare=prepare, cell_settings=cell_settings, steps=steps,
+                           collect=collect)
+
+
+SPEC = TableSpec(
+    name="synthetic", title="a synthetic table", paper="Nobody, Table 1",
+    claim="good beats bad", kind="translation",
+    metrics=(Metric("score", "score"),),
+    rows=(Row("good", "Good", ("--x",), paper={"score": 11}), Row("bad", "Bad"),
+          Row("child", "Child of good", parent="good")),
+    comparisons=(Comparison("good", "bad", "score", "good beats bad"),
+                 Comparison("bad", "good", "score", "bad beats good")),
+    toy={"offset": 0.0},
+)
+
+
+@pytest.fixture
+def kind(monkeypatch):
+    state = SimpleNamespace(calls=[], fail=set())
+    monkeypatch.setattr(runner, "kind_module",
+                        lambda name: synthetic_kind(state.calls, state.fail))
+    return state
+
+
+def options(tmp_path: Path, **kw) -> RunOptions:
+    return RunOptions(**{"scale": "toy", "seeds": 3, "work": tmp_path, "say": lambda m: None,
+                         **kw})
+
+
+def test_runs_every_cell_parents_first_and_caches(kind, tmp_path):
+    cells, _ = run_table(SPEC, options(tmp_path))
+    assert len(cells) == 9 and all(cell.result for cell in cells)
+    assert kind.calls.index(("good", 1)) < kind.calls.index(("child", 1))
+    child = next(c for c in cells if c.row.key == "child" and c.seed == 2)
+    assert child.result["figures"]["score"] == pytest.approx(12.0 + 0.2 + 0.2)
+    kind.calls.clear()
+    run_table(SPEC, options(tmp_path))
+    assert kind.calls == []  # everything cached
+
+
+def test_a_killed_run_resumes_without_recomputing(kind, tmp_path):
+    with pytest.raises(BudgetSpent):
+        run_table(SPEC, options(tmp_path, max_new_cells=4))
+    finished = list(kind.calls)
+    assert len(finished) == 4
+    kind.calls.clear()
+    cells, _ = run_table(SPEC, options(tmp_path))
+    assert not set(kind.calls) & set(finished)
+    assert len(kind.calls) == 5 and all(cell.result for cell in cells)
+
+
+def test_a_failing_cell_stops_the_run_and_keeps_finished_cells(kind, tmp_path):
+    kind.fail.add("bad")
+    with pytest.raises(CellFailed, match="exited 3"):
+        run_table(SPEC, options(tmp_path, jobs=1))
+    done_before = {call for call in kind.calls if call[0] == "good"}
+    assert done_before == {("good", 1), ("good", 2), ("good", 3)}
+    kind.fail.clear()
+    kind.calls.clear()
+    run_table(SPEC, options(tmp_path))
+    assert not any(call[0] == "good" for call in kind.calls)
+    assert sorted(kind.calls) == sorted([("bad", s) for s in (1, 2, 3)]
+                                        + [("child", s) for s in (1, 2, 3)])
+
+
+def test_a_changed_setting_invalidates_only_its_cells(kind, tmp_path):
+    run_table(SPEC, options(tmp_path))
+    kind.calls.clear()
+    changed = replace(SPEC, rows=(replace(SPEC.rows[0], flags=("--x", "--y")), *SPEC.rows[1:]))
+    run_table(changed, options(tmp_path))
+    # good changed; child starts from good, so its key changes too; bad is untouched
+    assert sorted({row for row, _ in kind.calls}) == ["child", "good"]
+    kind.calls.clear()
+    run_table(replace(SPEC, toy={"offset": 1.0}), options(tmp_path, seeds=1))
+    assert sorted(kind.calls) == [("bad", 1), ("child", 1), ("good", 1)]
+
+
+def test_the_table_from_the_stored_figures(kind, tmp_path):
+    cells, data = run_table(SPEC, options(tmp_path))
+    text = section(SPEC, cells, data, "toy", 3, "python -m scripts.reproduce synthetic")
+    assert "| Good | 10.20 ± 0.10 | 11.00 |" in text
+    assert "| Bad | 5.20 ± 0.10 | - |" in text
+    assert "| good beats bad | score | +5.00 | 0.08 | holds |" in text
+    assert "| bad beats good | score | -5.00 | 0.08 | reversed |" in text
+    assert "9 of 9 cells finished" in text
+    # collected again from the cache alone, without running anything
+    kind.calls.clear()
+    again, _ = run_table(SPEC, options(tmp_path, collect_only=True))
+    assert kind.calls == [] and [c.result for c in again] == [c.result for c in cells]
+
+
+def test_a_section_replaces_only_its_own_part(tmp_path):
+    doc = tmp_path / "reproduction.md"
+    write_section(doc, "a", "<!-- reproduce:a start -->\nA1\n<!-- reproduce:a end -->", "# T\n")
+    write_section(doc, "b", "<!-- reproduce:b start -->\nB1\n<!-- reproduce:b end -->", "# T\n")
+    write_section(doc, "a", "<!-- reproduce:a start -->\nA2\n<!-- reproduce:a end -->", "# T\n")
+    text = doc.read_text()
+    assert text.startswith("# T") and "A2" in text and "A1" not in text and "B1" in text
+    assert text.index("A2") < text.index("B1")
+    assert [p.name for p in tmp_path.iterdir()] == ["reproduction.md"]
+
+
+def test_not_run_tables_say_so_and_show_the_papers_numbers(kind, tmp_path):
+    text = section(SPEC, [], {}, "toy", 3, "cmd")
+    assert "not yet run at toy scale in this repository" in text
+    assert "| Good | - | 11.00 |" in text
+
+
+def test_new_sections_go_before_the_closing_note(tmp_path):
+    doc = tmp_path / "reproduction.md"
+    write_section(doc, "summary", "<!-- reproduce:summary start -->\nS\n"
+                  "<!-- reproduce:summary end -->", "# T\n")
+    write_section(doc, "a", "<!-- reproduce:a start -->\nA\n<!-- reproduce:a end -->", "# T\n")
+    text = doc.read_text()
+    assert text.index("\nA\n") < text.index("\nS\n")
+
+
+def test_a_diverged_training_is_a_result_not_a_failure(kind, tmp_path):
+    kind.fail.update({"good", "diverge"})
+    cells, data = run_table(SPEC, options(tmp_path))  # no exception: the table goes on
+    by_row = {(c.row.key, c.seed): c.result["figures"] for c in cells}
+    assert by_row["good", 1]["diverged"] == 1.0 and "Minimum loss scale" in by_row["good", 1][
+        "reason"]
+    assert by_row["child", 2] == {"diverged": 1.0, "reason": "its starting point diverged"}
+    assert by_row["bad", 3]["score"] == pytest.approx(5.3)
+    text = section(SPEC, cells, data, "toy", 3, "cmd")
+    assert "| Good | - | 11.00 | 0 (+3 diverged) |" in text
+    assert "| good beats bad | score | - | - | not resolved at this scale |" in text
+
+
+def test_plots_a_curve_and_a_metric_against_a_metric(kind, tmp_path):
+    cells, data = run_table(SPEC, options(tmp_path))
+    spec = replace(SPEC, metrics=(Metric("score", "score"), Metric("cost", "cost", False)),
+                   plot=("metric:score", "score"))
+    text = section(spec, cells, data, "toy", 3, "cmd", plot_dir=tmp_path / "plots")
+    assert "![score against score](plots/synthetic.png)" in text
+    assert (tmp_path / "plots" / "synthetic.png").stat().st_size > 1000
+    curve = replace(SPEC, rows=tuple(replace(r, label=f"F @ {i}", point={"x": i})
+                                     for i, r in enumerate(SPEC.rows, 1)), plot=("x", "score"))
+    text = section(curve, cells, data, "toy", 3, "cmd", plot_dir=tmp_path / "curve")
+    assert "![score against x](curve/synthetic.png)" in text
