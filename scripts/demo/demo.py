@@ -8,20 +8,19 @@ What it does (``make demo`` runs it with the default size), one step at a time:
    the recipes' helpers), ``fairseq-preprocess``.
 2. Summarization data: the manual pages installed on the machine, the page as the input and
    its one-line NAME description as the summary (``scripts/demo/manpage_corpus.py``,
-   ``scripts/demo/summary_data.py``; a generated task when there are none), SentencePiece,
-   inputs of 1,024 tokens.
+   ``scripts/demo/summary_data.py``; a generated task when there are none), SentencePiece.
 3. Translation models, with the same size, data and update/time budget, through the real
    ``fairseq-train --user-dir relu_former``: a softmax Transformer, a ReLUFormer (ReLU
-   attention + the regularisers), a Transformer trained from scratch with the sparse-softmax
-   criterion; then the softmax Transformer continued for the same number of updates once with
-   label-smoothed cross-entropy and once with sparse-softmax.
-4. Summarization models: a vanilla encoder, a Transpooler and a Pyramidion of one size and
-   budget, trained at the same time so that the machine's load slows each alike.
+   attention + the regularisers) and (``--full``, ``--tiny``) a Transformer trained from
+   scratch with the sparse-softmax criterion; then the softmax Transformer continued for the
+   same number of updates once with label-smoothed cross-entropy and once with sparse-softmax.
+4. Summarization models: a vanilla encoder, a Pyramidion and (``--full``, ``--tiny``) a
+   Transpooler of one size and budget, trained at the same time.
 5. Decoding with ``fairseq-generate`` (sparse-softmax models with top-k decoding), sacreBLEU
    for translation, ROUGE-1/2/L for summaries (``scripts/recipes/lib/score.py``, the recipes'
    scorer), training and decoding speed of the pooling models relative to the vanilla one.
 6. Attention of every translation model (``scripts/analysis/analyze_attention.py``), plots,
-   and ``OUT/report.md`` with both tables.
+   ``OUT/report.md`` with both tables, reference rows and commands to try each model.
 
     python -m scripts.demo.demo                 # default size, < 20 min on 2 idle cores
     python -m scripts.demo.demo --full          # bigger models, longer training
@@ -53,13 +52,16 @@ from scripts.demo.report import (
     SUMMARY_HEADERS,
     TABLE_HEADERS,
     loss_plot,
-    summary_rows,
+    summary_findings,
+    summary_table,
     table_rows,
     write_report,
 )
+from scripts.demo.summarization import SummaryReferences
 from scripts.demo.summary_data import SOURCE as DOC
 from scripts.demo.summary_data import TARGET as SUM
 from scripts.demo.summary_data import SummaryScale, build_summary_data
+from scripts.demo.try_it import try_it_report
 from scripts.recipes.lib.prepare_text import read_lines, write_lines
 from scripts.recipes.lib.score import rouge_scores
 
@@ -88,6 +90,7 @@ class Scale:
     generated_train: int       # training pairs of the generated fallback task
     summary: SummaryScale
     heldout_per_mille: int = 15  # share of catalog pairs in valid, and again in test
+    sparse_from_scratch: bool = True  # the continuations always run
 
     def budget(self, run: Run) -> Budget:
         """The size and training budget of one of the demo's runs."""
@@ -115,11 +118,12 @@ SCALES = {
                   heldout_per_mille=80),
     "default": Scale("default", 30000, 500, 3000, 2, 128, 256, 4, 2048, 800, 400.0, 300, 4,
                      300, 2e-3, 300, 20000,
-                     SummaryScale(source_tokens=1024, target_tokens=40, vocab=4000, layers=2,
-                                  dim=64, ffn=128, heads=4, max_tokens=4096, max_update=200,
-                                  time_budget_s=300.0, warmup=50, lr=2e-3, max_test=100,
+                     SummaryScale(source_tokens=512, target_tokens=40, vocab=1000, layers=2,
+                                  dim=64, ffn=128, heads=4, max_tokens=4096, max_update=700,
+                                  time_budget_s=600.0, warmup=80, lr=5e-3, max_test=250,
                                   min_train_docs=200, heldout_per_mille=40,
-                                  generated_docs=400)),
+                                  generated_docs=400, transpooler=False),
+                     sparse_from_scratch=False),
     "full": Scale("full", None, 1000, 6000, 3, 256, 1024, 4, 4096, 3000, 1800.0, 1000, 5, 1000,
                   1e-3, 500, 60000,
                   SummaryScale(source_tokens=2048, target_tokens=48, vocab=8000, layers=3,
@@ -171,8 +175,9 @@ def translation_runs(scale: Scale, names: Dict[str, set], args: argparse.Namespa
         k = max(args.sparse_decode_k, scale.beam)
         decode = ["--task", "translation_sparse_decoding", "--sparse-softmax-k", str(k)]
         top = f"top-{k} decoding"
-    runs.append(Run("sparse", f"Transformer + sparse-softmax, from scratch ({top})", base,
-                    softmax + sparse, generate_flags=decode))
+    if scale.sparse_from_scratch:
+        runs.append(Run("sparse", f"Transformer + sparse-softmax, from scratch ({top})", base,
+                        softmax + sparse, generate_flags=decode))
     parent = runs[0]
     n = scale.finetune_update
     runs.append(Run("finetune_ce", f"softmax Transformer +{n} updates label-smoothed CE", base,
@@ -183,9 +188,9 @@ def translation_runs(scale: Scale, names: Dict[str, set], args: argparse.Namespa
 
 
 def summary_runs(summary: SummaryScale, names: Dict[str, set], say: Say = print) -> List[Run]:
-    """A vanilla encoder, a Transpooler and a Pyramidion: one architecture, pooling apart.
+    """A vanilla encoder, a Transpooler (if the scale has it), a Pyramidion: pooling apart.
 
-    All three are ``pyramidion_base`` with full attention; ``--pooling-schedule none`` is the
+    All are ``pyramidion_base`` with full attention; ``--pooling-schedule none`` is the
     vanilla encoder, ``last:L/4`` pools once after the last layer (Transpooler), ``1:L/2,2:L/4``
     halves the length after each of the first two layers (Pyramidion).
     """
@@ -198,14 +203,14 @@ def summary_runs(summary: SummaryScale, names: Dict[str, set], say: Say = print)
     common = ["--max-source-positions", str(length),
               "--max-target-positions", str(summary.target_tokens + 8),
               "--attention-block-size", "0", *SMOOTHED]
-    return [
-        Run("sum_vanilla", f"Vanilla encoder ({length} tokens)", arch,
-            common + ["--pooling-schedule", "none"], data="summaries"),
-        Run("sum_transpooler", f"Transpooler {length}->{quarter}", arch,
-            common + ["--pooling-schedule", f"last:{quarter}"], data="summaries"),
-        Run("sum_pyramidion", f"Pyramidion {length}->{half}->{quarter}", arch,
-            common + ["--pooling-schedule", f"1:{half},2:{quarter}"], data="summaries"),
-    ]
+    runs = [Run("sum_vanilla", f"Vanilla encoder ({length} tokens)", arch,
+                common + ["--pooling-schedule", "none"], data="summaries")]
+    if summary.transpooler:
+        runs.append(Run("sum_transpooler", f"Transpooler {length}->{quarter}", arch,
+                        common + ["--pooling-schedule", f"last:{quarter}"], data="summaries"))
+    runs.append(Run("sum_pyramidion", f"Pyramidion {length}->{half}->{quarter}", arch,
+                    common + ["--pooling-schedule", f"1:{half},2:{quarter}"], data="summaries"))
+    return runs
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -223,7 +228,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.set_defaults(scale="default")
     add_run_args(parser, "demo_out", "report.md, PNGs", "model",
                  "translation models trained (and decoded) at the same time, each with "
-                 "--threads / --jobs threads (default: 2, or 1 on one core); the three "
+                 "--threads / --jobs threads (default: 2, or 1 on one core); the "
                  "summarization models always run together")
     parser.add_argument("--man-dir", type=Path, default=Path("/usr/share/man"),
                         help="where the manual pages are: <dir>/man<section>/*.gz "
@@ -340,7 +345,7 @@ def describe(demo: Demo) -> Dict[str, str]:
                           f"{s.heads} heads, full attention, inputs of {s.source_tokens} "
                           f"tokens, summaries of at most {s.target_tokens}, beam {scale.beam}; "
                           f"{s.max_update} updates of {s.max_tokens} source tokens or "
-                          f"{s.time_budget_s * args.budget_scale:.0f} s per model, the three "
+                          f"{s.time_budget_s * args.budget_scale:.0f} s per model, all "
                           "at once with one thread each"),
         "machine": machine_line(),
     }
@@ -350,7 +355,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     demo = start(args)
     demo.say(f"size {demo.scale.name}; report in {args.out}")
-    context: Dict[str, str] = {"corpus": "skipped (--no-translation)", "summary_corpus": ""}
+    context: Dict[str, object] = {"corpus": "skipped (--no-translation)", "summary_corpus": ""}
     if not args.no_translation:
         context["corpus"] = translation_data(demo)
     if not args.no_summaries:
@@ -373,15 +378,18 @@ def main(argv=None) -> int:
         figures = analyse_attention(translation, demo.bin("sentences"), args.out,
                                     heatmap_sentence(demo.work / "prep"),
                                     demo.scale.analysis_sentences, args.threads)
-    figures.append(loss_plot(translation + summaries, args.out / "demo_loss.png"))
+    references = SummaryReferences.in_work(demo.work) if summaries else None
+    figures.append(loss_plot(translation + summaries, args.out / "demo_loss.png", references))
     wall = time.time() - demo.started
-    context.update(describe(demo), wall=f"{wall / 60:.1f} min")
+    context.update(describe(demo), wall=f"{wall / 60:.1f} min", summary_references=references,
+                   try_it=try_it_report(translation + summaries, demo.work, demo.scale))
     report = write_report(args.out, translation + summaries, context, figures)
     print()
     if translation:
         print(markdown_table(TABLE_HEADERS, table_rows(translation)))
     if summaries:
-        print(markdown_table(SUMMARY_HEADERS, summary_rows(summaries)))
+        print(markdown_table(SUMMARY_HEADERS, summary_table(summaries, references)))
+        print("\n".join(summary_findings(summaries, references)))
     demo.say(f"done in {wall / 60:.1f} min; report: {report}")
     return 0
 

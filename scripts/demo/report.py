@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Dict, List, Sequence
 
 from scripts.common.atomic_files import write_text_atomic
-from scripts.common.plotting import line_plot, markdown_table
+from scripts.common.plotting import markdown_table
 from scripts.common.run_record import Run
+from scripts.demo.loss_plots import task_loss_panels
+from scripts.demo.summarization import SummaryReferences
 
 TABLE_HEADERS = ["model", "params", "updates", "train s", "words/s", "valid nll", "BLEU",
                  "tok BLEU", "attn entropy", "attn zeros"]
@@ -66,12 +68,33 @@ def summary_rows(runs: Sequence[Run]) -> List[list]:
     return rows
 
 
-def loss_plot(runs: Sequence[Run], path: Path) -> Path:
-    """Every run's training nll against its updates, one PNG."""
-    series = {run.label: ([u for u, _ in run.losses], [v for _, v in run.losses])
-              for run in runs if run.losses}
-    return line_plot(path, series, "Training cross-entropy (full softmax, bits per token)",
-                     "update", "training nll (bits)")
+def loss_plot(runs: Sequence[Run], path: Path,
+              references: SummaryReferences | None = None) -> Path:
+    """Every run's training nll against its updates, one panel per task (their vocabularies
+    differ), the summaries' unigram entropy dashed in theirs."""
+    def curves(data: str) -> Dict[str, tuple]:
+        return {run.label: ([u for u, _ in run.losses], [v for _, v in run.losses])
+                for run in runs if run.losses and run.data == data}
+
+    dashed = ({} if references is None else
+              {"Summarization": ("unigram entropy of the summaries", references.entropy_bits)})
+    return task_loss_panels(path, {"Translation": curves("sentences"),
+                                   "Summarization": curves("summaries")},
+                            "Training cross-entropy (full softmax)", references=dashed)
+
+
+def summary_table(runs: Sequence[Run], references: SummaryReferences | None) -> List[list]:
+    """The models' rows, then the trivial and lead reference rows."""
+    rows = summary_rows(runs)
+    return rows + (references.rows(SUMMARY_HEADERS) if references and rows else [])
+
+
+def summary_findings(runs: Sequence[Run], references: SummaryReferences | None) -> List[str]:
+    """What the summary table shows against its reference rows, in sentences."""
+    if references is None:
+        return []
+    models = [dict(zip(SUMMARY_HEADERS, row), label=row[0]) for row in summary_rows(runs)]
+    return references.findings(models)
 
 
 
@@ -80,7 +103,7 @@ def _report_section(title: str, corpus: str, size: str, table: str, columns: str
     return [f"## {title}\n", f"Corpus: {corpus}.  ", f"{size}.\n", table, columns]
 
 
-def write_report(out: Path, runs: Sequence[Run], context: Dict[str, str],
+def write_report(out: Path, runs: Sequence[Run], context: Dict[str, object],
                  figures: Sequence[Path]) -> Path:
     """``OUT/report.md``: machine, one section per task, notes, the figures that exist."""
     notes = [f"- {run.label}: {run.note}" for run in runs if run.note]
@@ -100,8 +123,8 @@ def write_report(out: Path, runs: Sequence[Run], context: Dict[str, str],
             "output; `tok BLEU` fairseq's BLEU on the tokenised text (the paper's kind); attention "
             "entropy (nats) and share of exactly-zero weights are means over every attention row "
             "of every layer and head on the test split "
-            "(`scripts/analysis/analyze_attention.py`). The first three models are trained from "
-            "scratch with the same update budget and wall-clock cap, whichever comes first; the "
+            "(`scripts/analysis/analyze_attention.py`). The models trained from scratch get the "
+            "same update budget and wall-clock cap, whichever comes first; the "
             "last two continue the softmax Transformer's last checkpoint, each for the same "
             "number of updates, with a fresh Adam and a constant learning rate (the one the "
             "softmax run ended at).\n")
@@ -109,15 +132,23 @@ def write_report(out: Path, runs: Sequence[Run], context: Dict[str, str],
         parts += _report_section(
             "Long-input summarization", context["summary_corpus"],
             f"Size: {context['summary_model']}",
-            markdown_table(SUMMARY_HEADERS, summary_rows(runs), digits=3),
+            markdown_table(SUMMARY_HEADERS,
+                           summary_table(runs, context.get("summary_references")), digits=3),
             "Columns: ROUGE-1/2/L are F1 x 100 (rouge-score, Porter stemmer) of the decoded "
             "summaries against the pages' own NAME descriptions "
             "(`scripts/recipes/lib/score.py`, the recipes' scorer); `train CPU s` the CPU "
             "time of the whole fairseq-train process; `train speed` the vanilla encoder's "
             "CPU seconds per update divided by this model's (above 1: faster); `decode s` "
             "fairseq-generate's own time for the test split and `decode speed` the vanilla "
-            "encoder's time divided by this model's. The three models train, and then "
-            "decode, at the same time, so that the machine's load affects each alike.\n")
+            "encoder's time divided by this model's. The models train, and then "
+            "decode, at the same time, so that the machine's load affects each alike. The "
+            "reference rows read no model: the trivial output is the same for every page (the "
+            "most frequent words of the training summaries; its `valid nll` is the summaries' "
+            "unigram entropy, what a model of word frequencies alone gets), the lead output "
+            "a page's first words.\n")
+        findings = summary_findings(runs, context.get("summary_references"))
+        if findings:
+            parts.append("\n".join(f"- {line}" for line in findings) + "\n")
     if notes:
         parts.append("\n".join(notes) + "\n")
     captions = [
@@ -133,4 +164,6 @@ def write_report(out: Path, runs: Sequence[Run], context: Dict[str, str],
     if "analyze_attention.md" in images:
         parts.append("Per-layer and per-head figures: [analyze_attention.md]"
                      "(analyze_attention.md).\n")
+    if context.get("try_it"):
+        parts.append(str(context["try_it"]))
     return write_text_atomic(out / "report.md", "\n".join(parts))

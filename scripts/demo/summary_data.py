@@ -46,6 +46,8 @@ class SummaryScale:
     min_train_docs: int    # fewer long pages than this: the generated task instead
     heldout_per_mille: int
     generated_docs: int    # training documents of the generated fallback
+    # the Transpooler row (the vanilla encoder's cost: it pools only after the last layer)
+    transpooler: bool = True
 
 
 def generated_summaries(n_train: int, words_per_doc: int, seed: int = 1

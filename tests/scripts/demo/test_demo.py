@@ -7,6 +7,7 @@ import argparse
 import dataclasses
 import math
 import re
+import shlex
 import sys
 
 import pytest
@@ -15,8 +16,12 @@ from scripts.common.fairseq_train import train_command
 from scripts.common.plotting import format_number
 from scripts.common.run_record import Run
 from scripts.demo import demo
+from scripts.demo.reference_summaries import median_length, reference_outputs
 from scripts.demo.report import SUMMARY_HEADERS, TABLE_HEADERS, summary_rows
+from scripts.demo.summarization import reference_labels
 from scripts.demo.summary_data import build_summary_data
+from scripts.demo.try_it import EXAMPLE_SENTENCE
+from scripts.recipes.lib.prepare_text import read_lines, sentencepiece_decode
 from scripts.recipes.lib.score import rouge_scores
 
 from catalog_fixtures import write_fixture_catalogs
@@ -29,6 +34,16 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 def table_rows(text: str, headers=TABLE_HEADERS) -> dict:
     """The first result table in ``text`` with these headers, label -> {column: cell}."""
     return table_by_label(text, headers)
+
+
+def try_it_commands(report: str) -> dict:
+    """The report's try-it section: model label -> shell line."""
+    section = report.split("## Try the models on your own text", 1)[1]
+    return dict(re.findall(r"^(.+):\n\n```sh\n(.+)\n```$", section, flags=re.M))
+
+
+def run_shell(line: str):
+    return run_command(["bash", "-o", "pipefail", "-c", line], timeout=300)
 
 
 def run_tiny_demo(out, *flags):
@@ -77,6 +92,25 @@ def test_tiny_translation_demo_on_fixture_catalog_prints_table_and_writes_report
     for name in images:
         assert (out / name).read_bytes()[:8] == PNG_MAGIC, name
     assert not list(out.glob("*.tmp")) and not list(out.glob(".*.tmp"))
+    # the report ends with a command per model; the example runs, lower-cased as the corpus
+    commands = try_it_commands(report)
+    assert list(commands) == list(rows)
+    assert "lower-cased" in report
+    command = commands["Transformer (softmax)"]
+    assert command.startswith(f"echo {shlex.quote(EXAMPLE_SENTENCE)} | ")
+    # a capitalised training sentence: every piece of it is in the dictionary once lower-cased
+    sentence = next(line for line in read_lines(out / "work" / "raw" / "train.de")
+                    if len(line.split()) > 1 and line != line.lower())
+    command = command.replace(shlex.quote(EXAMPLE_SENTENCE), shlex.quote(sentence), 1)
+    lines = run_shell(command).stdout.splitlines()
+    seen = [line.split("\t", 1)[1] for line in lines if line.startswith("S-0\t")]
+    assert seen and "<unk>" not in seen[0] and seen[0] == seen[0].lower(), lines
+    assert any(line.startswith("H-0\t") for line in lines)
+    # typed as is, without the command's lower-casing step, its capitals are unknown
+    as_typed = f"echo {shlex.quote(sentence)} | " + command.split(" | ", 2)[2]
+    assert "<unk>" in run_shell(as_typed).stdout
+    sparse = commands["softmax Transformer +10 updates sparse-softmax (top-5 decoding)"]
+    assert "--task translation_sparse_decoding" in sparse
 
 
 @pytest.mark.slow
@@ -89,11 +123,42 @@ def test_tiny_summarization_demo_on_fixture_man_pages_reports_rouge_and_speed(tm
     assert "## Long-input summarization" in report and "## Translation" not in report
     rows = table_rows(report, SUMMARY_HEADERS)
     assert table_rows(proc.stdout, SUMMARY_HEADERS) == rows
+    prep = out / "work" / "prep" / "summaries"
+    words = median_length(read_lines(prep / "train.reference"))
+    labels = reference_labels(words)
     assert list(rows) == ["Vanilla encoder (64 tokens)", "Transpooler 64->16",
-                          "Pyramidion 64->32->16"]
+                          "Pyramidion 64->32->16", labels["trivial"], labels["lead"]]
     references = (out / "work" / "prep" / "summaries" / "test.reference").read_text()
     references = references.splitlines()
     assert references and all(references)
+    # the reference rows: the same scorer on the trivial and lead outputs of the test pages
+    documents = sentencepiece_decode(read_lines(prep / "test.doc"), prep / "spm.model")
+    outputs = reference_outputs(read_lines(prep / "train.reference"), documents)
+    for name in ("trivial", "lead"):
+        expected = rouge_scores(outputs[name], references)
+        row = rows[labels[name]]
+        for column, key in (("ROUGE-1", "rouge1"), ("ROUGE-2", "rouge2"),
+                            ("ROUGE-L", "rougeL")):
+            assert row[column] == format_number(expected[key], 3)
+        assert row["train speed"] == row["params"] == "-"
+    entropy = float(rows[labels["trivial"]]["valid nll"])
+    assert 0 < entropy < math.log2(200 + 4) + 1e-9  # at most log2 of the dictionary
+    assert rows[labels["lead"]]["valid nll"] == "-"
+    assert f"Unigram entropy of the summaries: {entropy:.2f} bits/token" in report
+    assert "Unigram entropy of the summaries" in proc.stdout
+    trivial = float(rows[labels["trivial"]]["ROUGE-1"])
+    if all(float(rows[label]["ROUGE-1"]) <= trivial for label in list(rows)[:3]):
+        assert "not meaningful at this budget" in report
+    else:
+        assert "not meaningful" not in report
+    # a try-it command per model; the Pyramidion's summarises the example page
+    commands = try_it_commands(report)
+    assert list(commands) == list(rows)[:3]
+    lines = run_shell(commands["Pyramidion 64->32->16"]).stdout.splitlines()
+    assert any(line.startswith("H-0\t") for line in lines), lines
+    source = [line for line in lines if line.startswith("S-0\t")]
+    seen = source[0].split("\t", 1)[1] if source else ""
+    assert seen and seen == seen.lower()
     for key, label in zip(("sum_vanilla", "sum_transpooler", "sum_pyramidion"), rows):
         row = rows[label]
         # the report's ROUGE is the recipes' scorer on the decoded summaries
@@ -119,7 +184,7 @@ def test_tiny_summarization_demo_on_fixture_man_pages_reports_rouge_and_speed(tm
     sources = (out / "work" / "prep" / "summaries" / "test.doc").read_text().splitlines()
     assert {len(line.split()) for line in sources} == {63}
     # the pooling models have the token scorers on top of the same encoder
-    params = [int(row["params"]) for row in rows.values()]
+    params = [int(row["params"]) for row in list(rows.values())[:3]]
     assert params[0] < params[1] < params[2]
 
 
