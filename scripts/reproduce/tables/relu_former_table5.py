@@ -37,7 +37,7 @@ SPEC = TableSpec(
         Comparison("relu_former", "no_factor", "bleu", "the variance factor is needed"),
         # not the paper's claim: the premise of relu_former's default cross-attention
         Comparison("self_relu_only", "relu_former", "bleu",
-                   "(our default) softmax cross-attention beats ReLU cross-attention"),
+                   "(our hybrid) softmax cross-attention beats ReLU cross-attention"),
     ),
     toy={"locale_dir": "/usr/share/locale", "lang": "fr", "size": "default",
          "max_update": 400},
