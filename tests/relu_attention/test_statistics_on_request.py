@@ -66,6 +66,7 @@ def counters(monkeypatch):
 def test_plain_cross_entropy_step_computes_no_statistic(backend, counters, toy_data_bin):
     task, model, criterion = build(toy_data_bin, "label_smoothed_cross_entropy",
                                    "--encoder-attention-activation", "softmax",
+                                   "--cross-attention-activation", "softmax",
                                    "--attention-backend", backend)
     assert type(criterion) is LabelSmoothedCrossEntropyCriterion
     loss, _, _ = criterion(model, sample(task))
@@ -76,7 +77,8 @@ def test_plain_cross_entropy_step_computes_no_statistic(backend, counters, toy_d
 
 def test_regularised_step_asks_every_module_once(counters, toy_data_bin):
     task, model, criterion = build(toy_data_bin, "regularized_label_smoothed_cross_entropy",
-                                   "--encoder-attention-activation", "softmax")
+                                   "--encoder-attention-activation", "softmax",
+                                   "--cross-attention-activation", "softmax")
     assert isinstance(criterion, RegularizedLabelSmoothedCrossEntropyCriterion)
     loss, _, log = criterion(model, sample(task))
     loss.backward()
