@@ -7,6 +7,9 @@ PIP := $(PY) -m pip
 PIP_INSTALL := $(PIP) install --disable-pip-version-check -q -c constraints.txt
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+# pytest-xdist workers for make test / test-fast: the suite is mostly single-threaded fairseq
+# runs, so one worker a core halves its wall time on 2 cores (PYTEST_WORKERS=0 runs in-process).
+PYTEST_WORKERS ?= 2
 
 .PHONY: install test test-fast test-triton lint demo bench reproduce clean
 
@@ -29,10 +32,10 @@ $(STAMP): requirements.txt requirements-dev.txt constraints.txt setup.py | $(VEN
 	touch $(STAMP)
 
 test: install
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 test-fast: install
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
 
 # The Triton kernel's test in Triton's CPU interpreter. triton is no part of the CPU install:
 # it goes into a folder of its own (on PYTHONPATH for this target only), with --no-deps so
