@@ -47,6 +47,7 @@ import zipfile
 from typing import Callable
 
 from relu_former.errors import CorruptCheckpointError, UnsafeCheckpointError
+from relu_former.fairseq_fixes.wrap_once import wrap_once
 
 logger = logging.getLogger(__name__)
 
@@ -265,21 +266,12 @@ def _skipping_damaged_last(original: Callable) -> Callable:
     return load_checkpoint
 
 
-def _wrap_once(module, name: str, wrapper: Callable[[Callable], Callable]) -> None:
-    """Replace ``module.name`` by ``wrapper(module.name)`` unless that was done already."""
-    original = getattr(module, name)
-    if getattr(original, "_relu_former_wrapper", None) is wrapper:
-        return
-    wrapped = wrapper(original)
-    wrapped._relu_former_wrapper = wrapper
-    setattr(module, name, wrapped)
-
 
 def guard_checkpoint_files() -> None:
     """Install the fixes on ``fairseq.checkpoint_utils`` (idempotent)."""
     from fairseq import checkpoint_utils
 
     _install_atomic_copy(checkpoint_utils)
-    _wrap_once(checkpoint_utils, "load_checkpoint_to_cpu", _naming_corrupt_files)
-    _wrap_once(checkpoint_utils, "load_checkpoint", _skipping_damaged_last)
-    _wrap_once(checkpoint_utils, "torch_persistent_save", _removing_failed_save)
+    wrap_once(checkpoint_utils, "load_checkpoint_to_cpu", _naming_corrupt_files)
+    wrap_once(checkpoint_utils, "load_checkpoint", _skipping_damaged_last)
+    wrap_once(checkpoint_utils, "torch_persistent_save", _removing_failed_save)

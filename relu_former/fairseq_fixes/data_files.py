@@ -25,6 +25,7 @@ import struct
 from typing import Callable
 
 from relu_former.errors import DataFileError
+from relu_former.fairseq_fixes.wrap_once import wrap_once
 
 _REBUILD = ("rebuild the folder with fairseq-preprocess (or the recipe's prepare.sh, after "
             "removing its data-bin)")
@@ -98,18 +99,10 @@ def _checking_load(original: Callable) -> Callable:
     return load_indexed_dataset
 
 
-def _wrap_once(module, name: str, wrapper: Callable[[Callable], Callable]) -> None:
-    original = getattr(module, name)
-    if getattr(original, "_relu_former_wrapper", None) is wrapper:
-        return
-    wrapped = wrapper(original)
-    wrapped._relu_former_wrapper = wrapper
-    setattr(module, name, wrapped)
-
 
 def check_data_files() -> None:
     """Install the checks on fairseq's data loading (idempotent)."""
     from fairseq.data import data_utils, indexed_dataset
 
-    _wrap_once(indexed_dataset, "dataset_exists", _checking_exists)
-    _wrap_once(data_utils, "load_indexed_dataset", _checking_load)
+    wrap_once(indexed_dataset, "dataset_exists", _checking_exists)
+    wrap_once(data_utils, "load_indexed_dataset", _checking_load)

@@ -29,6 +29,7 @@ import os
 from typing import Callable, Sequence
 
 from relu_former.errors import OptionError
+from relu_former.fairseq_fixes.wrap_once import wrap_once
 
 logger = logging.getLogger(__name__)
 
@@ -145,18 +146,10 @@ def _comparing(original: Callable) -> Callable:
     return load_checkpoint
 
 
-def _wrap_once(owner, name: str, wrapper: Callable[[Callable], Callable]) -> None:
-    original = getattr(owner, name)
-    if getattr(original, "_relu_former_wrapper", None) is wrapper:
-        return
-    wrapped = wrapper(original)
-    wrapped._relu_former_wrapper = wrapper
-    setattr(owner, name, wrapped)
-
 
 def check_checkpoint_dictionaries() -> None:
     """Install the recording and the comparison on fairseq's ``Trainer`` (idempotent)."""
     from fairseq.trainer import Trainer
 
-    _wrap_once(Trainer, "state_dict", _recording)
-    _wrap_once(Trainer, "load_checkpoint", _comparing)
+    wrap_once(Trainer, "state_dict", _recording)
+    wrap_once(Trainer, "load_checkpoint", _comparing)
