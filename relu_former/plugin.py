@@ -4,10 +4,12 @@ Registers every architecture, criterion and task with fairseq, allowlists the gl
 fairseq checkpoints need for ``weights_only`` loading, keeps checkpoint files whole
 (``checkpoint_files``: atomic copies, resume past a damaged ``checkpoint_last.pt``, corrupt
 files named), stops fairseq-fixed from dropping the last batch of a data set
-(``fairseq_compat``) and lets ``fairseq-interactive`` skip or truncate an over-long line instead
-of ending the session (``interactive_input``), and checks each parsed command line as a whole
-(``parse_checks``: non-finite floats, half precision on CPU, ignored combinations), and names
-an incomplete binarized data file with its fix (``data_files``), and refuses a checkpoint
+(``last_batch``), stops fairseq's background batch thread before the interpreter exits, so
+that a run ending mid-epoch does not abort at exit (``batch_thread_exit``), lets
+``fairseq-interactive`` skip or truncate an over-long line instead of ending the session
+(``interactive_input``), checks each parsed command line as a whole (``parse_checks``:
+non-finite floats, half precision on CPU, ignored combinations), names an incomplete
+binarized data file with its fix (``data_files``), and refuses a checkpoint
 trained with another dictionary than the data's (``dictionary_check``).
 ``relu_former/__init__.py`` imports this module
 only when fairseq is already imported, so ``import relu_former.relu_attention.kernels.reference``
@@ -20,6 +22,7 @@ import os
 import sys
 
 from relu_former.errors import install_cli_error_hook
+from relu_former.fairseq_fixes.batch_thread_exit import stop_batch_threads_at_exit
 from relu_former.fairseq_fixes.checkpoint_files import guard_checkpoint_files
 from relu_former.fairseq_fixes.checkpoint_safety import allow_fairseq_checkpoint_globals
 from relu_former.fairseq_fixes.data_files import check_data_files
@@ -91,6 +94,7 @@ allow_fairseq_checkpoint_globals()
 guard_checkpoint_files()
 install_cli_error_hook()
 keep_last_batch()
+stop_batch_threads_at_exit()
 bound_interactive_input()
 check_parsed_command_lines()
 check_data_files()
