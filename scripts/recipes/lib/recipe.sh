@@ -473,7 +473,7 @@ recipe_seq2seq_model_args() {
                         --criterion label_smoothed_cross_entropy "${smoothing[@]}") ;;
         sparse_softmax)
             MODEL_ARGS=(--arch "$TRANSFORMER_ARCH" --criterion sparse_softmax_cross_entropy
-                        --sparse-k "${SPARSE_K:-20}" "${smoothing[@]}") ;;
+                        --sparse-softmax-k "${SPARSE_K:-20}" "${smoothing[@]}") ;;
         *)
             [[ -n ${POOLING_ARCH[$1]:-} ]] || recipe_die "no preset for model $1"
             MODEL_ARGS=(--arch "${POOLING_ARCH[$1]}" --criterion label_smoothed_cross_entropy
