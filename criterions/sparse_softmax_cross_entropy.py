@@ -2,11 +2,13 @@
 
 A drop-in replacement for fairseq's ``label_smoothed_cross_entropy``: the same
 ``--label-smoothing``, ``--sentence-avg``, ``--report-accuracy`` and ``--ignore-prefix-size``,
-plus ``--sparse-k`` and ``--sparse-label-smoothing``. The loss is
+plus ``--sparse-softmax-k`` and ``--sparse-label-smoothing``. The loss is
 log sum_{j in Omega_k} exp(z_j) - z_t over the k largest logits, with the target not forced
 into the top k (see :mod:`relu_former.sparse_softmax.sparse_softmax` for the formula, the two label
-smoothing rules and the tie rule). With ``--sparse-k`` equal to the vocabulary size it is
-exactly fairseq's criterion.
+smoothing rules and the tie rule). With ``--sparse-softmax-k`` equal to the vocabulary size it
+is exactly fairseq's criterion. ``--sparse-k`` is the flag's deprecated spelling, and with
+``--task translation_sparse_decoding`` the one flag is also decoding's k
+(:mod:`relu_former.sparse_softmax.k_flag`).
 
 Besides ``loss`` it logs
 
@@ -38,6 +40,11 @@ from relu_former.criterions.regularized import (
     reduce_attention_metrics,
 )
 from relu_former.errors import OptionError
+from relu_former.sparse_softmax.k_flag import (
+    DEFAULT_TRAINING_K,
+    add_training_k_flags,
+    check_k_in_range,
+)
 from relu_former.sparse_softmax.sparse_softmax import (
     SMOOTHING_RULES,
     softmax_nll,
@@ -49,8 +56,8 @@ from relu_former.sparse_softmax.sparse_softmax import (
 class SparseSoftmaxConfig(FairseqDataclass):
     """The flags every sparse-softmax criterion shares."""
 
-    sparse_k: int = field(
-        default=20,
+    sparse_softmax_k: int = field(
+        default=DEFAULT_TRAINING_K,
         metadata={"help": "k of sparse-softmax, an integer from 1 to the number of classes "
                   "(target vocabulary or --num-classes): the loss normalises over the k "
                   "largest logits only; k = the number of classes is ordinary softmax "
@@ -70,26 +77,33 @@ class SparseSoftmaxConfig(FairseqDataclass):
     )
 
 
+def check_training_k(k: object, num_classes: Optional[int], what: str) -> None:
+    """Raise an OptionError naming --sparse-softmax-k unless 1 <= k <= ``num_classes``
+    (the width of the model's output, named ``what``; None when not known yet)."""
+    check_k_in_range(
+        k, 1, num_classes, what,
+        meaning="the number of largest logits sparse-softmax keeps; the paper uses 20 for "
+                "~100 classes",
+        at_limit=f"--sparse-softmax-k {num_classes} is ordinary softmax cross-entropy")
+
+
+class SparseSoftmaxFlags:
+    """The criteria's ``add_args``: the dataclass's flags, ``--sparse-softmax-k`` shared with
+    a sparse decoding task, and the deprecated ``--sparse-softmax-k``."""
+
+    @classmethod
+    def add_args(cls, parser) -> None:
+        add_training_k_flags(parser, lambda: super(SparseSoftmaxFlags, cls).add_args(parser))
+
+
 def check_sparse_softmax_config(cfg: Any, num_classes: Optional[int], what: str) -> None:
-    """Raise an OptionError naming the flag when ``--sparse-k`` or ``--label-smoothing`` is bad.
+    """Raise an OptionError naming the flag when ``--sparse-softmax-k`` or
+    ``--label-smoothing`` is bad.
 
     ``num_classes`` is the width of the model's output (the target vocabulary, or
     ``--num-classes``); None when it is not known yet.
     """
-    k = cfg.sparse_k
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise OptionError(
-            "--sparse-k",
-            f"--sparse-k must be an integer >= 1 (the number of largest logits sparse-softmax "
-            f"keeps), got {k!r}; the paper uses 20 for ~100 classes"
-        )
-    if num_classes is not None and k > num_classes:
-        raise OptionError(
-            "--sparse-k",
-            f"--sparse-k {k} is larger than the {what} ({num_classes}); choose "
-            f"--sparse-k <= {num_classes} (--sparse-k {num_classes} is ordinary softmax "
-            "cross-entropy)"
-        )
+    check_training_k(cfg.sparse_softmax_k, num_classes, what)
     eps = cfg.label_smoothing
     if eps is None or not 0.0 <= eps < 1.0:
         raise OptionError(
@@ -116,7 +130,8 @@ class SparseSoftmaxCrossEntropyConfig(SparseSoftmaxConfig, OptionalAttentionRegu
 
 
 @register_criterion("sparse_softmax_cross_entropy", dataclass=SparseSoftmaxCrossEntropyConfig)
-class SparseSoftmaxCrossEntropyCriterion(AttentionRegularized, FairseqCriterion):
+class SparseSoftmaxCrossEntropyCriterion(SparseSoftmaxFlags, AttentionRegularized,
+                                         FairseqCriterion):
     """Sparse-softmax cross-entropy (top-k normalisation) with fairseq's usual logging."""
 
     def __init__(self, task, cfg: SparseSoftmaxCrossEntropyConfig):
@@ -126,7 +141,7 @@ class SparseSoftmaxCrossEntropyCriterion(AttentionRegularized, FairseqCriterion)
             cfg, len(tgt_dict) if tgt_dict is not None else None, "target vocabulary"
         )
         self.cfg = cfg
-        self.k = cfg.sparse_k
+        self.k = cfg.sparse_softmax_k
         self.eps = cfg.label_smoothing
         self.smoothing = str(cfg.sparse_label_smoothing)
         self.sentence_avg = cfg.sentence_avg
@@ -147,12 +162,7 @@ class SparseSoftmaxCrossEntropyCriterion(AttentionRegularized, FairseqCriterion)
         if self.ignore_prefix_size > 0:
             logits = logits[:, self.ignore_prefix_size:, :]
             target = target[:, self.ignore_prefix_size:]
-        if self.k > logits.size(-1):
-            raise OptionError(
-                "--sparse-k",
-                f"--sparse-k {self.k} is larger than the model's output size "
-                f"({logits.size(-1)}); choose --sparse-k <= {logits.size(-1)}"
-            )
+        check_training_k(self.k, logits.size(-1), "model's output size")
         return logits, target
 
     def forward(self, model, sample, reduce=True):

@@ -31,7 +31,9 @@ from relu_former.criterions.regularized import (
 )
 from relu_former.criterions.sparse_softmax_cross_entropy import (
     SparseSoftmaxConfig,
+    SparseSoftmaxFlags,
     check_sparse_softmax_config,
+    check_training_k,
     reduce_sparse_softmax_metrics,
 )
 from relu_former.errors import OptionError
@@ -51,7 +53,8 @@ class SparseSoftmaxSentencePredictionConfig(SentencePredictionConfig, SparseSoft
 @register_criterion(
     "sparse_softmax_sentence_prediction", dataclass=SparseSoftmaxSentencePredictionConfig
 )
-class SparseSoftmaxSentencePredictionCriterion(AttentionRegularized, FairseqCriterion):
+class SparseSoftmaxSentencePredictionCriterion(SparseSoftmaxFlags, AttentionRegularized,
+                                                FairseqCriterion):
     """Sentence classification trained with sparse-softmax; logs accuracy and micro-F1."""
 
     def __init__(self, task, cfg: SparseSoftmaxSentencePredictionConfig):
@@ -76,7 +79,7 @@ class SparseSoftmaxSentencePredictionCriterion(AttentionRegularized, FairseqCrit
             cfg, num_classes if num_classes and num_classes > 0 else None, "--num-classes"
         )
         self.cfg = cfg
-        self.k = cfg.sparse_k
+        self.k = cfg.sparse_softmax_k
         self.eps = cfg.label_smoothing
         self.smoothing = str(cfg.sparse_label_smoothing)
         self.head_name = cfg.classification_head_name
@@ -110,11 +113,7 @@ class SparseSoftmaxSentencePredictionCriterion(AttentionRegularized, FairseqCrit
         logits, _ = model(
             **sample["net_input"], features_only=True, classification_head_name=self.head_name
         )
-        if self.k > logits.size(-1):
-            raise OptionError(
-                "--sparse-k",
-                f"--sparse-k {self.k} is larger than the number of classes ({logits.size(-1)})"
-            )
+        check_training_k(self.k, logits.size(-1), "number of classes")
         targets = model.get_targets(sample, [logits]).view(-1)
         sample_size = targets.numel()
         result = sparse_softmax_cross_entropy(logits, targets, self.k, self.eps,

@@ -3,32 +3,43 @@
 ``float("nan")`` and ``float("inf")`` are valid Python floats, so ``type=float`` lets
 ``--pooling-base nan`` through to the model, where it aborts the process far from the flag.
 These types refuse such values at parse time: argparse then prints
-``PROG: error: argument --flag: <why>`` and exits with status 2, as for any bad flag. Each
-factory takes the flag's name so that the message can say what it accepts.
+``PROG: error: argument --flag: <why>`` and exits with status 2, as for any bad flag.
+
+Every type is one ``argparse_type``: convert the text, then run the flag's check, a function
+that raises ``ValueError`` (``OptionError`` is one) with a message naming the flag. A check
+shared with the model (``relu_attention/config.py``) so fails the same way from the command
+line and from a saved config. Torch-free: the torch-only modules import it.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-from typing import Callable
+from typing import Any, Callable
+
+from relu_former.errors import OptionError
+
+# what a failed ``convert`` means, by the converter's name
+_KINDS = {"float": "a number", "int": "an integer", "str": "a string"}
 
 
-def _number(flag: str, text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{flag} must be a number, got {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{flag} must be a finite number, got {text!r}")
-    return value
+def argparse_type(flag: str, convert: Callable[[str], Any],
+                  check: Callable[[Any], None] | None = None) -> Callable[[str], Any]:
+    """An argparse ``type=``: ``convert`` the text, then run the one ``check`` of the flag;
+    either failing becomes an ``argparse.ArgumentTypeError`` (argparse's one-line error)."""
 
-
-def finite_float(flag: str) -> Callable[[str], float]:
-    """A float that is neither NaN nor infinite."""
-
-    def parse(text: str) -> float:
-        return _number(flag, text)
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            kind = _KINDS.get(convert.__name__, convert.__name__)
+            raise argparse.ArgumentTypeError(f"{flag} must be {kind}, got {text!r}") from None
+        if check is not None:
+            try:
+                check(value)
+            except ValueError as err:
+                raise argparse.ArgumentTypeError(str(err)) from None
+        return value
 
     parse.__name__ = flag  # argparse names the type in some messages
     return parse
@@ -37,32 +48,34 @@ def finite_float(flag: str) -> Callable[[str], float]:
 def float_above(flag: str, low: float, why: str = "") -> Callable[[str], float]:
     """A finite float strictly greater than ``low`` (``why`` is added to the message)."""
 
-    def parse(text: str) -> float:
-        value = _number(flag, text)
+    def check(value: float) -> None:
+        if not math.isfinite(value):
+            raise ValueError(f"{flag} must be a finite number, got {value}")
         if not value > low:
-            raise argparse.ArgumentTypeError(
-                f"{flag} must be > {low:g}{why}, got {text!r}")
-        return value
+            raise ValueError(f"{flag} must be > {low:g}{why}, got {value:g}")
 
-    parse.__name__ = flag
-    return parse
+    return argparse_type(flag, float, check)
 
 
-def int_at_least(flag: str, low: int) -> Callable[[str], int]:
-    """An integer >= ``low``."""
+def int_at_least(flag: str, low: int, why: str = "") -> Callable[[str], int]:
+    """An integer >= ``low`` (``why`` is added to the message)."""
 
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{flag} must be an integer, got {text!r}") from None
+    def check(value: int) -> None:
         if value < low:
-            raise argparse.ArgumentTypeError(f"{flag} must be >= {low}, got {text!r}")
-        return value
+            raise ValueError(f"{flag} must be an integer >= {low}{why}, got {value}")
 
-    parse.__name__ = flag
-    return parse
+    return argparse_type(flag, int, check)
+
+
+def choice_type(choices: tuple, flag: str) -> Callable[[str], str]:
+    """One of ``choices``, with the choices in the error."""
+
+    def check(value: str) -> None:
+        if value not in choices:
+            raise OptionError(flag, f"{value!r} is unknown for {flag}; choose one of "
+                              f"{', '.join(choices)}")
+
+    return argparse_type(flag, str, check)
 
 
 def non_finite_floats(args: argparse.Namespace) -> list[tuple[str, object]]:

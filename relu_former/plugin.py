@@ -10,7 +10,8 @@ that a run ending mid-epoch does not abort at exit (``batch_thread_exit``), lets
 (``interactive_input``), checks each parsed command line as a whole (``parse_checks``:
 non-finite floats, half precision on CPU, ignored combinations), names an incomplete
 binarized data file with its fix (``data_files``), and refuses a checkpoint
-trained with another dictionary than the data's (``dictionary_check``).
+trained with another dictionary than the data's (``dictionary_check``), and loads checkpoints
+saved with the criteria's old ``sparse_k`` (``sparse_softmax/old_checkpoints``).
 ``relu_former/__init__.py`` imports this module
 only when fairseq is already imported, so ``import relu_former.relu_attention.kernels.reference``
 stays a torch-only import. Python code that builds fairseq objects itself can ``import
@@ -30,6 +31,7 @@ from relu_former.fairseq_fixes.dictionary_check import check_checkpoint_dictiona
 from relu_former.fairseq_fixes.interactive_input import bound_interactive_input
 from relu_former.fairseq_fixes.last_batch import keep_last_batch
 from relu_former.fairseq_fixes.parse_checks import check_parsed_command_lines
+from relu_former.sparse_softmax.old_checkpoints import upgrade_old_sparse_k_checkpoints
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 PACKAGE = __name__.rsplit(".", 1)[0]
@@ -99,6 +101,7 @@ bound_interactive_input()
 check_parsed_command_lines()
 check_data_files()
 check_checkpoint_dictionaries()
+upgrade_old_sparse_k_checkpoints()
 _mark_as_user_dir()
 _import_criterions()
 

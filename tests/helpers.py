@@ -103,6 +103,13 @@ class FairseqRun:
         return proc
 
 
+def loaded_updates(log: str) -> int:
+    """The update count of the checkpoint fairseq-train says it resumed from."""
+    match = re.search(r"Loaded checkpoint \S+ \(epoch \d+ @ (\d+) updates\)", log)
+    assert match, log[-3000:]
+    return int(match.group(1))
+
+
 def assert_generation_output(stdout: str) -> dict:
     """Check fairseq-generate printed hypotheses for every sentence and a BLEU line."""
     hypotheses = re.findall(r"^H-(\d+)\t(\S+)\t(.*)$", stdout, flags=re.M)

@@ -15,11 +15,11 @@ def _run_hooked(tmp_path, raise_statement: str):
 
 
 def test_option_error_is_one_line_with_status_2(tmp_path):
-    proc = _run_hooked(tmp_path, "raise RuntimeError('wrapped') from "
-                                 "e.OptionError('--sparse-k', '--sparse-k must be >= 1, got 0')")
+    proc = _run_hooked(tmp_path, "raise RuntimeError('wrapped') from e.OptionError("
+                                 "'--sparse-softmax-k', '--sparse-softmax-k must be >= 1, got 0')")
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines() == ["-c: error: --sparse-k must be >= 1, got 0"]
+    assert proc.stderr.strip().splitlines() == ["-c: error: --sparse-softmax-k must be >= 1, got 0"]
 
 
 def test_hook_leaves_other_errors_alone(tmp_path):

@@ -38,7 +38,7 @@ def test_every_registered_name_is_in_the_readme_table(kind, name):
 def test_help_shows_only_plugin_flags():
     text = describe(["relu_former_iwslt_de_en", "sparse_softmax_sentence_prediction"])
     assert "--attention-activation" in text and "--relu-gamma" in text
-    assert "--sparse-k" in text
+    assert "--sparse-softmax-k" in text
     # fairseq's own flags (transformer, sentence_prediction) are documented by fairseq
     assert "--encoder-layers" not in text and "--report-mcc" not in text
     assert "--encoder-layers" in describe(["relu_former_iwslt_de_en"], plugin_only=False)

@@ -35,7 +35,7 @@ from fairseq.models.transformer import DEFAULT_MAX_SOURCE_POSITIONS, Transformer
 from torch import Tensor, nn
 
 from relu_former.errors import OptionError
-from relu_former.flag_types import float_above
+from relu_former.flag_types import float_above, int_at_least
 from relu_former.pyramidion.blockwise import apply_blockwise
 from relu_former.pyramidion.pooling import SCORERS, TokenPooler
 from relu_former.relu_attention.model import (
@@ -354,7 +354,8 @@ class PyramidionModel(ReLUFormerModel):
             help="order of the pooled states: their original order (default) or by score",
         )
         parser.add_argument(
-            "--attention-block-size", type=int, metavar="N",
+            "--attention-block-size",
+            type=int_at_least("--attention-block-size", 0, " (0 = full attention)"), metavar="N",
             help="encoder tokens attend within blocks of N tokens (e.g. 128, 512); "
                  "0 = full attention (default 512 in every pyramidion arch, as in the paper)",
         )

@@ -5,7 +5,8 @@ of ``AttentionSettings`` carry the same name (``--relu-gamma`` -> ``relu_gamma``
 setting can be followed from the command line to the kernel. The architectures
 (``relu_attention/model.py``) fill the defaults below into args; the module constructor and
 the kernels take them as their keyword defaults. Each check raises ``OptionError`` naming the
-flag; the argparse types call the same checks, so a bad value fails at parse time.
+flag; the flags' argparse types (``relu_former/flag_types.py``) call the same checks, so a bad
+value fails at parse time.
 
 Deprecated spellings still accepted (old commands and checkpoints): ``--attention-kernel
 fused|reference|triton|flex|tiled`` (now ``--attention-backend auto|reference|...``; a key
@@ -15,11 +16,10 @@ chunk size saved with ``fused``, which ignored it, is dropped on load) and
 
 from __future__ import annotations
 
-import argparse
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from relu_former.errors import OptionError
 from relu_former.relu_attention.activations import check_activation
@@ -119,38 +119,6 @@ def check_finite_weight(value: float, flag: str) -> None:
     """A regulariser weight or margin: a finite number >= 0."""
     if value is None or not math.isfinite(value) or value < 0:
         raise OptionError(flag, f"{flag} must be a finite number >= 0, got {value}")
-
-
-def argparse_type(flag: str, convert: Callable[[str], Any],
-                  check: Callable[[Any], None]) -> Callable[[str], Any]:
-    """An argparse ``type=``: ``convert`` the text, then run the one ``check`` of the flag."""
-
-    def parse(text: str) -> Any:
-        try:
-            value = convert(text)
-        except ValueError:
-            kind = {"float": "a number", "int": "an integer"}.get(convert.__name__,
-                                                                 convert.__name__)
-            raise argparse.ArgumentTypeError(f"{flag} must be {kind}, got {text!r}") from None
-        try:
-            check(value)
-        except ValueError as err:
-            raise argparse.ArgumentTypeError(str(err)) from None
-        return value
-
-    parse.__name__ = flag
-    return parse
-
-
-def choice_type(choices: tuple, flag: str) -> Callable[[str], str]:
-    """An argparse ``type=`` accepting one of ``choices``, with the choices in the error."""
-
-    def check(value: str) -> None:
-        if value not in choices:
-            raise OptionError(flag, f"{value!r} is unknown for {flag}; choose one of "
-                              f"{', '.join(choices)}")
-
-    return argparse_type(flag, str, check)
 
 
 def upgrade_legacy_ffn_activation(args: Any) -> None:

@@ -44,6 +44,7 @@ from fairseq.modules.transformer_layer import (
 )
 from torch import nn
 
+from relu_former.flag_types import argparse_type, choice_type, int_at_least
 from relu_former.relu_attention.activations import ACTIVATIONS
 from relu_former.relu_attention.attention import ActivationMultiheadAttention
 from relu_former.relu_attention.config import (
@@ -54,9 +55,7 @@ from relu_former.relu_attention.config import (
     LEGACY_KERNELS,
     RELU_SCALINGS,
     AttentionSettings,
-    argparse_type,
     check_relu_gamma,
-    choice_type,
     fill_arch_defaults,
 )
 from relu_former.relu_attention.memory_ffn import build_memory_fc2, memory_activation
@@ -182,8 +181,8 @@ def add_relu_former_args(parser) -> None:
                         "FlexAttention on CUDA without dropout (default); tiled = fused tiles, "
                         "never the n x n matrix; flex = FlexAttention; reference = the dense "
                         "path, or key blocks with --attention-key-chunk-size")
-    parser.add_argument("--attention-key-chunk-size", type=argparse_type(
-                        "--attention-key-chunk-size", int, _check_chunk_size), metavar="INT",
+    parser.add_argument("--attention-key-chunk-size", type=int_at_least(
+                        "--attention-key-chunk-size", 0, " (0 = dense attention)"), metavar="INT",
                         help="reference backend only (an error with the others, which tile "
                         "anyway): relu/rela attention over blocks of this many keys, memory "
                         "n x block instead of n x n (0 = dense, the default)")
@@ -227,12 +226,6 @@ class ReLUFormerModel(AttentionStatisticsMixin, TransformerModel):
         cfg = TransformerConfig.from_namespace(args)
         return ReLUFormerDecoder(cfg, tgt_dict, embed_tokens,
                                  no_encoder_attn=cfg.no_cross_attention)
-
-
-def _check_chunk_size(size: int) -> None:
-    if size < 0:
-        raise ValueError(f"--attention-key-chunk-size must be an integer >= 0 (0 = dense "
-                         f"attention), got {size}")
 
 
 def _relu_former_defaults(args) -> None:

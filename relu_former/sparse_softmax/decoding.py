@@ -33,25 +33,18 @@ from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from relu_former.errors import OptionError
+from relu_former.sparse_softmax.k_flag import check_k_in_range
 from relu_former.sparse_softmax.sparse_softmax import sparse_log_softmax
 
 logger = logging.getLogger(__name__)
 
 
-def check_sparse_softmax_k(k: int, vocab_size: int) -> None:
+def check_sparse_softmax_k(k: object, vocab_size: int) -> None:
     """Raise an OptionError naming ``--sparse-softmax-k`` when it is not in [0, vocab_size]."""
-    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-        raise OptionError(
-            "--sparse-softmax-k",
-            f"--sparse-softmax-k must be an integer >= 0 (0 = ordinary softmax decoding, "
-            f"k >= 1 = keep the k most likely tokens per step), got {k!r}"
-        )
-    if k > vocab_size:
-        raise OptionError(
-            "--sparse-softmax-k",
-            f"--sparse-softmax-k {k} is larger than the target vocabulary ({vocab_size}); "
-            f"choose --sparse-softmax-k <= {vocab_size} (0 turns top-k decoding off)"
-        )
+    check_k_in_range(
+        k, 0, vocab_size, "target vocabulary",
+        meaning="0 = ordinary softmax decoding, k >= 1 = keep the k most likely tokens per step",
+        at_limit="0 turns top-k decoding off")
 
 
 class TopKRenormalizedSearch(search.Search):
@@ -131,7 +124,9 @@ class SparseDecodingConfig(FairseqDataclass):
         metadata={"help": "decode with sparse-softmax, an integer from 0 to the target "
                   "vocabulary size: at every step keep the k most likely tokens, renormalise "
                   "them and give the others -inf (beam search and sampling alike); 0 = "
-                  "ordinary softmax (the paper keeps 5 with --beam 5)"},
+                  "ordinary softmax (the paper keeps 5 with --beam 5). Training with "
+                  "--criterion sparse_softmax_*, the one flag is the loss's k too (default "
+                  "then 20)"},
     )
 
 

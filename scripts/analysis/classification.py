@@ -12,7 +12,7 @@ small RoBERTa-style encoder per criterion with ``fairseq-train --task sentence_p
 identical in everything but the criterion:
 
     cross-entropy   --criterion sentence_prediction                      (fairseq's own)
-    sparse k        --criterion sparse_softmax_sentence_prediction --sparse-k k
+    sparse k        --criterion sparse_softmax_sentence_prediction --sparse-softmax-k k
 
 Each run keeps its best checkpoint by validation accuracy; the test split is then classified
 with it and scored: accuracy, micro-F1 (the paper's metrics; with one label and one
@@ -95,7 +95,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--ks", type=parse_ks, default=parse_ks("1,2,5,10,20,40"),
                         help="the sparse-softmax k of the sweep, comma separated; k above "
                              "the number of classes is left out (default: 1,2,5,10,20,40)")
-    parser.add_argument("--sparse-k", type=int, default=20,
+    parser.add_argument("--sparse-softmax-k", "--sparse-k", type=int, default=20,
                         help="k of the headline sparse-softmax row, added to the sweep "
                              "(default: 20, the paper's best for ~100 classes)")
     parser.add_argument("--label-smoothing", type=float, default=0.0,
@@ -116,13 +116,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                              "k in {1, 3}, classes of >= 3 messages")
     args = parser.parse_args(argv)
     if args.tiny:
-        args.model_args, args.max_epoch, args.ks, args.sparse_k = TINY_MODEL_ARGS, 2, [1, 3], 3
+        args.model_args, args.max_epoch, args.ks = TINY_MODEL_ARGS, 2, [1, 3]
+        args.sparse_softmax_k = 3
         args.min_per_class, args.max_per_class, args.batch_size = 3, 40, 16
         args.valid_per_mille = args.test_per_mille = 200
     check_corpus_arguments(parser, args)
     if not 0.0 <= args.label_smoothing < 1.0:
         parser.error(f"--label-smoothing must be in [0, 1), got {args.label_smoothing}")
-    for flag in ("sparse_k", "max_epoch", "batch_size", "jobs"):
+    for flag in ("sparse_softmax_k", "max_epoch", "batch_size", "jobs"):
         if getattr(args, flag) < 1:
             parser.error(f"--{flag.replace('_', '-')} must be >= 1, got {getattr(args, flag)}")
     if args.lr <= 0:
@@ -198,13 +199,13 @@ class Run:
 
 def make_runs(args: argparse.Namespace, classes: int) -> List[Run]:
     runs = [Run("cross-entropy", None, ["--criterion", "sentence_prediction"])]
-    ks = sorted({k for k in [*args.ks, args.sparse_k] if k <= classes})
-    dropped = sorted({k for k in [*args.ks, args.sparse_k] if k > classes})
+    ks = sorted({k for k in [*args.ks, args.sparse_softmax_k] if k <= classes})
+    dropped = sorted({k for k in [*args.ks, args.sparse_softmax_k] if k > classes})
     if dropped:
         log(f"leaving out k = {dropped}: above the number of classes ({classes})")
     for k in ks:
         runs.append(Run(f"sparse k={k}", k, [
-            "--criterion", "sparse_softmax_sentence_prediction", "--sparse-k", str(k),
+            "--criterion", "sparse_softmax_sentence_prediction", "--sparse-softmax-k", str(k),
             "--label-smoothing", str(args.label_smoothing)]))
     return runs
 
@@ -330,7 +331,7 @@ def cpu_seconds() -> float:
 
 def report(runs: Sequence[Run], info: dict, args: argparse.Namespace, argv: Sequence[str],
            wall: float, cpu: float) -> str:
-    headline = [run for run in runs if run.k in (None, args.sparse_k)]
+    headline = [run for run in runs if run.k in (None, args.sparse_softmax_k)]
 
     def row(run: Run) -> list:
         figures = [run.test["accuracy"], run.test["micro_f1"], run.test["macro_f1"],
@@ -347,7 +348,7 @@ def report(runs: Sequence[Run], info: dict, args: argparse.Namespace, argv: Sequ
         f"{args.batch_size}, Adam lr {args.lr}, seed {args.seed}; best checkpoint by valid "
         f"accuracy; sparse-softmax label smoothing {args.label_smoothing}. Figures in percent "
         "on the test split.\n",
-        f"## Softmax vs sparse-softmax (k = {args.sparse_k})\n",
+        f"## Softmax vs sparse-softmax (k = {args.sparse_softmax_k})\n",
         markdown_table(headers, [row(run) for run in headline], digits=3),
         "## k sweep\n",
         markdown_table(headers, [row(run) for run in runs], digits=3),

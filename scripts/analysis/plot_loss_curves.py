@@ -4,7 +4,7 @@ Trains the same model twice with ``fairseq-train``, identical in everything (dat
 batches, optimiser, label smoothing) but the criterion:
 
     softmax         --criterion label_smoothed_cross_entropy
-    sparse-softmax  --criterion sparse_softmax_cross_entropy --sparse-k K
+    sparse-softmax  --criterion sparse_softmax_cross_entropy --sparse-softmax-k K
 
 and plots, per update, (left) each run's training loss, the objective it minimises, as the
 paper's Figure 1 does, and (right) the full-softmax nll of the same batches, a quantity both
@@ -52,7 +52,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="generate and binarize a small copy-and-reverse task instead")
     parser.add_argument("--out", type=Path, required=True,
                         help="folder for plot_loss_curves.png and plot_loss_curves.md")
-    parser.add_argument("--sparse-k", type=int, default=20,
+    parser.add_argument("--sparse-softmax-k", "--sparse-k", type=int, default=20,
                         help="k of the sparse-softmax run (default 20)")
     parser.add_argument("--label-smoothing", type=float, default=0.1,
                         help="label smoothing of both runs (default 0.1, the paper's)")
@@ -74,8 +74,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error("give either DATA_BIN or --toy")
     if args.data is not None and not any(args.data.glob("dict.*.txt")):
         parser.error(f"{args.data} has no dict.*.txt: is it fairseq-preprocess output?")
-    if args.sparse_k < 1 or args.max_update < 1:
-        parser.error("--sparse-k and --max-update must be >= 1")
+    if args.sparse_softmax_k < 1 or args.max_update < 1:
+        parser.error("--sparse-softmax-k and --max-update must be >= 1")
     return args
 
 
@@ -126,7 +126,7 @@ def roughness(values: Sequence[float]) -> float:
     return sum(steps) / len(steps) if steps else float("nan")
 
 
-def plot(path: Path, runs: Dict[str, List[dict]], sparse_k: int) -> Path:
+def plot(path: Path, runs: Dict[str, List[dict]], sparse_softmax_k: int) -> Path:
     """Two panels, lines without markers (hundreds of updates): own loss, full-softmax nll."""
     import matplotlib
 
@@ -143,7 +143,7 @@ def plot(path: Path, runs: Dict[str, List[dict]], sparse_k: int) -> Path:
         ax.grid(True, alpha=0.3)
     axes[0].set_ylabel("bits per token")
     axes[0].legend(fontsize="small")
-    fig.suptitle(f"softmax vs sparse-softmax (k = {sparse_k}), same data and seed")
+    fig.suptitle(f"softmax vs sparse-softmax (k = {sparse_softmax_k}), same data and seed")
     return save_figure(fig, path)
 
 
@@ -161,7 +161,7 @@ def report(runs: Dict[str, List[dict]], args) -> str:
         "# plot_loss_curves: softmax vs sparse-softmax training loss per update\n",
         f"arch {args.arch} ({args.model_args}), {args.max_update} updates, max tokens "
         f"{args.max_tokens}, Adam lr {args.lr}, seed {args.seed}, label smoothing "
-        f"{args.label_smoothing}, sparse-softmax k = {args.sparse_k}. Losses in bits "
+        f"{args.label_smoothing}, sparse-softmax k = {args.sparse_softmax_k}. Losses in bits "
         "(fairseq's base 2); loss = each criterion's own objective, nll_loss = full-softmax "
         "nll of the same batches.\n",
         markdown_table(["run", "figure"] + [f"update {m}" for m in marks] + ["roughness"], rows),
@@ -177,12 +177,12 @@ def main(argv=None) -> int:
         runs = {
             "softmax": train(data, tmp / "softmax",
                              ["--criterion", "label_smoothed_cross_entropy"], args),
-            f"sparse-softmax k={args.sparse_k}": train(
+            f"sparse-softmax k={args.sparse_softmax_k}": train(
                 data, tmp / "sparse",
-                ["--criterion", "sparse_softmax_cross_entropy", "--sparse-k",
-                 str(args.sparse_k)], args),
+                ["--criterion", "sparse_softmax_cross_entropy", "--sparse-softmax-k",
+                 str(args.sparse_softmax_k)], args),
         }
-    figure = plot(args.out / "plot_loss_curves.png", runs, args.sparse_k)
+    figure = plot(args.out / "plot_loss_curves.png", runs, args.sparse_softmax_k)
     text = report(runs, args)
     table = write_text_atomic(args.out / "plot_loss_curves.md", text)
     print(text)

@@ -4,8 +4,8 @@ For every vocabulary size V and k, the real criteria run on the same logits (N t
 float32, a leaf tensor standing in for the output projection) and targets, with label
 smoothing 0.1 in both:
 
-    ours       --criterion sparse_softmax_cross_entropy --sparse-k k, including everything it
-               logs (the full-softmax nll, computed without gradient, and the top-k misses)
+    ours       --criterion sparse_softmax_cross_entropy --sparse-softmax-k k, including everything
+               it logs (the full-softmax nll, computed without gradient, and the top-k misses)
     baseline   fairseq's --criterion label_smoothed_cross_entropy (log-softmax over V)
 
 Time is the median of interleaved rounds (ours for every k and the baseline in the same
@@ -63,7 +63,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_quick_argument("--vocab-sizes", list(FULL_VOCABS), list(QUICK_VOCABS),
                               "vocabulary sizes V", type=int, nargs="+")
     parser.add_argument("--ks", type=int, nargs="+", default=list(KS),
-                        help=f"values of --sparse-k (default {KS})")
+                        help=f"values of --sparse-softmax-k (default {KS})")
     parser.add_quick_argument("--tokens", 1024, 256,
                               "target tokens per batch N, in sentences of 32", type=int)
     parser.add_argument("--label-smoothing", type=float, default=0.1,
@@ -98,7 +98,7 @@ def build_steps(vocab: int, args: argparse.Namespace) -> Dict[str, Callable[[], 
     criteria = {"baseline": LabelSmoothedCrossEntropyCriterion(
         task, sentence_avg=False, label_smoothing=args.label_smoothing)}
     for k in args.ks:
-        cfg = SparseSoftmaxCrossEntropyConfig(sentence_avg=False, sparse_k=k,
+        cfg = SparseSoftmaxCrossEntropyConfig(sentence_avg=False, sparse_softmax_k=k,
                                               label_smoothing=args.label_smoothing)
         criteria[f"k={k}"] = SparseSoftmaxCrossEntropyCriterion(task, cfg)
 

@@ -168,8 +168,8 @@ def translation_runs(scale: Scale, names: Dict[str, set], args: argparse.Namespa
     if "sparse_softmax_cross_entropy" not in names["criterion"]:
         say("note: criterion sparse_softmax_cross_entropy is not registered; skipping its runs")
         return runs
-    sparse = ["--criterion", "sparse_softmax_cross_entropy", "--sparse-k", str(args.sparse_k),
-              "--label-smoothing", "0.1"]
+    sparse = ["--criterion", "sparse_softmax_cross_entropy",
+              "--sparse-softmax-k", str(args.sparse_softmax_k), "--label-smoothing", "0.1"]
     decode, top = [], "full-softmax decoding"
     if "translation_sparse_decoding" in names["task"] and args.sparse_decode_k > 0:
         k = max(args.sparse_decode_k, scale.beam)
@@ -233,7 +233,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--man-dir", type=Path, default=Path("/usr/share/man"),
                         help="where the manual pages are: <dir>/man<section>/*.gz "
                              "(default: %(default)s)")
-    parser.add_argument("--sparse-k", type=int, default=20,
+    parser.add_argument("--sparse-softmax-k", "--sparse-k", type=int, default=20,
                         help="k of the sparse-softmax training criterion (default 20)")
     parser.add_argument("--sparse-decode-k", type=int, default=5,
                         help="k of sparse-softmax decoding of the sparse-softmax models, "
@@ -248,8 +248,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "OUT/work (same size and corpus flags); decode and report again")
     args = parser.parse_args(argv)
     check_run_args(parser, args)
-    if args.sparse_k < 1 or args.sparse_decode_k < 0:
-        parser.error("--sparse-k must be >= 1 and --sparse-decode-k >= 0")
+    if args.sparse_softmax_k < 1 or args.sparse_decode_k < 0:
+        parser.error("--sparse-softmax-k must be >= 1 and --sparse-decode-k >= 0")
     if args.no_summaries and args.no_translation:
         parser.error("--no-summaries and --no-translation leave nothing to run")
     return args

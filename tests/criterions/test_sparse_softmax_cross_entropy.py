@@ -65,7 +65,7 @@ def batch(vocab=20, seed=0):
 @pytest.mark.parametrize("eps", [0.0, 0.1])
 def test_equals_label_smoothed_cross_entropy_when_k_is_the_vocabulary(eps, rule):
     logits, target = batch()
-    ours = make_criterion(sparse_k=20, label_smoothing=eps, sparse_label_smoothing=rule)
+    ours = make_criterion(sparse_softmax_k=20, label_smoothing=eps, sparse_label_smoothing=rule)
     theirs = LabelSmoothedCrossEntropyCriterion(DictionaryTask(20), sentence_avg=False,
                                                 label_smoothing=eps)
     model_a, model_b = LogitsModel(logits), LogitsModel(logits)
@@ -82,7 +82,7 @@ def test_equals_label_smoothed_cross_entropy_when_k_is_the_vocabulary(eps, rule)
 @pytest.mark.parametrize("rule", ["top_k", "vocabulary"])
 def test_smoothing_rule_reaches_the_kernel(rule):
     logits, target = batch(seed=3)
-    criterion = make_criterion(sparse_k=4, label_smoothing=0.2, sparse_label_smoothing=rule)
+    criterion = make_criterion(sparse_softmax_k=4, label_smoothing=0.2, sparse_label_smoothing=rule)
     loss, _, _ = criterion(LogitsModel(logits), make_sample(target))
     want = sparse_softmax_cross_entropy(logits, target, 4, 0.2, ignore_index=1, smoothing=rule)
     torch.testing.assert_close(loss, want.loss.sum(), rtol=0, atol=0)
@@ -94,7 +94,7 @@ def test_smoothing_rule_reaches_the_kernel(rule):
 
 def test_sparse_loss_full_nll_and_outside_share_are_logged():
     logits, target = batch(seed=1)
-    criterion = make_criterion(sparse_k=3, label_smoothing=0.1, report_accuracy=True)
+    criterion = make_criterion(sparse_softmax_k=3, label_smoothing=0.1, report_accuracy=True)
     loss, sample_size, log = criterion(LogitsModel(logits), make_sample(target))
     kernel = sparse_softmax_cross_entropy(logits, target, 3, 0.1, ignore_index=1)
     torch.testing.assert_close(loss, kernel.loss.sum(), rtol=0, atol=0)
@@ -124,7 +124,7 @@ def test_sparse_loss_full_nll_and_outside_share_are_logged():
 
 def test_sentence_avg_uses_sentences_as_sample_size():
     logits, target = batch(seed=2)
-    cfg = SparseSoftmaxCrossEntropyConfig(sentence_avg=True, sparse_k=4)
+    cfg = SparseSoftmaxCrossEntropyConfig(sentence_avg=True, sparse_softmax_k=4)
     criterion = SparseSoftmaxCrossEntropyCriterion(DictionaryTask(20), cfg)
     _, sample_size, log = criterion(LogitsModel(logits), make_sample(target))
     assert sample_size == 3 and log["sample_size"] == 3
@@ -133,9 +133,9 @@ def test_sentence_avg_uses_sentences_as_sample_size():
 def test_attention_regularisers_are_added_with_their_weights():
     target = torch.randint(4, 20, (2, 6))
     model = ReluAttentionModel(2, 6, 20).train()
-    plain = make_criterion(sparse_k=5, attention_norm_loss_weight=0.3,
+    plain = make_criterion(sparse_softmax_k=5, attention_norm_loss_weight=0.3,
                            attention_entropy_loss_weight=0.2)  # not asked: weights unused
-    weighted = make_criterion(sparse_k=5, attention_regularizers=True,
+    weighted = make_criterion(sparse_softmax_k=5, attention_regularizers=True,
                               attention_norm_loss_weight=0.3,
                               attention_entropy_loss_weight=0.2)
     loss0, _, log0 = plain(model, make_sample(target))
@@ -150,27 +150,27 @@ def test_attention_regularisers_are_added_with_their_weights():
 
 
 @pytest.mark.parametrize("k,message", [
-    (0, r"--sparse-k must be an integer >= 1"),
-    (-3, r"--sparse-k must be an integer >= 1"),
-    (21, r"--sparse-k 21 is larger than the target vocabulary \(20\)"),
+    (0, r"--sparse-softmax-k must be an integer >= 1"),
+    (-3, r"--sparse-softmax-k must be an integer >= 1"),
+    (21, r"--sparse-softmax-k 21 is larger than the target vocabulary \(20\)"),
 ])
 def test_bad_sparse_k_names_the_flag(k, message):
     with pytest.raises(OptionError, match=message) as error:
-        make_criterion(vocab=20, sparse_k=k)
-    assert error.value.flag == "--sparse-k"
+        make_criterion(vocab=20, sparse_softmax_k=k)
+    assert error.value.flag == "--sparse-softmax-k"
 
 
 @pytest.mark.parametrize("eps", [1.0, 1.5, -0.1])
 def test_bad_label_smoothing_names_the_flag(eps):
     with pytest.raises(OptionError, match=r"--label-smoothing must be in \[0, 1\)") as error:
-        make_criterion(sparse_k=3, label_smoothing=eps)
+        make_criterion(sparse_softmax_k=3, label_smoothing=eps)
     assert error.value.flag == "--label-smoothing"
 
 
 @pytest.mark.slow
 def test_fairseq_train_relu_former_with_sparse_softmax_and_regularisers(fairseq_run: FairseqRun):
     proc = fairseq_run.train(
-        "--criterion", "sparse_softmax_cross_entropy", "--sparse-k", "5",
+        "--criterion", "sparse_softmax_cross_entropy", "--sparse-softmax-k", "5",
         "--label-smoothing", "0.1", "--attention-activation", "relu",
         "--attention-regularizers",
         arch="relu_former_iwslt_de_en",
@@ -186,8 +186,10 @@ def test_fairseq_train_relu_former_with_sparse_softmax_and_regularisers(fairseq_
 
 @pytest.mark.slow
 @pytest.mark.parametrize("flags,message", [
-    (("--sparse-k", "-3"), "--sparse-k must be an integer >= 1"),  # argparse takes "-3"
-    (("--sparse-k", "100000"), "--sparse-k 100000 is larger than the target vocabulary"),
+    # argparse takes "-3"
+    (("--sparse-softmax-k", "-3"), "--sparse-softmax-k must be an integer >= 1"),
+    (("--sparse-softmax-k", "100000"),
+     "--sparse-softmax-k 100000 is larger than the target vocabulary"),
     (("--label-smoothing", "1.0"), "--label-smoothing must be in [0, 1)"),
     (("--label-smoothing", "-0.1"), "--label-smoothing must be in [0, 1)"),
 ])
@@ -224,7 +226,7 @@ def test_finetune_cross_entropy_checkpoint_with_sparse_softmax_then_top_k_decodi
               "--max-update", "12", "--validate-interval-updates", "12",
               "--save-interval-updates", "12", save_dir="pretrained")
     pretrained = run.work / "pretrained" / "checkpoint_last.pt"
-    sparse = ("--criterion", "sparse_softmax_cross_entropy", "--sparse-k", "5",
+    sparse = ("--criterion", "sparse_softmax_cross_entropy", "--sparse-softmax-k", "5",
               "--label-smoothing", "0.1")
     finetuned = run.train(*sparse, "--finetune-from-model", str(pretrained),
                           save_dir="finetuned")

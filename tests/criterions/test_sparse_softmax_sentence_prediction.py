@@ -65,7 +65,7 @@ def batch(n=64, seed=0):
 def test_loss_accuracy_and_micro_f1(negative):
     logits, sample = batch()
     task = make_task()
-    criterion = make_criterion(task, sparse_k=5, label_smoothing=0.1,
+    criterion = make_criterion(task, sparse_softmax_k=5, label_smoothing=0.1,
                                micro_f1_negative_label=negative)
     loss, sample_size, log = criterion(HeadModel(logits), sample)
     target = sample["target"]
@@ -91,14 +91,14 @@ def test_loss_accuracy_and_micro_f1(negative):
 
 def test_k_at_least_classes_is_cross_entropy():
     logits, sample = batch(seed=1)
-    loss, _, _ = make_criterion(sparse_k=NUM_CLASSES)(HeadModel(logits), sample)
+    loss, _, _ = make_criterion(sparse_softmax_k=NUM_CLASSES)(HeadModel(logits), sample)
     want = F.cross_entropy(logits, sample["target"], reduction="sum")
     torch.testing.assert_close(loss, want, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("overrides,message", [
-    ({"sparse_k": 0}, r"--sparse-k must be an integer >= 1"),
-    ({"sparse_k": 31}, r"--sparse-k 31 is larger than the --num-classes \(30\)"),
+    ({"sparse_softmax_k": 0}, r"--sparse-softmax-k must be an integer >= 1"),
+    ({"sparse_softmax_k": 31}, r"--sparse-softmax-k 31 is larger than the --num-classes \(30\)"),
     ({"regression_target": True}, r"does not support --regression-target"),
     ({"report_mcc": True}, r"--report-mcc: not supported"),
     ({"micro_f1_negative_label": "oos"}, r"--micro-f1-negative-label 'oos' is not a label"),
@@ -138,7 +138,7 @@ def test_sentence_prediction_trains_with_over_100_classes_and_logs_micro_f1(tmp_
     proc = run.train(
         "--task", "sentence_prediction", "--num-classes", "120", "--max-positions", "16",
         "--init-token", "0", "--criterion", "sparse_softmax_sentence_prediction",
-        "--sparse-k", "20", "--label-smoothing", "0.1", "--encoder-layers", "1",
+        "--sparse-softmax-k", "20", "--label-smoothing", "0.1", "--encoder-layers", "1",
         "--encoder-embed-dim", "16", "--encoder-ffn-embed-dim", "32",
         "--encoder-attention-heads", "2", "--batch-size", "32",
         "--best-checkpoint-metric", "micro_f1", "--maximize-best-checkpoint-metric",

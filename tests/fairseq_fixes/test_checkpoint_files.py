@@ -11,7 +11,7 @@ import torch
 
 from relu_former.fairseq_fixes.checkpoint_files import checkpoint_problem
 
-from helpers import USER_DIR, fairseq_command, run_command
+from helpers import USER_DIR, fairseq_command, loaded_updates, run_command
 
 # Stands in for a kill during fairseq's copy of the checkpoint to checkpoint_last.pt: whatever
 # copy routine shutil uses writes half of the file, then the process is SIGKILLed.
@@ -77,12 +77,6 @@ def test_checkpoint_problem_tells_whole_from_damaged(tmp_path):
     assert "checksum" in checkpoint_problem(str(tmp_path / "flipped.pt"))
 
 
-def _loaded_updates(log: str) -> int:
-    match = re.search(r"Loaded checkpoint \S+ \(epoch \d+ @ (\d+) updates\)", log)
-    assert match, log[-3000:]
-    return int(match.group(1))
-
-
 @pytest.mark.slow
 def test_truncated_checkpoint_last_resumes_from_newest_intact(fairseq_run):
     every_3 = ("--save-interval-updates", "3", "--validate-interval-updates", "3")
@@ -98,7 +92,7 @@ def test_truncated_checkpoint_last_resumes_from_newest_intact(fairseq_run):
                         r"resuming from (\S+), the newest intact checkpoint", log)
     assert warning, log[-3000:]
     assert warning.group(1) != str(last)
-    assert _loaded_updates(log) == 6  # the state saved at update 6, not a fresh start
+    assert loaded_updates(log) == 6  # the state saved at update 6, not a fresh start
     assert "num_updates 8" in log or "num_updates=8" in log.replace(" ", "")
     assert checkpoint_problem(str(last)) is None  # the next save replaced it
 

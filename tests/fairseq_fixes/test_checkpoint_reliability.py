@@ -14,6 +14,8 @@ from fairseq import checkpoint_utils
 import relu_former.plugin  # noqa: F401  (installs the checkpoint fixes)
 from relu_former.errors import CorruptCheckpointError, UnsafeCheckpointError
 
+from helpers import loaded_updates
+
 
 def _fairseq_state(**extra) -> dict:
     """The smallest dict fairseq's ``load_checkpoint_to_cpu`` loads and upgrades as is."""
@@ -64,12 +66,6 @@ def test_a_failed_save_leaves_no_tmp_file(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
-def _loaded_updates(log: str) -> int:
-    match = re.search(r"Loaded checkpoint \S+ \(epoch \d+ @ (\d+) updates\)", log)
-    assert match, log[-3000:]
-    return int(match.group(1))
-
-
 @pytest.mark.slow
 def test_missing_checkpoint_last_resumes_from_best(fairseq_run):
     """A save directory with checkpoint_best.pt but no checkpoint_last.pt (a first save that
@@ -85,7 +81,7 @@ def test_missing_checkpoint_last_resumes_from_best(fairseq_run):
     log = proc.stdout + proc.stderr
     assert re.search(rf"WARNING .*{re.escape(str(save / 'checkpoint_last.pt'))} is missing .*"
                      rf"resuming from {re.escape(str(best))}", log), log[-3000:]
-    assert _loaded_updates(log) == 6
+    assert loaded_updates(log) == 6
     assert not (save / "checkpoint_1_6.pt.tmp").exists()
     state = checkpoint_utils.load_checkpoint_to_cpu(str(save / "checkpoint_last.pt"))
     assert state["optimizer_history"][-1]["num_updates"] == 8

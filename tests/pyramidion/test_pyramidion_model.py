@@ -360,7 +360,7 @@ def test_transpooler_sparse_softmax_trains_and_beam_decodes_right_padded(long_da
                                                                          tmp_path):
     run = FairseqRun(data_bin=long_data_bin, work=tmp_path)
     proc = run.train(*SHRINK, "--pooling-schedule", "last:16", "--pooling-scorer", "power",
-                     "--criterion", "sparse_softmax_cross_entropy", "--sparse-k", "10",
+                     "--criterion", "sparse_softmax_cross_entropy", "--sparse-softmax-k", "10",
                      RIGHT_PAD, arch="transpooler_base")
     assert "SparseSoftmaxCrossEntropyCriterion" in proc.stdout + proc.stderr
     out = run.generate(*SHORT_GENERATION, "--beam", "4", RIGHT_PAD)

@@ -54,13 +54,6 @@ def test_check_ffn_activation_raises_the_option_error():
     assert caught.value.flag == "--ffn-activation"
 
 
-@pytest.mark.parametrize("text", ["nan", "inf", "-inf", "0", "abc"])
-def test_gamma_parse_type_rejects_non_finite_and_non_positive(text):
-    parse = config.argparse_type("--relu-gamma", float, config.check_relu_gamma)
-    with pytest.raises(argparse.ArgumentTypeError, match="--relu-gamma must be"):
-        parse(text)
-
-
 def test_deprecated_ffn_activation_relu_is_stock():
     settings = AttentionSettings.from_cfg(argparse.Namespace(ffn_activation="relu"))
     assert settings.ffn_activation == "stock"

@@ -131,7 +131,7 @@ def hypotheses(stdout):
 def trained(toy_data_bin, tmp_path_factory):
     """A transformer trained with sparse_softmax_cross_entropy (the e2e training check)."""
     run = FairseqRun(data_bin=toy_data_bin, work=tmp_path_factory.mktemp("sparse_gen"))
-    proc = run.train("--criterion", "sparse_softmax_cross_entropy", "--sparse-k", "5",
+    proc = run.train("--criterion", "sparse_softmax_cross_entropy", "--sparse-softmax-k", "5",
                      "--label-smoothing", "0.1", arch="transformer")
     final = re.findall(r"\| train \| epoch .*", proc.stdout + proc.stderr)[-1]
     assert "| sparse_nll_loss " in final and "| outside_topk " in final

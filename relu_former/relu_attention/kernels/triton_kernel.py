@@ -113,14 +113,51 @@ if triton is not None:
         return tl.rand(seed + bh, counters) >= dropout_p
 
     @triton.jit
-    def _scores(q, k_ptrs, offs_m, offs_n, mask_d, b, h, tgt_len, src_len, scale,
-                kpm_ptr, stride_kpm_b, am_ptr, stride_am_b, stride_am_h, stride_am_m,
-                stride_am_n, HAS_KPM: tl.constexpr, HAS_AM: tl.constexpr,
+    def _program_block(heads, head_dim, BLOCK: tl.constexpr, BLOCK_D: tl.constexpr):
+        """What this program owns: its (batch x head) index bh, batch b and head h, its block
+        of positions (queries or keys, ``program_id(1)``) and the head dims with their mask."""
+        bh = tl.program_id(0)
+        offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+        offs_d = tl.arange(0, BLOCK_D)
+        return bh, bh // heads, bh % heads, offs, offs_d, offs_d < head_dim
+
+    @triton.jit
+    def _rows(ptr, base, offs, stride, offs_d, mask):
+        """The tile of rows ``offs`` of one (batch, head) (at ``base``), zero where masked."""
+        return tl.load(ptr + base + offs[:, None] * stride + offs_d[None, :], mask=mask,
+                       other=0.0)
+
+    @triton.jit
+    def _tile_keep(s, seed, bh, offs_m, offs_n, src_len, dropout_p,
+                   HAS_DROPOUT: tl.constexpr):
+        """m_ij of one tile; without dropout a placeholder that is never read."""
+        keep = s > 0
+        if HAS_DROPOUT:
+            keep = _keep(seed, bh, offs_m, offs_n, src_len, dropout_p)
+        return keep
+
+    @triton.jit
+    def _row_grads(gt_ptr, shift_ptr, rows, mask_m, BLOCK_M: tl.constexpr,
+                   HAS_GT: tl.constexpr, HAS_SHIFT: tl.constexpr, IS_FP64: tl.constexpr):
+        """gT and the shift gS + gT of a block of query rows (zeros where not given)."""
+        acc_dtype = tl.float64 if IS_FP64 else tl.float32
+        gt = tl.zeros((BLOCK_M,), dtype=acc_dtype)
+        shift = tl.zeros((BLOCK_M,), dtype=acc_dtype)
+        if HAS_GT:
+            gt = tl.load(gt_ptr + rows, mask=mask_m, other=0.0)
+        if HAS_SHIFT:
+            shift = tl.load(shift_ptr + rows, mask=mask_m, other=0.0)
+        return gt, shift
+
+    @triton.jit
+    def _scores(q, k_ptr, k_base, stride_kn, offs_m, offs_n, offs_d, mask_d, b, h, tgt_len,
+                src_len, scale, kpm_ptr, stride_kpm_b, am_ptr, stride_am_b, stride_am_h,
+                stride_am_m, stride_am_n, HAS_KPM: tl.constexpr, HAS_AM: tl.constexpr,
                 DOT_PRECISION: tl.constexpr):
         """ReLU(q k^T * scale) of one tile with hidden and out-of-range keys zeroed, and the
-        tile's key block (BLOCK_N, BLOCK_D) it loaded."""
+        tile's key block (BLOCK_N, BLOCK_D) it loaded (rows ``offs_n`` at ``k_base``)."""
         valid_n = offs_n < src_len
-        k = tl.load(k_ptrs, mask=valid_n[:, None] & mask_d[None, :], other=0.0)
+        k = _rows(k_ptr, k_base, offs_n, stride_kn, offs_d, valid_n[:, None] & mask_d[None, :])
         s = _dot(q, tl.trans(k), DOT_PRECISION) * scale
         visible = (offs_m[:, None] < tgt_len) & valid_n[None, :]
         if HAS_KPM:
@@ -144,15 +181,10 @@ if triton is not None:
         HAS_KPM: tl.constexpr, HAS_AM: tl.constexpr, HAS_DROPOUT: tl.constexpr,
         NEED_SUMS: tl.constexpr, DOT_PRECISION: tl.constexpr, IS_FP64: tl.constexpr,
     ):
-        bh = tl.program_id(0)
-        b = bh // heads
-        h = bh % heads
-        offs_m = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
-        offs_d = tl.arange(0, BLOCK_D)
-        mask_d = offs_d < head_dim
+        bh, b, h, offs_m, offs_d, mask_d = _program_block(heads, head_dim, BLOCK_M, BLOCK_D)
         mask_m = offs_m < tgt_len
-        q = tl.load(q_ptr + bh * stride_qb + offs_m[:, None] * stride_qm + offs_d[None, :],
-                    mask=mask_m[:, None] & mask_d[None, :], other=0.0)
+        q = _rows(q_ptr, bh * stride_qb, offs_m, stride_qm, offs_d,
+                  mask_m[:, None] & mask_d[None, :])
         acc_dtype = tl.float64 if IS_FP64 else tl.float32
         u = tl.zeros((BLOCK_M, BLOCK_D), dtype=acc_dtype)
         row_sum = tl.zeros((BLOCK_M,), dtype=acc_dtype)
@@ -160,10 +192,10 @@ if triton is not None:
         positives = tl.zeros((BLOCK_M,), dtype=acc_dtype)
         for start_n in range(0, src_len, BLOCK_N):
             offs_n = start_n + tl.arange(0, BLOCK_N)
-            k_ptrs = k_ptr + bh * stride_kb + offs_n[:, None] * stride_kn + offs_d[None, :]
-            s, _k = _scores(q, k_ptrs, offs_m, offs_n, mask_d, b, h, tgt_len, src_len, scale,
-                            kpm_ptr, stride_kpm_b, am_ptr, stride_am_b, stride_am_h,
-                            stride_am_m, stride_am_n, HAS_KPM, HAS_AM, DOT_PRECISION)
+            s, _k = _scores(q, k_ptr, bh * stride_kb, stride_kn, offs_m, offs_n, offs_d, mask_d,
+                            b, h, tgt_len, src_len, scale, kpm_ptr, stride_kpm_b, am_ptr,
+                            stride_am_b, stride_am_h, stride_am_m, stride_am_n, HAS_KPM,
+                            HAS_AM, DOT_PRECISION)
             if NEED_SUMS:
                 positive = s > 0
                 row_sum += tl.sum(s, 1)
@@ -173,8 +205,8 @@ if triton is not None:
             if HAS_DROPOUT:
                 keep = _keep(seed, bh, offs_m, offs_n, src_len, dropout_p)
                 s = tl.where(keep, s / (1.0 - dropout_p), 0.0)
-            v = tl.load(v_ptr + bh * stride_vb + offs_n[:, None] * stride_vn + offs_d[None, :],
-                        mask=(offs_n < src_len)[:, None] & mask_d[None, :], other=0.0)
+            v = _rows(v_ptr, bh * stride_vb, offs_n, stride_vn, offs_d,
+                      (offs_n < src_len)[:, None] & mask_d[None, :])
             u += _dot(s.to(v.dtype), v, DOT_PRECISION).to(acc_dtype)
         tl.store(u_ptr + bh * stride_ub + offs_m[:, None] * stride_um + offs_d[None, :],
                  u.to(u_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_d[None, :])
@@ -212,16 +244,9 @@ if triton is not None:
         HAS_GU: tl.constexpr, HAS_GT: tl.constexpr, HAS_SHIFT: tl.constexpr,
         DOT_PRECISION: tl.constexpr, IS_FP64: tl.constexpr,
     ):
-        bh = tl.program_id(0)
-        b = bh // heads
-        h = bh % heads
-        offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-        offs_d = tl.arange(0, BLOCK_D)
-        mask_d = offs_d < head_dim
+        bh, b, h, offs_n, offs_d, mask_d = _program_block(heads, head_dim, BLOCK_N, BLOCK_D)
         mask_nd = (offs_n < src_len)[:, None] & mask_d[None, :]
-        k_ptrs = k_ptr + bh * stride_kb + offs_n[:, None] * stride_kn + offs_d[None, :]
-        v = tl.load(v_ptr + bh * stride_vb + offs_n[:, None] * stride_vn + offs_d[None, :],
-                    mask=mask_nd, other=0.0)
+        v = _rows(v_ptr, bh * stride_vb, offs_n, stride_vn, offs_d, mask_nd)
         acc_dtype = tl.float64 if IS_FP64 else tl.float32
         dk = tl.zeros((BLOCK_N, BLOCK_D), dtype=acc_dtype)
         dv = tl.zeros((BLOCK_N, BLOCK_D), dtype=acc_dtype)
@@ -229,28 +254,21 @@ if triton is not None:
             offs_m = start_m + tl.arange(0, BLOCK_M)
             mask_m = offs_m < tgt_len
             mask_md = mask_m[:, None] & mask_d[None, :]
-            q = tl.load(q_ptr + bh * stride_qb + offs_m[:, None] * stride_qm + offs_d[None, :],
-                        mask=mask_md, other=0.0)
-            s, k = _scores(q, k_ptrs, offs_m, offs_n, mask_d, b, h, tgt_len, src_len, scale,
-                           kpm_ptr, stride_kpm_b, am_ptr, stride_am_b, stride_am_h,
-                           stride_am_m, stride_am_n, HAS_KPM, HAS_AM, DOT_PRECISION)
-            keep = s > 0  # placeholder when there is no dropout (unused then)
-            if HAS_DROPOUT:
-                keep = _keep(seed, bh, offs_m, offs_n, src_len, dropout_p)
+            q = _rows(q_ptr, bh * stride_qb, offs_m, stride_qm, offs_d, mask_md)
+            s, k = _scores(q, k_ptr, bh * stride_kb, stride_kn, offs_m, offs_n, offs_d, mask_d,
+                           b, h, tgt_len, src_len, scale, kpm_ptr, stride_kpm_b, am_ptr,
+                           stride_am_b, stride_am_h, stride_am_m, stride_am_n, HAS_KPM,
+                           HAS_AM, DOT_PRECISION)
+            keep = _tile_keep(s, seed, bh, offs_m, offs_n, src_len, dropout_p, HAS_DROPOUT)
             gu = q  # placeholder when U gets no gradient (unused then)
             if HAS_GU:
-                gu = tl.load(gu_ptr + bh * stride_gb + offs_m[:, None] * stride_gm
-                             + offs_d[None, :], mask=mask_md, other=0.0)
+                gu = _rows(gu_ptr, bh * stride_gb, offs_m, stride_gm, offs_d, mask_md)
                 dropped = s
                 if HAS_DROPOUT:
                     dropped = tl.where(keep, s / (1.0 - dropout_p), 0.0)
                 dv += _dot(tl.trans(dropped.to(gu.dtype)), gu, DOT_PRECISION).to(acc_dtype)
-            gt = tl.zeros((BLOCK_M,), dtype=acc_dtype)
-            shift = tl.zeros((BLOCK_M,), dtype=acc_dtype)
-            if HAS_GT:
-                gt = tl.load(gt_ptr + bh * tgt_len + offs_m, mask=mask_m, other=0.0)
-            if HAS_SHIFT:
-                shift = tl.load(shift_ptr + bh * tgt_len + offs_m, mask=mask_m, other=0.0)
+            gt, shift = _row_grads(gt_ptr, shift_ptr, bh * tgt_len + offs_m, mask_m, BLOCK_M,
+                                   HAS_GT, HAS_SHIFT, IS_FP64)
             ds = _grad_scores(s, gu, v, gt, shift, keep, dropout_p, HAS_GU, HAS_GT,
                               HAS_SHIFT, HAS_DROPOUT, DOT_PRECISION)
             dk += _dot(tl.trans(ds.to(q.dtype)), q, DOT_PRECISION).to(acc_dtype)
@@ -269,42 +287,28 @@ if triton is not None:
         HAS_GU: tl.constexpr, HAS_GT: tl.constexpr, HAS_SHIFT: tl.constexpr,
         DOT_PRECISION: tl.constexpr, IS_FP64: tl.constexpr,
     ):
-        bh = tl.program_id(0)
-        b = bh // heads
-        h = bh % heads
-        offs_m = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
-        offs_d = tl.arange(0, BLOCK_D)
-        mask_d = offs_d < head_dim
+        bh, b, h, offs_m, offs_d, mask_d = _program_block(heads, head_dim, BLOCK_M, BLOCK_D)
         mask_m = offs_m < tgt_len
         mask_md = mask_m[:, None] & mask_d[None, :]
-        q = tl.load(q_ptr + bh * stride_qb + offs_m[:, None] * stride_qm + offs_d[None, :],
-                    mask=mask_md, other=0.0)
+        q = _rows(q_ptr, bh * stride_qb, offs_m, stride_qm, offs_d, mask_md)
         acc_dtype = tl.float64 if IS_FP64 else tl.float32
         gu = q  # placeholder when U gets no gradient (unused then)
         if HAS_GU:
-            gu = tl.load(gu_ptr + bh * stride_gb + offs_m[:, None] * stride_gm + offs_d[None, :],
-                         mask=mask_md, other=0.0)
-        gt = tl.zeros((BLOCK_M,), dtype=acc_dtype)
-        shift = tl.zeros((BLOCK_M,), dtype=acc_dtype)
-        if HAS_GT:
-            gt = tl.load(gt_ptr + bh * tgt_len + offs_m, mask=mask_m, other=0.0)
-        if HAS_SHIFT:
-            shift = tl.load(shift_ptr + bh * tgt_len + offs_m, mask=mask_m, other=0.0)
+            gu = _rows(gu_ptr, bh * stride_gb, offs_m, stride_gm, offs_d, mask_md)
+        gt, shift = _row_grads(gt_ptr, shift_ptr, bh * tgt_len + offs_m, mask_m, BLOCK_M,
+                               HAS_GT, HAS_SHIFT, IS_FP64)
         dq = tl.zeros((BLOCK_M, BLOCK_D), dtype=acc_dtype)
         for start_n in range(0, src_len, BLOCK_N):
             offs_n = start_n + tl.arange(0, BLOCK_N)
-            k_ptrs = k_ptr + bh * stride_kb + offs_n[:, None] * stride_kn + offs_d[None, :]
-            s, k = _scores(q, k_ptrs, offs_m, offs_n, mask_d, b, h, tgt_len, src_len, scale,
-                           kpm_ptr, stride_kpm_b, am_ptr, stride_am_b, stride_am_h,
-                           stride_am_m, stride_am_n, HAS_KPM, HAS_AM, DOT_PRECISION)
-            keep = s > 0  # placeholder when there is no dropout (unused then)
-            if HAS_DROPOUT:
-                keep = _keep(seed, bh, offs_m, offs_n, src_len, dropout_p)
+            s, k = _scores(q, k_ptr, bh * stride_kb, stride_kn, offs_m, offs_n, offs_d, mask_d,
+                           b, h, tgt_len, src_len, scale, kpm_ptr, stride_kpm_b, am_ptr,
+                           stride_am_b, stride_am_h, stride_am_m, stride_am_n, HAS_KPM,
+                           HAS_AM, DOT_PRECISION)
+            keep = _tile_keep(s, seed, bh, offs_m, offs_n, src_len, dropout_p, HAS_DROPOUT)
             v = k  # placeholder when U gets no gradient (unused then)
             if HAS_GU:
-                v = tl.load(v_ptr + bh * stride_vb + offs_n[:, None] * stride_vn
-                            + offs_d[None, :],
-                            mask=(offs_n < src_len)[:, None] & mask_d[None, :], other=0.0)
+                v = _rows(v_ptr, bh * stride_vb, offs_n, stride_vn, offs_d,
+                          (offs_n < src_len)[:, None] & mask_d[None, :])
             ds = _grad_scores(s, gu, v, gt, shift, keep, dropout_p, HAS_GU, HAS_GT,
                               HAS_SHIFT, HAS_DROPOUT, DOT_PRECISION)
             dq += _dot(ds.to(k.dtype), k, DOT_PRECISION).to(acc_dtype)

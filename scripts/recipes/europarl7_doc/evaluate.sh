@@ -19,4 +19,4 @@ GENERATE_ARGS=(--beam 5 --lenpen 1.0 --max-len-a 1.2 --max-len-b 10 --remove-bpe
                --max-source-positions "$POSITIONS" --max-target-positions "$POSITIONS"
                --max-tokens 8192)
 SCORE_ARGS=(--metric bleu --detok-lang de)
-recipe_evaluate_main "$@"
+recipe_translation_evaluate_main "$@"

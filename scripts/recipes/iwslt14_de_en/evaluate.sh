@@ -12,10 +12,7 @@ Outputs: SAVE_DIR/generate-SUBSET.txt (hypotheses) and the JSON results file, al
 source "$(dirname "$0")/../lib/recipe.sh"
 
 DATASET=iwslt14_de_en
-DATA_BIN=${DATA_BIN:-$DATA_ROOT/iwslt14_de_en/data-bin}
-RECIPE_MODELS=(transformer relu_former relu_former_softmax_cross sparsemax entmax15 rela
-               sparse_softmax)
 GENERATE_ARGS=(--beam 5 --lenpen 1.1 --remove-bpe --batch-size 128)
 SCORE_ARGS=(--metric bleu --lowercase --detok-lang en)
 [[ ${SUBSET:-test} != test ]] || SCORE_ARGS+=(--references "$DATA_ROOT/iwslt14_de_en/text/test.en")
-recipe_evaluate_main "$@"
+recipe_translation_evaluate_main "$@"

@@ -418,10 +418,23 @@ recipe_train_main() {
     recipe_log "checkpoints: $SAVE_DIR (best: checkpoint_best.pt, log: $SAVE_DIR/train.log)"
 }
 
+# The models of the translation comparison: every translation data set's RECIPE_MODELS unless
+# it sets its own.
+TRANSLATION_MODELS=(transformer relu_former relu_former_softmax_cross sparsemax entmax15 rela
+                    sparse_softmax)
+
+# recipe_translation_defaults: DATA_BIN ($DATA_ROOT/$DATASET/data-bin) and RECIPE_MODELS
+# (TRANSLATION_MODELS) of a translation data set, where its script did not set them; train.sh
+# and evaluate.sh share them.
+recipe_translation_defaults() {
+    DATA_BIN=${DATA_BIN:-$DATA_ROOT/$DATASET/data-bin}
+    [[ -n ${RECIPE_MODELS+set} ]] || RECIPE_MODELS=("${TRANSLATION_MODELS[@]}")
+}
+
 # recipe_translation_train_main SRC TGT LR WEIGHT_DECAY [FLAGS...] -- TRAIN_SH_ARGS...: the
 # train.sh of a translation data set. The script sets DATASET, TRANSFORMER_ARCH and
 # RELU_FORMER_ARCH first, and DATA_BIN or RECIPE_MODELS where they differ from the defaults
-# ($DATA_ROOT/$DATASET/data-bin; the seven models of the comparison). The settings are the
+# (recipe_translation_defaults). The settings are the
 # ReLUFormer paper's translation setting (its appendix A.2), the same for every model: dropout
 # 0.1 on residual connections and on attention weights, shared source/target embeddings (the
 # data sets use a joined dictionary), Adam (0.9, 0.98), inverse-sqrt with 4000 warm-up
@@ -435,10 +448,7 @@ recipe_translation_train_main() {
     shift 4
     while (($#)) && [[ $1 != -- ]]; do flags+=("$1"); shift; done
     if (($#)); then shift; fi  # the --
-    DATA_BIN=${DATA_BIN:-$DATA_ROOT/$DATASET/data-bin}
-    [[ -n ${RECIPE_MODELS+set} ]] || \
-        RECIPE_MODELS=(transformer relu_former relu_former_softmax_cross sparsemax entmax15 rela
-                       sparse_softmax)
+    recipe_translation_defaults
     TRAIN_ARGS=(--task translation --source-lang "$SRC_LANG" --target-lang "$tgt"
                 "${flags[@]+"${flags[@]}"}"
                 --optimizer adam --adam-betas "(0.9, 0.98)" --clip-norm 0.0 --lr "$lr"
@@ -473,7 +483,7 @@ recipe_seq2seq_model_args() {
                         --criterion label_smoothed_cross_entropy "${smoothing[@]}") ;;
         sparse_softmax)
             MODEL_ARGS=(--arch "$TRANSFORMER_ARCH" --criterion sparse_softmax_cross_entropy
-                        --sparse-k "${SPARSE_K:-20}" "${smoothing[@]}") ;;
+                        --sparse-softmax-k "${SPARSE_K:-20}" "${smoothing[@]}") ;;
         *)
             [[ -n ${POOLING_ARCH[$1]:-} ]] || recipe_die "no preset for model $1"
             MODEL_ARGS=(--arch "${POOLING_ARCH[$1]}" --criterion label_smoothed_cross_entropy
@@ -537,4 +547,11 @@ or set CHECKPOINT"
     recipe_python -m scripts.recipes.lib.score "$generated" "${SCORE_ARGS[@]}" --out "$results" \
         ${expected:+--expected-sentences "$expected"}
     recipe_log "hypotheses: $generated; scores: $results"
+}
+
+# recipe_translation_evaluate_main EVALUATE_SH_ARGS...: recipe_evaluate_main for a
+# translation data set, with train.sh's DATA_BIN and RECIPE_MODELS (recipe_translation_defaults).
+recipe_translation_evaluate_main() {
+    recipe_translation_defaults
+    recipe_evaluate_main "$@"
 }

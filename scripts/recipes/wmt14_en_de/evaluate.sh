@@ -11,10 +11,7 @@ Outputs: SAVE_DIR/generate-SUBSET.txt and the JSON results file (also printed)."
 source "$(dirname "$0")/../lib/recipe.sh"
 
 DATASET=wmt14_en_de
-DATA_BIN=${DATA_BIN:-$DATA_ROOT/wmt14_en_de/data-bin}
-RECIPE_MODELS=(transformer relu_former relu_former_softmax_cross sparsemax entmax15 rela
-               sparse_softmax)
 GENERATE_ARGS=(--beam 5 --lenpen 0.6 --remove-bpe --batch-size 128)
 SCORE_ARGS=(--metric bleu --split-compounds --detok-lang de)
 [[ ${SUBSET:-test} != test ]] || SCORE_ARGS+=(--references "$DATA_ROOT/wmt14_en_de/text/test.de")
-recipe_evaluate_main "$@"
+recipe_translation_evaluate_main "$@"

@@ -63,7 +63,7 @@ def _run(row: Row, seed: int, settings: Dict[str, Any], data: Dict[str, Any],
 
     k = row.point.get("k")
     criterion = (["--criterion", "sentence_prediction"] if k is None else
-                 ["--criterion", "sparse_softmax_sentence_prediction", "--sparse-k", str(k),
+                 ["--criterion", "sparse_softmax_sentence_prediction", "--sparse-softmax-k", str(k),
                   "--label-smoothing", "0"])
     run = classification.Run(row.label, k, criterion)
 
@@ -87,7 +87,7 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
 
         k = row.point.get("k")
         criterion = (["--criterion", "sentence_prediction"] if k is None else
-                     ["--criterion", "sparse_softmax_sentence_prediction", "--sparse-k",
+                     ["--criterion", "sparse_softmax_sentence_prediction", "--sparse-softmax-k",
                       str(k)])
         args = script_args({**settings, "locale_dir": "/nonexistent"}, folder, seed)
         command = classification.train_command(

@@ -7,7 +7,7 @@ import scripts.reproduce.tables.toy_settings as toy
 from scripts.reproduce.spec import Comparison, Deviation, Metric, Row, TableSpec
 
 SOFTMAX = ("--attention-activation", "softmax")
-SPARSE = ("--criterion", "sparse_softmax_cross_entropy", "--sparse-k", "20")
+SPARSE = ("--criterion", "sparse_softmax_cross_entropy", "--sparse-softmax-k", "20")
 DECODE = ("--task", "translation_sparse_decoding", "--sparse-softmax-k", "5")
 ROWS = (
     Row("pretrained", "softmax Transformer (the starting point)", SOFTMAX, hidden=True,

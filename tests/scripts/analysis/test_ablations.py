@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +17,51 @@ from helpers import run_command, table_by_label
 
 def printed_table(stdout: str) -> dict:
     return table_by_label(stdout, ablations.HEADERS)
+
+
+def recomputed_norm_loss(checkpoint: Path, data_bin: Path, sentences: int) -> float:
+    """L_norm of a ReLU model without the variance factor, from its definition: the mean of
+    |log max(S_i, eps)| over every row of every attention, S_i the row's sum of ReLU scores.
+
+    Without the factor the weights an attention applies are its raw ReLU scores, so S_i is
+    read from the per-head weights the modules return, apart from the row statistics (and the
+    regulariser code) that the table's column comes from.
+    """
+    import torch
+    from fairseq import checkpoint_utils
+
+    import relu_former.plugin  # noqa: F401  (registers the models before the load)
+    from relu_former.relu_attention.attention import ActivationMultiheadAttention
+    from relu_former.relu_attention.regularisers import ROW_SUM_EPS
+
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
+        [str(checkpoint)], arg_overrides={"data": str(data_bin)})
+    model = models[0].eval()
+    task.load_dataset("valid")
+    dataset = task.dataset("valid")
+    row_sums = []
+
+    def ask_weights(module, args, kwargs):
+        kwargs.update(need_weights=True, need_head_weights=True)
+        return args, kwargs
+
+    def keep_row_sums(module, args, output):
+        row_sums.append(output[1].sum(-1).flatten())
+
+    modules = [m for m in model.modules() if isinstance(m, ActivationMultiheadAttention)]
+    assert {m.activation for m in modules} == {"relu"} and len(modules) == 3
+    handles = [handle for m in modules for handle in (
+        m.register_forward_pre_hook(ask_weights, with_kwargs=True),
+        m.register_forward_hook(keep_row_sums))]
+    try:
+        with torch.no_grad():
+            for index in range(min(len(dataset), sentences)):  # one sentence a batch: no pad
+                model(**dataset.collater([dataset[index]])["net_input"])
+    finally:
+        for handle in handles:
+            handle.remove()
+    sums = torch.cat(row_sums).double()
+    return float(sums.clamp(min=ROW_SUM_EPS).log().abs().mean())
 
 
 @pytest.mark.slow
@@ -35,7 +82,14 @@ def test_tiny_ablation_run_prints_the_table(tmp_path):
         assert math.isfinite(float(row["BLEU"])) and math.isfinite(float(row["entropy"]))
         assert (out / "work" / key / "generate.log").is_file()
     assert rows["Transformer (softmax)"]["L_norm"] == "-"  # softmax is not regularised
-    assert float(rows["ReLU without the variance factor"]["L_norm"]) >= 0
+    # L_norm against the definition, recomputed from the checkpoint on the same sentences
+    expected = recomputed_norm_loss(out / "work" / "no_factor" / "checkpoint_last.pt",
+                                    out / "work" / "bin" / "sentences",
+                                    ablations.ABLATION_SCALES["tiny"].analysis_sentences)
+    saved = json.loads((out / "ablations.json").read_text())["no_factor"]["norm_loss"]
+    assert saved == pytest.approx(expected, rel=1e-4)
+    printed = float(rows["ReLU without the variance factor"]["L_norm"])  # 3 digits
+    assert printed == pytest.approx(expected, rel=5e-3)
     report = (out / "ablations.md").read_text()
     assert "--relu-attention-scaling none" in report and "Wall time" in report
 

@@ -59,7 +59,7 @@ def test_tiny_run_trains_both_criteria_and_writes_the_table(tmp_path, capsys):
     runs = {run["name"]: run for run in result["runs"]}
     assert list(runs) == ["cross-entropy", "sparse k=1", "sparse k=3"]
     assert "--criterion sentence_prediction " in runs["cross-entropy"]["command"]
-    assert "--criterion sparse_softmax_sentence_prediction --sparse-k 3" in (
+    assert "--criterion sparse_softmax_sentence_prediction --sparse-softmax-k 3" in (
         runs["sparse k=3"]["command"])
     for name, run in runs.items():
         assert len(run["valid_accuracy"]) == 2, name  # one validation per epoch

@@ -78,7 +78,7 @@ def test_fresh_process_rss_growth_sees_the_memory_difference(tmp_path):
 def test_plot_loss_curves_on_toy_data(tmp_path):
     proc = run_command([
         sys.executable, "-m", "scripts.analysis.plot_loss_curves", "--toy", "--max-update", "6",
-        "--sparse-k", "5", "--max-tokens", "500", "--model-args",
+        "--sparse-softmax-k", "5", "--max-tokens", "500", "--model-args",
         "--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 16 --decoder-embed-dim 16 "
         "--encoder-ffn-embed-dim 32 --decoder-ffn-embed-dim 32 --encoder-attention-heads 2 "
         "--decoder-attention-heads 2", "--out", tmp_path,

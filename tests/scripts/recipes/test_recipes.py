@@ -118,7 +118,7 @@ RECIPES = [
            {"GIGAWORD_BPE_MERGES": "50", "GIGAWORD_TRAIN_SIZE": "120",
             "GIGAWORD_TRAIN_SUBSET": "first"}, "sparse_softmax",
            "transformer_iwslt_de_en", "gigaword_10k/data-bin", ("src", "tgt"), ROUGE,
-           ("transformer", "sparse_softmax"), "gigaword_10k/bpe", ["--sparse-k", "5"],
+           ("transformer", "sparse_softmax"), "gigaword_10k/bpe", ["--sparse-softmax-k", "5"],
            train=False),
     Recipe("squad_qg", "squad_qg", build_squad, "SQUAD_DIR", {"SQUAD_BPE_MERGES": "50"},
            "transformer", "transformer_iwslt_de_en", "squad_qg/data-bin", ("src", "tgt"),
@@ -323,7 +323,7 @@ def test_prepare_train_evaluate(recipe: Recipe, tmp_path: Path):
         # fine-tuning the trained softmax model with the sparse-softmax loss, decoded top-k
         pretrained = save_dir / "checkpoint_last.pt"
         tuned_env = {**env, "PRETRAINED": str(pretrained)}
-        run_command([script(recipe, "train"), "sparse_softmax", "--", *SHRINK, "--sparse-k",
+        run_command([script(recipe, "train"), "sparse_softmax", "--", *SHRINK, "--sparse-softmax-k",
                      "3"], env=tuned_env)
         tuned_dir = tmp_path / "ckpt" / recipe.name / "sparse_softmax-finetuned"
         tuned = torch.load(tuned_dir / "checkpoint_last.pt", map_location="cpu",
