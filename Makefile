@@ -10,6 +10,9 @@ PYTEST_ARGS ?=
 # pytest-xdist workers for make test / test-fast: the suite is mostly single-threaded fairseq
 # runs, so two workers halve its wall time on 2 cores. PYTEST_WORKERS=0 runs it in one process.
 PYTEST_WORKERS ?= 2
+# worksteal: an idle worker takes queued tests from the busy one, so one long end-to-end test
+# near the end does not leave a core idle
+XDIST_ARGS := $(if $(filter 0,$(PYTEST_WORKERS)),,--dist worksteal)
 
 .PHONY: install test test-fast test-triton lint demo bench reproduce clean
 
@@ -32,10 +35,10 @@ $(STAMP): requirements.txt requirements-dev.txt constraints.txt setup.py | $(VEN
 	touch $(STAMP)
 
 test: install
-	$(PY) -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) $(XDIST_ARGS) $(PYTEST_ARGS)
 
 test-fast: install
-	$(PY) -m pytest -n $(PYTEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) $(XDIST_ARGS) -m "not slow" $(PYTEST_ARGS)
 
 # The Triton kernel's test in Triton's CPU interpreter. triton is no part of the CPU install:
 # it goes into a folder of its own (on PYTHONPATH for this target only), with --no-deps so

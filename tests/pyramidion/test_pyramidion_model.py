@@ -403,7 +403,6 @@ def test_training_sources_longer_than_max_positions_fail_clearly(long_data_bin):
     (["--max-source-positions", "1024"],
      "--pooling-schedule: '2:4096,3:2048' pools to 2048 states at the least, but "
      "--max-source-positions is 1024: no input is long enough to be pooled"),
-    (["--pooling-schedule", ""], "--pooling-schedule: is empty; write"),
 ])
 def test_schedules_that_would_not_pool_stop_fairseq_train_in_one_line(fairseq_run, flags,
                                                                       message):
