@@ -51,18 +51,17 @@ from relu_former.sparse_softmax.sparse_softmax import (
     sparse_softmax_cross_entropy,
 )
 
+K_HELP = ("k of sparse-softmax, an integer from 1 to the number of classes (target vocabulary "
+          "or --num-classes): the loss normalises over the k largest logits only; k = the "
+          "number of classes is ordinary softmax cross-entropy (the paper's best for ~100 "
+          "classes is 20)")
+
 
 @dataclass
 class SparseSoftmaxConfig(FairseqDataclass):
     """The flags every sparse-softmax criterion shares."""
 
-    sparse_softmax_k: int = field(
-        default=DEFAULT_TRAINING_K,
-        metadata={"help": "k of sparse-softmax, an integer from 1 to the number of classes "
-                  "(target vocabulary or --num-classes): the loss normalises over the k "
-                  "largest logits only; k = the number of classes is ordinary softmax "
-                  "cross-entropy (the paper's best for ~100 classes is 20)"},
-    )
+    sparse_softmax_k: int = field(default=DEFAULT_TRAINING_K, metadata={"help": K_HELP})
     label_smoothing: float = field(
         default=0.0,
         metadata={"help": "epsilon for label smoothing, in [0, 1) (0 means none); how it is "

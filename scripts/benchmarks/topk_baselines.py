@@ -16,6 +16,8 @@ r"""Baselines of the successive-halving soft top-k, with its signature and outpu
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 from torch import Tensor
 
@@ -26,6 +28,7 @@ from relu_former.pyramidion.successive_halving import (
     num_rounds,
     pair_weights,
     pairing_order,
+    successive_halving_topk,
 )
 
 
@@ -37,25 +40,21 @@ def _gather_rows(values: Tensor, index: Tensor) -> Tensor:
     return flat.view(batch, index.shape[1], dim)
 
 
-def successive_halving_topk_loop(
-    values: Tensor,
-    scores: Tensor,
-    k: int,
-    padding_mask: Tensor | None = None,
-    *,
-    sort: bool = True,
-    resort: bool = True,
-    sort_back: bool = False,
-    base: float = 20.0,
-    temperature: float | None = None,
-    pairing: str = "first_last",
-) -> PooledSequence:
+def successive_halving_topk_loop(values: Tensor, scores: Tensor, k: int,
+                                 padding_mask: Tensor | None = None, **options) -> PooledSequence:
     """Same operator, one example and one round at a time, both members of every pair gathered.
 
     The published code's approach (a Python loop over the batch); kept as the reference the
     batched operator is tested against and as the benchmark's per-example baseline. Each example
-    drops its padding and pads only to its own k' 2^r_b.
+    drops its padding and pads only to its own k' 2^r_b. ``options`` are the keyword options of
+    :func:`successive_halving_topk`, with its defaults.
     """
+    bound = inspect.signature(successive_halving_topk).bind(values, scores, k, padding_mask,
+                                                            **options)
+    bound.apply_defaults()
+    sort, resort, sort_back, base, temperature, pairing = (
+        bound.arguments[name]
+        for name in ("sort", "resort", "sort_back", "base", "temperature", "pairing"))
     scores, pad = check_inputs(values, scores, k, padding_mask)
     check_options(pairing, base, temperature)
     batch, length, dim = values.shape
@@ -96,14 +95,8 @@ def successive_halving_topk_loop(
     return PooledSequence(torch.stack(pooled), torch.stack(pooled_scores), torch.stack(pooled_pad))
 
 
-def hard_topk(
-    values: Tensor,
-    scores: Tensor,
-    k: int,
-    padding_mask: Tensor | None = None,
-    *,
-    sort_back: bool = False,
-) -> PooledSequence:
+def hard_topk(values: Tensor, scores: Tensor, k: int, padding_mask: Tensor | None = None, *,
+              sort_back: bool = False) -> PooledSequence:
     """Exact top-k' by score (padding never selected; slots beyond an example's real items are
     padding with value 0). Score order, or original order with ``sort_back``."""
     scores, pad = check_inputs(values, scores, k, padding_mask)

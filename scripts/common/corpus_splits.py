@@ -11,12 +11,38 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import sys
 from pathlib import Path
 from typing import Callable, Mapping, Sequence, TypeVar
 
 from scripts.common.atomic_files import write_text_atomic
 
 T = TypeVar("T")
+
+
+def corpus_parser(doc: str, out_files: str) -> argparse.ArgumentParser:
+    """A corpus builder's parser: the first paragraph of its module's ``doc`` as description,
+    and ``--out``, the folder for ``out_files``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True, help=f"output folder for {out_files}")
+    return parser
+
+
+def build_and_write(build: Callable[[], Mapping[str, Sequence[T]]],
+                    write: Callable[[Mapping[str, Sequence[T]]], Path],
+                    report: Callable[[str], str]) -> int:
+    """A builder's main after parsing: ``build()`` the splits, ``write`` them and print
+    ``report(sizes)`` (e.g. "train 900, valid 15, test 15"); a missing input folder is one
+    line on stderr and exit status 2, with nothing written."""
+    try:
+        splits = build()
+    except FileNotFoundError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    write(splits)
+    print(report(", ".join(f"{name} {len(items)}" for name, items in splits.items())))
+    return 0
 
 
 def add_split_args(parser: argparse.ArgumentParser, unit: str, valid: int, test: int,

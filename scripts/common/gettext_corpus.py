@@ -17,7 +17,6 @@ from, in catalog order, so consecutive lines can be packed into documents).
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import re
 import struct
@@ -28,7 +27,9 @@ from typing import Dict, List, Sequence, Tuple
 
 from scripts.common.corpus_splits import (
     add_split_args,
+    build_and_write,
     check_split_args,
+    corpus_parser,
     hash_subset,
     write_split_columns,
 )
@@ -228,14 +229,11 @@ def write_corpus(splits: Dict[str, Sequence[Pair]], out: Path, src: str = "de",
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = corpus_parser(__doc__, "{train,valid,test}.{LANG,en,catalog}")
     parser.add_argument("--locale-dir", type=Path, default=Path(DEFAULT_LOCALE_DIR),
                         help="folder holding <lang>/LC_MESSAGES/*.mo (default: %(default)s)")
     parser.add_argument("--lang", default="de",
                         help="catalog language, the source side (default: %(default)s)")
-    parser.add_argument("--out", type=Path, required=True,
-                        help="output folder for {train,valid,test}.{LANG,en,catalog}")
     parser.add_argument("--max-tokens", type=int, default=50,
                         help="drop pairs with a side longer than this many words (default: 50)")
     parser.add_argument("--max-ratio", type=float, default=3.0,
@@ -244,19 +242,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_split_args(parser, "pairs", valid=15, test=15, max_train=True)
     args = parser.parse_args(argv)
     check_split_args(parser, args)
-    try:
-        splits = build_corpus(args.locale_dir, args.lang, args.max_tokens, args.max_ratio,
-                              args.valid_per_mille, args.test_per_mille, args.max_train,
-                              log=lambda m: print(m, file=sys.stderr))
-    except FileNotFoundError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    write_corpus(splits, args.out, src=args.lang, tgt="en")
-    sizes = ", ".join(f"{k} {len(v)}" for k, v in splits.items())
-    n_catalogs = len(catalog_files(args.locale_dir, args.lang))
-    print(f"{n_catalogs} catalogs -> {sizes} pairs in {args.out}")
-    return 0
-
+    return build_and_write(
+        lambda: build_corpus(args.locale_dir, args.lang, args.max_tokens, args.max_ratio,
+                             args.valid_per_mille, args.test_per_mille, args.max_train,
+                             log=lambda m: print(m, file=sys.stderr)),
+        lambda splits: write_corpus(splits, args.out, src=args.lang, tgt="en"),
+        lambda sizes: f"{len(catalog_files(args.locale_dir, args.lang))} catalogs -> {sizes} "
+                      f"pairs in {args.out}")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -26,7 +26,6 @@ file name, one line each.
 
 from __future__ import annotations
 
-import argparse
 import bz2
 import gzip
 import lzma
@@ -37,12 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Sequence
 
-from scripts.common.corpus_splits import (
-    add_split_args,
-    check_split_args,
-    hash_subset,
-    write_split_columns,
-)
+from scripts.common import corpus_splits as splits_io
 from scripts.common.gettext_corpus import SPLITS, split_of
 
 DEFAULT_MAN_DIR = "/usr/share/man"
@@ -297,7 +291,7 @@ def build_corpus(man_dir: Path = Path(DEFAULT_MAN_DIR), *,
             continue
         seen.add(key)
         splits[split_of(key, valid_per_mille, test_per_mille)].append(doc)
-    splits["train"] = hash_subset(splits["train"], lambda d: d.summary, max_train)
+    splits["train"] = splits_io.hash_subset(splits["train"], lambda d: d.summary, max_train)
     if log:
         log(f"  {len(files)} page files; skipped: " + (", ".join(
             f"{n} {reason}" for reason, n in sorted(skipped.items())) or "none"))
@@ -306,43 +300,33 @@ def build_corpus(man_dir: Path = Path(DEFAULT_MAN_DIR), *,
 
 def write_corpus(splits: Dict[str, Sequence[Document]], out: Path) -> Path:
     """Write ``{split}.doc``, ``{split}.sum`` and ``{split}.page`` under ``out``."""
-    return write_split_columns(out, splits, {"doc": lambda d: d.text, "sum": lambda d: d.summary,
-                                             "page": lambda d: d.page})
+    columns = {"doc": lambda d: d.text, "sum": lambda d: d.summary, "page": lambda d: d.page}
+    return splits_io.write_split_columns(out, splits, columns)
 
 
 def main(argv: Iterable[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = splits_io.corpus_parser(__doc__, "{train,valid,test}.{doc,sum,page}")
     parser.add_argument("--man-dir", type=Path, default=Path(DEFAULT_MAN_DIR),
                         help="folder holding man<section>/ page files (default: %(default)s)")
     parser.add_argument("--sections", default=",".join(DEFAULT_SECTIONS),
                         help="manual sections to read, comma-separated (default: %(default)s)")
-    parser.add_argument("--out", type=Path, required=True,
-                        help="output folder for {train,valid,test}.{doc,sum,page}")
     parser.add_argument("--min-words", type=int, default=200,
                         help="drop pages whose body has fewer words (default: %(default)s)")
     parser.add_argument("--max-summary-words", type=int, default=30,
                         help="drop pages whose description is longer (default: %(default)s)")
-    add_split_args(parser, "pages", valid=40, test=40, max_train=True)
+    splits_io.add_split_args(parser, "pages", valid=40, test=40, max_train=True)
     parser.add_argument("--keep-case", action="store_true", help="do not lower-case the text")
     args = parser.parse_args(argv)
-    check_split_args(parser, args)
-    try:
-        splits = build_corpus(args.man_dir, sections=args.sections.split(","),
-                              min_words=args.min_words,
-                              max_summary_words=args.max_summary_words,
-                              valid_per_mille=args.valid_per_mille,
-                              test_per_mille=args.test_per_mille, max_train=args.max_train,
-                              lowercase=not args.keep_case,
-                              log=lambda m: print(m, file=sys.stderr))
-    except FileNotFoundError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    write_corpus(splits, args.out)
-    sizes = ", ".join(f"{k} {len(v)}" for k, v in splits.items())
-    print(f"{sizes} documents in {args.out}")
-    return 0
-
+    splits_io.check_split_args(parser, args)
+    return splits_io.build_and_write(
+        lambda: build_corpus(args.man_dir, sections=args.sections.split(","),
+                             min_words=args.min_words, max_summary_words=args.max_summary_words,
+                             valid_per_mille=args.valid_per_mille,
+                             test_per_mille=args.test_per_mille, max_train=args.max_train,
+                             lowercase=not args.keep_case,
+                             log=lambda m: print(m, file=sys.stderr)),
+        lambda splits: write_corpus(splits, args.out),
+        lambda sizes: f"{sizes} documents in {args.out}")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -13,6 +13,7 @@ import relu_former.plugin  # noqa: F401  (registers the plugin)
 from relu_former.relu_attention import activations as attention_activations
 from relu_former.relu_attention.activations import ACTIVATIONS
 from relu_former.relu_attention.attention import ActivationMultiheadAttention
+from relu_former.relu_attention.config import FFN_ACTIVATIONS
 
 from helpers import TINY_MODEL_ARGS, USER_DIR, fairseq_command
 
@@ -128,24 +129,28 @@ def test_criterion_adds_the_regularisers_in_a_training_step(toy_data_bin):
     assert model.encoder.layers[0].self_attn.q_proj.weight.grad.abs().sum() > 0
 
 
-@pytest.mark.parametrize("flag, value, message", [
-    ("--relu-gamma", "0", "--relu-gamma must be a finite number > 0"),
-    ("--attention-activation", "gelu", "'gelu' is unknown for --attention-activation"),
-    ("--cross-attention-activation", "tanh", "'tanh' is unknown for --cross-attention-activation"),
-    ("--ffn-activation", "gelu", "'gelu' is unknown for --ffn-activation"),
-    ("--attention-key-chunk-size", "-4", "--attention-key-chunk-size must be an integer >= 0"),
-    ("--relu-gamma", "1e-30", "--relu-gamma must be >= 0.001"),
-    ("--relu-gamma", "abc", "--relu-gamma must be a number"),
-    ("--relu-gamma", "nan", "--relu-gamma must be a finite number > 0"),
-    ("--relu-gamma", "inf", "--relu-gamma must be a finite number > 0"),
-    ("--attention-key-chunk-size", "2.5", "--attention-key-chunk-size must be an integer"),
-    ("--attention-backend", "cuda", "'cuda' is unknown for --attention-backend"),
-    ("--relu-attention-scaling", "rms", "'rms' is unknown for --relu-attention-scaling"),
-    ("--attention-entropy-margin-side", "sideways",
-     "argument --attention-entropy-margin-side: invalid choice: 'sideways'"),
-    ("--attention-norm-row-sum", "values",
-     "argument --attention-norm-row-sum: invalid choice: 'values'"),
-])
+# flag -> a value it refuses; the message names the value and the flag
+UNKNOWN_CHOICES = {"--attention-activation": "gelu", "--cross-attention-activation": "tanh",
+                   "--ffn-activation": "gelu", "--attention-backend": "cuda",
+                   "--relu-attention-scaling": "rms"}
+ARGPARSE_CHOICES = {"--attention-entropy-margin-side": "sideways",
+                    "--attention-norm-row-sum": "values"}
+OUT_OF_RANGE = [  # (flag, value, the rule the message states after the flag)
+    ("--relu-gamma", "0", "must be a finite number > 0"),
+    ("--relu-gamma", "1e-30", "must be >= 0.001"), ("--relu-gamma", "abc", "must be a number"),
+    ("--relu-gamma", "nan", "must be a finite number > 0"),
+    ("--relu-gamma", "inf", "must be a finite number > 0"),
+    ("--attention-key-chunk-size", "-4", "must be an integer >= 0"),
+    ("--attention-key-chunk-size", "2.5", "must be an integer"),
+]
+BAD_FLAGS = (
+    [(flag, value, f"'{value}' is unknown for {flag}") for flag, value in UNKNOWN_CHOICES.items()]
+    + [(flag, value, f"argument {flag}: invalid choice: '{value}'")
+       for flag, value in ARGPARSE_CHOICES.items()]
+    + [(flag, value, f"{flag} {rule}") for flag, value, rule in OUT_OF_RANGE])
+
+
+@pytest.mark.parametrize("flag, value, message", BAD_FLAGS)
 def test_bad_flags_give_a_clear_error(flag, value, message, toy_data_bin, capsys):
     with pytest.raises(SystemExit):
         parse(toy_data_bin, "--criterion", "regularized_label_smoothed_cross_entropy", flag,
@@ -200,21 +205,22 @@ def test_bad_ablation_flags_stop_before_training(flags, message, fairseq_run):
 
 # The ablations of the paper's Table 5 that change the model or the criterion; learned gamma
 # and key chunks are covered by the relu case of test_train_and_generate_end_to_end. Each
-# criterion-only reading rides along with a model variant, to keep the CLI runs few.
+# criterion-only reading rides along with a model variant, and the LayerNorm variant runs with
+# softmax cross-attention (ReLU in self-attention only), to keep the CLI runs few.
 ABLATION_RUNS = {
-    "no_factor": (["--relu-attention-scaling", "none", "--attention-entropy-margin-side",
-                   "above"], dict(relu_attention_scaling="factor")),
-    "layernorm": (["--relu-attention-scaling", "layernorm", "--attention-norm-row-sum",
-                   "weights"], dict(relu_attention_scaling="layernorm")),
-    "self_relu_only": (["--cross-attention-activation", "softmax",
-                        "--attention-entropy-loss-weight", "0"], dict(activation="softmax")),
+    "no_factor": ["--relu-attention-scaling", "none", "--attention-entropy-margin-side",
+                  "above"],
+    "layernorm_self_relu_only": ["--relu-attention-scaling", "layernorm",
+                                 "--attention-norm-row-sum", "weights",
+                                 "--cross-attention-activation", "softmax",
+                                 "--attention-entropy-loss-weight", "0"],
 }
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", list(ABLATION_RUNS))
 def test_ablation_variants_train_decode_and_reload(variant, fairseq_run):
-    flags, _ = ABLATION_RUNS[variant]
+    flags = ABLATION_RUNS[variant]
     proc = fairseq_run.train("--criterion", "regularized_label_smoothed_cross_entropy",
                              "--label-smoothing", "0.1", "--attention-activation", "relu",
                              *flags, arch="relu_former_iwslt_de_en")
@@ -231,9 +237,9 @@ def test_ablation_variants_train_decode_and_reload(variant, fairseq_run):
     cross = modules["decoder.layers.0.encoder_attn"]
     if variant == "no_factor":
         assert self_attn.relu_attention_scaling == cross.relu_attention_scaling == "none"
-    if variant == "layernorm":
-        assert self_attn.relu_output_norm is not None and cross.relu_output_norm is not None
-    if variant == "self_relu_only":
+    if variant == "layernorm_self_relu_only":
+        assert self_attn.relu_attention_scaling == "layernorm"
+        assert self_attn.relu_output_norm is not None and cross.relu_output_norm is None
         assert self_attn.activation == "relu" and cross.activation == "softmax"
     models[0].eval()
     out, _ = models[0](**sample(task)["net_input"])
@@ -257,15 +263,28 @@ def first_and_last(values):
     return values[0], values[-1]
 
 
+# self-attention activation -> (cross-attention activation, FFN memory): every attention
+# activation and every FFN memory is trained by one of these runs (the test below checks it)
+END_TO_END_RUNS = {"relu": ("relu", "stock"), "sparsemax": ("entmax15", "softmax"),
+                   "rela": ("softmax", "softmax_ln")}
+
+
+def test_end_to_end_runs_cover_every_activation():
+    covered = {a for self_act, (cross, _) in END_TO_END_RUNS.items() for a in (self_act, cross)}
+    assert covered == set(ACTIVATIONS)
+    assert {ffn for _, ffn in END_TO_END_RUNS.values()} == set(FFN_ACTIVATIONS)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("activation", list(END_TO_END_RUNS))
 def test_train_and_generate_end_to_end(activation, fairseq_run, monkeypatch):
+    cross, ffn = END_TO_END_RUNS[activation]
     extra = ["--relu-learn-gamma", "--attention-key-chunk-size", "4",
              "--attention-backend", "reference"] if activation == "relu" else []
     proc = fairseq_run.train(
         "--criterion", "regularized_label_smoothed_cross_entropy", "--label-smoothing", "0.1",
-        "--attention-activation", activation, "--ffn-activation", FFN_FOR[activation], *extra,
-        arch="relu_former_iwslt_de_en")
+        "--attention-activation", activation, "--cross-attention-activation", cross,
+        "--ffn-activation", ffn, *extra, arch="relu_former_iwslt_de_en")
     log = proc.stdout + proc.stderr
     for figure in ("attn_entropy", "attn_zero_share", "attn_row_sum"):
         assert re.search(rf"{figure}[= ][\d.]+", log), log[-2000:]
@@ -282,7 +301,10 @@ def test_train_and_generate_end_to_end(activation, fairseq_run, monkeypatch):
     models, _, task = checkpoint_utils.load_model_ensemble_and_task([path])
     modules = attention_modules(models[0])
     assert len(modules) == 3 and all(isinstance(m, ActivationMultiheadAttention)
-                                     and m.activation == activation for m in modules.values())
+                                     for m in modules.values())
+    assert {name: m.activation for name, m in modules.items()} == {
+        "encoder.layers.0.self_attn": activation, "decoder.layers.0.self_attn": activation,
+        "decoder.layers.0.encoder_attn": cross}
     monkeypatch.setattr(F, "multi_head_attention_forward",
                         lambda *a, **k: pytest.fail("fused softmax path taken"))
     for mode in (models[0].train, models[0].eval):

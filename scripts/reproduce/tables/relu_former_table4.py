@@ -7,18 +7,19 @@ import scripts.reproduce.tables.toy_settings as toy
 from scripts.reproduce.spec import Comparison, Deviation, Metric, Row, TableSpec
 
 REGULARISED = ("--criterion", "regularized_label_smoothed_cross_entropy")
-ROWS = (
-    Row("transformer", "Transformer (softmax)", ("--attention-activation", "softmax"),
-        paper={"bleu": 34.22, "decode_seconds": "1x"}, recipe_model="transformer"),
-    Row("sparsemax", "Sparsemax", ("--attention-activation", "sparsemax"),
-        paper={"decode_seconds": "1.7x ReLUFormer"}, recipe_model="sparsemax"),
-    Row("entmax15", "1.5-entmax", ("--attention-activation", "entmax15"),
-        paper={"decode_seconds": "1.7x ReLUFormer"}, recipe_model="entmax15"),
-    Row("rela", "ReLA", ("--attention-activation", "rela"), recipe_model="rela"),
-    Row("relu_former", "ReLUFormer", ("--attention-activation", "relu", *REGULARISED),
-        paper={"bleu": 34.56, "decode_seconds": "comparable to Transformer"},
-        recipe_model="relu_former"),
-)
+# row key (the recipe's MODEL too) -> label, --attention-activation, the paper's figures
+MODELS = {
+    "transformer": ("Transformer (softmax)", "softmax", {"bleu": 34.22, "decode_seconds": "1x"}),
+    "sparsemax": ("Sparsemax", "sparsemax", {"decode_seconds": "1.7x ReLUFormer"}),
+    "entmax15": ("1.5-entmax", "entmax15", {"decode_seconds": "1.7x ReLUFormer"}),
+    "rela": ("ReLA", "rela", {}),
+    "relu_former": ("ReLUFormer", "relu",
+                    {"bleu": 34.56, "decode_seconds": "comparable to Transformer"}),
+}
+ROWS = tuple(Row(key, label, ("--attention-activation", activation,
+                              *(REGULARISED if activation == "relu" else ())),
+                 paper=paper, recipe_model=key)
+             for key, (label, activation, paper) in MODELS.items())
 
 SPEC = TableSpec(
     name="relu_former_table4",
