@@ -1,6 +1,8 @@
-"""Shared fixtures: the toy corpus, binarized once per session, and a CLI driver on it.
+"""Shared fixtures: the toy corpus, binarized once per session, and a CLI driver on it; and
+the order the suite runs in.
 
-Helpers the tests import live in ``tests/helpers.py``; this file only defines fixtures.
+Helpers the tests import live in ``tests/helpers.py``; this file defines fixtures and the one
+collection hook.
 """
 
 from __future__ import annotations
@@ -10,6 +12,17 @@ from pathlib import Path
 import pytest
 
 from helpers import FairseqRun, preprocess, write_toy_parallel_corpus
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """The end-to-end tests first, the scripts' (the longest) before the others: with two
+    workers the short unit tests then fill the gaps at the end instead of one long test
+    running alone while the other worker idles."""
+    def rank(item) -> int:
+        if item.get_closest_marker("slow") is None:
+            return 2
+        return 0 if "tests/scripts/" in item.nodeid or item.nodeid.startswith("scripts/") else 1
+    items.sort(key=rank)  # stable: file order within each rank
 
 
 @pytest.fixture(scope="session")

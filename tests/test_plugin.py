@@ -16,6 +16,11 @@ from relu_former.help import plugin_names
 from helpers import REPO_ROOT, USER_DIR, fairseq_command, run_command
 
 
+def run_fresh(args, **kwargs):
+    """A fairseq command in a new interpreter: these tests are about loading the plugin."""
+    return run_command(args, fresh=True, **kwargs)
+
+
 def test_import_from_outside_the_checkout(tmp_path):
     """The installed package imports from any folder, criterions included."""
     proc = run_command([sys.executable, "-c",
@@ -48,8 +53,8 @@ def test_criterions_are_a_subpackage_of_the_plugin():
 def test_fairseq_train_help_lists_every_plugin_criterion(tmp_path):
     """fairseq's --help prints the choices of --criterion (not of --arch or --task, whose
     flags it adds only after a first parse that --help ends): all the plugin's are there."""
-    proc = run_command([fairseq_command("fairseq-train"), "--user-dir", USER_DIR, "--help"],
-                       cwd=tmp_path)
+    proc = run_fresh([fairseq_command("fairseq-train"), "--user-dir", USER_DIR, "--help"],
+                     cwd=tmp_path)
     choices = re.search(r"^  --criterion \{([^}]*)\}", proc.stdout, flags=re.M)
     assert choices, proc.stdout[-3000:]
     listed = set(choices.group(1).split(","))
@@ -60,9 +65,9 @@ def test_fairseq_train_help_lists_every_plugin_criterion(tmp_path):
 
 @pytest.mark.slow
 def test_unknown_arch_is_an_argparse_error(toy_data_bin, tmp_path):
-    proc = run_command([fairseq_command("fairseq-train"), toy_data_bin, "--user-dir", USER_DIR,
-                        "--arch", "relu_formr", "--cpu", "--max-tokens", "100"],
-                       cwd=tmp_path, check=False)
+    proc = run_fresh([fairseq_command("fairseq-train"), toy_data_bin, "--user-dir", USER_DIR,
+                      "--arch", "relu_formr", "--cpu", "--max-tokens", "100"],
+                     cwd=tmp_path, check=False)
     assert proc.returncode == 2
     assert "argument --arch/-a: invalid choice: 'relu_formr'" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -70,9 +75,9 @@ def test_unknown_arch_is_an_argparse_error(toy_data_bin, tmp_path):
 
 @pytest.mark.slow
 def test_misspelled_flag_is_an_argparse_error(toy_data_bin, tmp_path):
-    proc = run_command([fairseq_command("fairseq-train"), toy_data_bin, "--user-dir", USER_DIR,
-                        "--arch", "transformer", "--cpu", "--max-tokens", "100",
-                        "--relu-gama", "1"], cwd=tmp_path, check=False)
+    proc = run_fresh([fairseq_command("fairseq-train"), toy_data_bin, "--user-dir", USER_DIR,
+                      "--arch", "transformer", "--cpu", "--max-tokens", "100",
+                      "--relu-gama", "1"], cwd=tmp_path, check=False)
     assert proc.returncode == 2
     assert "unrecognized arguments: --relu-gama 1" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -81,9 +86,9 @@ def test_misspelled_flag_is_an_argparse_error(toy_data_bin, tmp_path):
 @pytest.mark.slow
 def test_missing_data_directory_names_it(tmp_path):
     missing = tmp_path / "no_such_data_bin"
-    proc = run_command([fairseq_command("fairseq-train"), missing, "--user-dir", USER_DIR,
-                        "--arch", "transformer", "--cpu", "--max-tokens", "100"],
-                       cwd=tmp_path, check=False)
+    proc = run_fresh([fairseq_command("fairseq-train"), missing, "--user-dir", USER_DIR,
+                      "--arch", "transformer", "--cpu", "--max-tokens", "100"],
+                     cwd=tmp_path, check=False)
     assert proc.returncode != 0
     last_line = proc.stderr.strip().splitlines()[-1]
     assert "No such file or directory" in last_line and str(missing) in last_line
@@ -92,9 +97,9 @@ def test_missing_data_directory_names_it(tmp_path):
 
 @pytest.mark.slow
 def test_missing_user_dir_names_it(toy_data_bin, tmp_path):
-    proc = run_command([fairseq_command("fairseq-train"), toy_data_bin, "--user-dir",
-                        "no_such_plugin", "--arch", "transformer", "--cpu"],
-                       cwd=tmp_path, check=False)
+    proc = run_fresh([fairseq_command("fairseq-train"), toy_data_bin, "--user-dir",
+                      "no_such_plugin", "--arch", "transformer", "--cpu"],
+                     cwd=tmp_path, check=False)
     assert proc.returncode != 0
     assert "no_such_plugin" in proc.stderr.strip().splitlines()[-1]
 
@@ -126,8 +131,8 @@ checkpoint: {{save_dir: {save_dir}, no_epoch_checkpoints: true}}
 def test_hydra_train_sees_plugin_components(toy_data_bin, tmp_path):
     (tmp_path / "tiny.yaml").write_text(HYDRA_CONFIG.format(
         user_dir=USER_DIR, data=toy_data_bin, save_dir=tmp_path / "ckpt"))
-    proc = run_command([fairseq_command("fairseq-hydra-train"), "--config-dir", tmp_path,
-                        "--config-name", "tiny"], cwd=tmp_path)
+    proc = run_fresh([fairseq_command("fairseq-hydra-train"), "--config-dir", tmp_path,
+                      "--config-name", "tiny"], cwd=tmp_path)
     log = proc.stdout + proc.stderr
     assert "num_updates=2" in log.replace(" ", "") or "num_updates 2" in log
     assert "attn_zero_share" in log  # logged by the plugin's regularised criterion
@@ -147,12 +152,12 @@ def test_installed_copy_registers_everything(tmp_path):
         "relu_former"]
     # fairseq's --help stops before model flags are added; an unknown flag shows instead that
     # the plugin's arch, criterion and their flags were all accepted.
-    proc = run_command([fairseq_command("fairseq-train"), "--user-dir", installed, "--arch",
-                        "relu_former_iwslt_de_en", "--criterion",
-                        "regularized_label_smoothed_cross_entropy", "--attention-activation",
-                        "relu", "--attention-entropy-margin", "0.7", "--no-such-flag",
-                        str(tmp_path)],
-                       cwd=tmp_path, check=False)
+    proc = run_fresh([fairseq_command("fairseq-train"), "--user-dir", installed, "--arch",
+                      "relu_former_iwslt_de_en", "--criterion",
+                      "regularized_label_smoothed_cross_entropy", "--attention-activation",
+                      "relu", "--attention-entropy-margin", "0.7", "--no-such-flag",
+                      str(tmp_path)],
+                     cwd=tmp_path, check=False)
     assert proc.stderr.strip().splitlines()[-1].endswith(
         "error: unrecognized arguments: --no-such-flag")
     where = run_command([sys.executable, "-c",
