@@ -1,7 +1,8 @@
 """Runs the cells of one table: every shown and hidden row at every seed, through the cache.
 
-Order: rows without a parent first (every seed), then the rows that start from them, ...
-Within a wave up to ``jobs`` cells run at once, each process with ``threads`` threads. A
+Order: rows without a parent first (every seed), then the rows that start from them, ...;
+up to ``jobs`` cells run at once, each process with ``threads`` threads, and a cell starts as
+soon as its own parent has finished. A
 finished cell's figures are stored at once (:class:`~scripts.reproduce.cell_cache.CellCache`);
 one already stored under the same key is not run again, so a killed run resumes where it
 stopped. ``max_new_cells`` stops after that many new cells (a budget, and the tests' way of
@@ -16,8 +17,9 @@ import platform
 import re
 import resource
 import subprocess
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Sequence
@@ -246,9 +248,27 @@ def run_table(spec: TableSpec, options: RunOptions) -> tuple[List[Cell], Dict]:
             "commit": commit_id, "load_average": [round(v, 1) for v in os.getloadavg()]})
         options.say(f"  done {cell.row.key} seed {cell.seed} in {cell.result['seconds']} s")
 
-    for level in sorted({cell_depth(cell) for cell in todo}):
-        wave = [cell for cell in todo if cell_depth(cell) == level]
-        with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
-            for future in [pool.submit(run_cell, cell) for cell in wave]:
-                future.result()
+    # A cell starts as soon as its parent has finished, not after its parent's whole wave:
+    # parents are submitted first and the pool starts cells in order, so a child waits only
+    # for a parent that is already running. After an error no new cell starts.
+    submitted: Dict[int, Future] = {}
+    stopped = threading.Event()
+
+    def after_parent(cell: Cell) -> None:
+        if cell.parent is not None and id(cell.parent) in submitted:
+            submitted[id(cell.parent)].exception()  # waits; its error is raised by its future
+        if stopped.is_set():
+            return
+        try:
+            run_cell(cell)
+        except BaseException:
+            stopped.set()
+            raise
+
+    ordered = sorted(todo, key=cell_depth)
+    with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
+        for cell in ordered:
+            submitted[id(cell)] = pool.submit(after_parent, cell)
+        for cell in ordered:
+            submitted[id(cell)].result()
     return cells, data

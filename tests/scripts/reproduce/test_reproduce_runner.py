@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -32,6 +33,9 @@ def synthetic_kind(calls: list, fail: set):
     def steps(spec, row, seed, scale, settings, data, folder, parent):
         def compute() -> None:
             calls.append((row.key, seed))
+            if row.key in fail and "slow" in fail:
+                time.sleep(0.5)
+                calls.append(("finished", row.key, seed))
             start = 0.0
             if parent is not None:  # a child reads its parent's output, as fine-tuning does
                 start = json.loads((parent / "out.json").read_text())["score"] - 10.0
@@ -44,7 +48,7 @@ def synthetic_kind(calls: list, fail: set):
                 sys.executable, "-c",
                 "import sys; print('FloatingPointError: Minimum loss scale reached'); "
                 "sys.exit(1)"]))
-        elif row.key in fail:
+        elif row.key in fail and "slow" not in fail:
             found.append(Step("fail.log", argv=[sys.executable, "-c", "import sys; sys.exit(3)"]))
         return found
 
@@ -114,6 +118,14 @@ def test_a_failing_cell_stops_the_run_and_keeps_finished_cells(kind, tmp_path):
     assert not any(call[0] == "good" for call in kind.calls)
     assert sorted(kind.calls) == sorted([("bad", s) for s in (1, 2, 3)]
                                         + [("child", s) for s in (1, 2, 3)])
+
+
+def test_a_child_starts_when_its_parent_is_done_not_its_parents_wave(kind, tmp_path):
+    kind.fail.update({"bad", "slow"})  # bad's cells take 0.5 s each, good's none
+    run_table(SPEC, options(tmp_path, jobs=2))
+    # good's cells are done at once; the children use the slot a finished bad cell frees
+    # while the last bad cell is still running
+    assert kind.calls.index(("child", 1)) < kind.calls.index(("finished", "bad", 3))
 
 
 def test_a_changed_setting_invalidates_only_its_cells(kind, tmp_path):
