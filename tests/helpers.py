@@ -60,7 +60,16 @@ class ForkServer:
         if not ready:
             raise RuntimeError(f"the fairseq fork server did not start: see {self.log.name}")
         self.scripts = set(json.loads(ready)["ready"])
-        atexit.register(self.proc.stdin.close)
+        atexit.register(self.stop)
+
+    def stop(self) -> None:
+        """End the server (its loop ends with its stdin); keep its log only if it wrote one."""
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+        self.log.close()
+        log = Path(self.log.name)
+        if not log.stat().st_size:
+            log.unlink()
 
     def serves(self, args: Sequence[str], env: dict) -> bool:
         return (self.proc.poll() is None and Path(args[0]).name in self.scripts
