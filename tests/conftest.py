@@ -21,7 +21,7 @@ def pytest_collection_modifyitems(items) -> None:
     def rank(item) -> int:
         if item.get_closest_marker("slow") is None:
             return 2
-        return 0 if "tests/scripts/" in item.nodeid or item.nodeid.startswith("scripts/") else 1
+        return 0 if item.nodeid.startswith("tests/scripts/") else 1
     items.sort(key=rank)  # stable: file order within each rank
 
 
