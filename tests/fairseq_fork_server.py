@@ -53,7 +53,7 @@ def run_child(request: dict, entry: str) -> None:
     os.setpgid(0, 0)  # its own group, so that a timeout ends what it started too
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    stdin = os.open(request["stdin"] or os.devnull, os.O_RDONLY)
+    stdin = os.open(request["stdin"], os.O_RDONLY)
     stdout = os.open(request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     stderr = os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     for fd, target in ((stdin, 0), (stdout, 1), (stderr, 2)):
