@@ -37,7 +37,7 @@ SPEC = TableSpec(
         Comparison("finetune_sparse", "finetune_ce", "bleu_beam5",
                    "sparse-softmax fine-tuning wins at beam 5"),
     ),
-    toy={**toy.TRANSLATION_TOY, "beams": [1, 5]},
+    toy={**toy.GENERATION_TOY, "beams": [1, 5]},
     tiny={**toy.TRANSLATION_TINY, "beams": [1, 2]},
     paper_settings={"recipe": "gigaword_10k", "beams": [1, 5]},
     deviations=(

@@ -5,7 +5,10 @@ gettext catalogs of French (a catalog language the demo does not use; ``--set la
 picks another), word level (the 8,000 most frequent words of both sides, the rest <unk>),
 2+2 layers of width 64 with 4 heads and FFN 256, dropout and
 attention dropout 0.1 (the paper's), shared embeddings, label smoothing 0.1 (the paper's),
-beam 4. Document models start from the sentence model of the same activation and seed
+beam 4. Sentence models train 400 updates of 2,048 tokens at lr 5e-3 (measured: a softmax
+Transformer reaches 10.1 BLEU, ReLUFormer 5.2, seed 1; about 4 min a cell on one core);
+the generation table keeps the larger budget it was measured with (800 updates of 4,096
+tokens). Document models start from the sentence model of the same activation and seed
 (G-Transformer's way: trained from scratch at 600 updates, no document model learned) and
 continue for ``finetune_update`` updates with a fresh optimizer at the constant learning rate
 the sentence model's schedule ended at (the shared orchestrator's continuation rule).
@@ -19,9 +22,12 @@ TRANSLATION_TOY = {
     "locale_dir": "/usr/share/locale", "lang": "fr", "block_tokens": 1024,
     "valid_per_mille": 30, "test_per_mille": 30, "max_train_pairs": None,
     "max_test_docs": 200, "lengths": [], "vocab": 8000, "arch": "relu_former", "layers": 2,
-    "dim": 64, "ffn": 256, "heads": 4, "max_tokens": 4096, "max_update": 800, "lr": 2e-3,
-    "warmup": 100, "finetune_update": 300, "beams": [4],
+    "dim": 64, "ffn": 256, "heads": 4, "max_tokens": 2048, "max_update": 400, "lr": 5e-3,
+    "warmup": 60, "finetune_update": 300, "beams": [4],
 }
+# sparse-softmax generation: its committed table ran with this budget
+GENERATION_TOY = {**TRANSLATION_TOY, "max_tokens": 4096, "max_update": 800, "lr": 2e-3,
+                  "warmup": 100}
 TRANSLATION_TINY = {
     "block_tokens": 64, "valid_per_mille": 150, "test_per_mille": 150,
     "max_train_pairs": 300, "max_test_docs": 6, "layers": 1, "dim": 16, "ffn": 32,
