@@ -24,3 +24,37 @@ def test_a_child_gets_its_thread_share_and_never_the_unsafe_load_switch(monkeypa
     env = child_env(3)
     assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "3"
     assert "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD" not in env
+
+
+FAULTS_OF_BIG_BLOCKS = (
+    "import resource\n"
+    "for _ in range(12):\n"
+    "    block = bytearray(64 << 20)  # written through: every page is touched\n"
+    "    del block\n"
+    "print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)\n")
+
+
+def _page_faults(env) -> int:
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", FAULTS_OF_BIG_BLOCKS], env=env,
+                          capture_output=True, text=True, check=True)
+    return int(done.stdout)
+
+
+def test_a_child_keeps_big_blocks_instead_of_faulting_them_in_again(monkeypatch):
+    from scripts.common.child_processes import KEEP_BIG_BLOCKS
+
+    for name in KEEP_BIG_BLOCKS:
+        monkeypatch.delenv(name, raising=False)
+    kept = child_env(1)
+    plain = {k: v for k, v in kept.items() if k not in KEEP_BIG_BLOCKS}
+    # 12 blocks of 64 MiB are 196,608 pages: freed to the kernel each time without the
+    # setting, reused from the heap with it
+    assert _page_faults(plain) > 12 * 16384
+    assert _page_faults(kept) < 3 * 16384
+
+
+def test_the_callers_own_malloc_setting_wins(monkeypatch):
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
+    assert child_env(1)["MALLOC_MMAP_THRESHOLD_"] == "65536"
