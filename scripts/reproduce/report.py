@@ -172,6 +172,25 @@ def machine() -> str:
             f"Python {platform.python_version()}; load average at report time {load}")
 
 
+def busy_seconds(cells: Sequence) -> float:
+    """The table's wall time: how long at least one of its cells was running, from each
+    cell's finish time (``finished_at``, else its result file's time) and duration; unlike
+    the sum of the cells' times it counts two cells run side by side once, and unlike a
+    call's duration it leaves out the time between a killed call and its resumption."""
+    spans = []
+    for cell in cells:
+        seconds = cell.result.get("seconds") if cell.result else None
+        if not seconds:
+            continue
+        end = cell.result.get("finished_at") or (cell.folder / "result.json").stat().st_mtime
+        spans.append((end - seconds, end))
+    busy, reach = 0.0, -math.inf
+    for begin, end in sorted(spans):
+        busy += max(0.0, end - max(begin, reach))
+        reach = max(reach, end)
+    return busy
+
+
 def section(spec: TableSpec, cells: Sequence, data: Dict, scale: str, seeds: int,
             command: str, plot_dir: Path | None = None) -> str:
     """The markdown of one table: results (or the not-run line), claims, provenance."""
@@ -213,7 +232,8 @@ def section(spec: TableSpec, cells: Sequence, data: Dict, scale: str, seeds: int
         load = (f"; 1-minute load average when the cells finished {min(loads):.1f} to "
                 f"{max(loads):.1f}" if loads else "")
         lines.append(f"Scale `{scale}`, {seeds} seed(s); {len(done)} of {len(cells)} cells "
-                     f"finished; cell wall time {wall / 60:.1f} min in all, CPU time "
+                     f"finished; wall time {busy_seconds(done) / 60:.1f} min (cells "
+                     f"running), cell time {wall / 60:.1f} min in all, CPU time "
                      + (f"{cpu / 60:.1f} min" if timed else "not recorded")
                      + f"; data: {data.get('description', '-')}; cells run at "
                      f"commit {', '.join(commits)}; report at commit {commit()}; machine: "

@@ -245,7 +245,8 @@ def run_table(spec: TableSpec, options: RunOptions) -> tuple[List[Cell], Dict]:
             "figures": figures, "seconds": round(time.monotonic() - begin, 1),
             "cpu_seconds": round(sum(cpu.values()), 1),
             "row": cell.row.key, "seed": cell.seed, "machine": platform.node(),
-            "commit": commit_id, "load_average": [round(v, 1) for v in os.getloadavg()]})
+            "commit": commit_id, "load_average": [round(v, 1) for v in os.getloadavg()],
+            "finished_at": round(time.time(), 1)})
         options.say(f"  done {cell.row.key} seed {cell.seed} in {cell.result['seconds']} s")
 
     # A cell starts as soon as its parent has finished, not after its parent's whole wave:

@@ -48,7 +48,7 @@ SPEC = TableSpec(
     paper_settings={"recipe": "iwslt14_de_en", "beams": [5]},
     deviations=(
         Deviation("slots", "32 to 4096", ", ".join(map(str, SLOTS)), "CPU budget"),
-        toy.CPU_MODEL, toy.gettext_data("IWSLT14 De-En"),
+        toy.CPU_MODEL, toy.SENTENCE_BUDGET, toy.gettext_data("IWSLT14 De-En"),
     ),
     plot=("slots", "bleu"),
 )

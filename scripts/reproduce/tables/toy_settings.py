@@ -55,6 +55,9 @@ VALID_NLL = Metric("valid_nll", "valid nll (bits)", False)
 ROUGE = (Metric("rouge1", "ROUGE-1"), Metric("rouge2", "ROUGE-2"))
 CPU_MODEL = Deviation("model", "6+6 layers of width 512", "2+2 layers of width 64, 4 heads",
                       "CPU budget")
+SENTENCE_BUDGET = Deviation(
+    "budget", "100k updates of ~8,192 tokens, 4k warm-up", "400 updates of 2,048 tokens, lr 5e-3 "
+    "with 60 warm-up", "CPU budget: about 4 min a cell; every model is still learning")
 MANPAGES = Deviation("data", "arXiv", "manual pages -> their NAME line", "offline long texts")
 
 

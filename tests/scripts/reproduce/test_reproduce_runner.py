@@ -204,3 +204,21 @@ def test_plots_a_curve_and_a_metric_against_a_metric(kind, tmp_path):
                                      for i, r in enumerate(SPEC.rows, 1)), plot=("x", "score"))
     text = section(curve, cells, data, "toy", 3, "cmd", plot_dir=tmp_path / "curve")
     assert "![score against x](curve/synthetic.png)" in text
+
+
+def test_the_wall_time_counts_cells_run_side_by_side_once(tmp_path):
+    from scripts.reproduce.report import busy_seconds
+
+    def cell(seconds, finished_at=None, name="c"):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "result.json").write_text("{}")
+        result = {"seconds": seconds, **({"finished_at": finished_at} if finished_at else {})}
+        return SimpleNamespace(result=result, folder=folder)
+
+    # two cells side by side (100-160, 110-150), one after a pause (1000-1030), one from
+    # before ``finished_at`` was stored: its result file's time ends it
+    cells = [cell(60.0, 160.0, "a"), cell(40.0, 150.0, "b"), cell(30.0, 1030.0, "c")]
+    assert busy_seconds(cells) == pytest.approx(60.0 + 30.0)
+    unfinished = SimpleNamespace(result=None, folder=tmp_path)
+    assert busy_seconds([*cells, cell(20.0, name="old"), unfinished]) == pytest.approx(110.0)
