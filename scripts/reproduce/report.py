@@ -24,6 +24,7 @@ from scripts.reproduce.spec import TableSpec, family, shown_rows
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NOT_RUN = "not yet run at toy scale in this repository"
+ROW_NOT_RUN = "not run (a row without results)"
 
 
 def markers(name: str) -> tuple[str, str]:
@@ -74,8 +75,10 @@ def result_table(spec: TableSpec, table: Dict[tuple, Spread],
     return markdown_table(headers, rows)
 
 
-def claim_rows(spec: TableSpec, table: Dict[tuple, Spread]) -> List[list]:
-    """Per claim: its text, metric, our difference, its standard error and the verdict."""
+def claim_rows(spec: TableSpec, table: Dict[tuple, Spread],
+               ran: set | None = None) -> List[list]:
+    """Per claim: its text, metric, our difference, its standard error and the verdict;
+    a claim on a row with no finished cell (not in ``ran``) says the row was not run."""
     rows = []
     for claim in spec.comparisons:
         metric = spec.metric(claim.metric)
@@ -85,19 +88,24 @@ def claim_rows(spec: TableSpec, table: Dict[tuple, Spread]) -> List[list]:
         rows.append([claim.claim, metric.label,
                      "-" if math.isnan(d) else f"{d:+.{metric.digits}f}",
                      "-" if math.isnan(se) else f"{se:.{metric.digits}f}",
-                     verdict(better, worse, metric.higher_is_better)])
+                     ROW_NOT_RUN if ran is not None and not {claim.better, claim.worse} <= ran
+                     else verdict(better, worse, metric.higher_is_better)])
     return rows
 
 
-def claims_table(spec: TableSpec, table: Dict[tuple, Spread]) -> str:
+def finished_rows(cells: Sequence) -> set:
+    return {cell.row.key for cell in cells if cell.result is not None}
+
+
+def claims_table(spec: TableSpec, table: Dict[tuple, Spread], ran: set | None = None) -> str:
     return markdown_table(["paper's claim", "metric", "difference (ours)", "standard error",
-                           "direction (d > 2 SE)"], claim_rows(spec, table))
+                           "direction (d > 2 SE)"], claim_rows(spec, table, ran))
 
 
 def verdicts(spec: TableSpec, cells: Sequence, scale: str, seeds: int) -> Dict:
     """What the closing summary keeps of one run: per claim, its verdict (or not run)."""
     done = sum(cell.result is not None for cell in cells)
-    rows = claim_rows(spec, spreads(spec, cells)) if done else []
+    rows = claim_rows(spec, spreads(spec, cells), finished_rows(cells)) if done else []
     return {"paper": spec.paper, "title": spec.title, "scale": scale, "seeds": seeds,
             "cells": f"{done} of {len(cells)}",
             "claims": [[row[0], row[4] if done else NOT_RUN] for row in rows] or
@@ -214,7 +222,8 @@ def section(spec: TableSpec, cells: Sequence, data: Dict, scale: str, seeds: int
         lines += ["Direction of each claim: the difference of seed means in the paper's "
                   "favour and its standard error; it *holds* when the difference exceeds "
                   "twice its standard error, is *reversed* when it is below minus twice, and "
-                  "is otherwise *not resolved at this scale*.\n", claims_table(spec, table), ""]
+                  "is otherwise *not resolved at this scale*.\n",
+                  claims_table(spec, table, finished_rows(cells)), ""]
     if plot_dir is not None and done:
         plotted = curve_plot(spec, table, plot_dir / f"{spec.name}.png")
         if plotted is not None:

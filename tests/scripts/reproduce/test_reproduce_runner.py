@@ -222,3 +222,9 @@ def test_the_wall_time_counts_cells_run_side_by_side_once(tmp_path):
     assert busy_seconds(cells) == pytest.approx(60.0 + 30.0)
     unfinished = SimpleNamespace(result=None, folder=tmp_path)
     assert busy_seconds([*cells, cell(20.0, name="old"), unfinished]) == pytest.approx(110.0)
+
+
+def test_a_claim_on_a_row_that_was_not_run_says_so(kind, tmp_path):
+    cells, data = run_table(SPEC, options(tmp_path, rows=["good"]))
+    text = section(SPEC, cells, data, "toy", 3, "cmd")
+    assert "| good beats bad | score | - | - | not run (a row without results) |" in text
