@@ -6,8 +6,8 @@ from __future__ import annotations
 import scripts.reproduce.tables.toy_settings as toy
 from scripts.reproduce.spec import Comparison, Deviation, Row, TableSpec
 
-# a small and a large memory (x8): 18 cells fit 45 minutes on 2 cores, 27 (a third point at
-# 2,048, whose FFN costs twice the 256-slot model's step) do not
+# a small and a large memory (x8): 18 cells, by estimate about 36 minutes on 2 cores (not
+# run yet); a third point at 2,048, whose FFN would double the step, would not fit 45
 SLOTS = (128, 1024)
 ACTIVATIONS = {"relu": "ReLU memory (stock FFN)", "softmax": "softmax memory",
                "softmax_ln": "softmax memory + LayerNorm"}
