@@ -75,8 +75,7 @@ def result_table(spec: TableSpec, table: Dict[tuple, Spread],
     return markdown_table(headers, rows)
 
 
-def claim_rows(spec: TableSpec, table: Dict[tuple, Spread],
-               ran: set | None = None) -> List[list]:
+def claim_rows(spec: TableSpec, table: Dict[tuple, Spread], ran: set) -> List[list]:
     """Per claim: its text, metric, our difference, its standard error and the verdict;
     a claim on a row with no finished cell (not in ``ran``) says the row was not run."""
     rows = []
@@ -88,7 +87,7 @@ def claim_rows(spec: TableSpec, table: Dict[tuple, Spread],
         rows.append([claim.claim, metric.label,
                      "-" if math.isnan(d) else f"{d:+.{metric.digits}f}",
                      "-" if math.isnan(se) else f"{se:.{metric.digits}f}",
-                     ROW_NOT_RUN if ran is not None and not {claim.better, claim.worse} <= ran
+                     ROW_NOT_RUN if not {claim.better, claim.worse} <= ran
                      else verdict(better, worse, metric.higher_is_better)])
     return rows
 
@@ -97,7 +96,7 @@ def finished_rows(cells: Sequence) -> set:
     return {cell.row.key for cell in cells if cell.result is not None}
 
 
-def claims_table(spec: TableSpec, table: Dict[tuple, Spread], ran: set | None = None) -> str:
+def claims_table(spec: TableSpec, table: Dict[tuple, Spread], ran: set) -> str:
     return markdown_table(["paper's claim", "metric", "difference (ours)", "standard error",
                            "direction (d > 2 SE)"], claim_rows(spec, table, ran))
 
