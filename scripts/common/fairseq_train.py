@@ -22,10 +22,13 @@ from scripts.common.repo_paths import USER_DIR
 from scripts.common.run_record import Budget, Run, parse_log_line
 
 
-def model_flags(layers: int, dim: int, ffn: int, heads: int) -> List[str]:
-    """Encoder and decoder of the same size, all embeddings shared."""
+def model_flags(layers: int, dim: int, ffn: int, heads: int,
+                decoder_layers: int | None = None) -> List[str]:
+    """Encoder and decoder of the same width (and depth, unless ``decoder_layers`` is given),
+    all embeddings shared."""
     return [
-        "--encoder-layers", str(layers), "--decoder-layers", str(layers),
+        "--encoder-layers", str(layers),
+        "--decoder-layers", str(layers if decoder_layers is None else decoder_layers),
         "--encoder-embed-dim", str(dim), "--decoder-embed-dim", str(dim),
         "--encoder-ffn-embed-dim", str(ffn), "--decoder-ffn-embed-dim", str(ffn),
         "--encoder-attention-heads", str(heads),
@@ -65,7 +68,8 @@ def train_command(run: Run, budget: Budget, data_bin: Path, work: Path,
     stop_after = cap + spent
     command = [
         fairseq_command("fairseq-train"), data_bin, "--user-dir", USER_DIR, "--arch", run.arch,
-        *model_flags(budget.layers, budget.dim, budget.ffn, budget.heads), "--dropout", "0.1",
+        *model_flags(budget.layers, budget.dim, budget.ffn, budget.heads,
+                    budget.decoder_layers), "--dropout", "0.1",
         "--cpu", "--seed", str(args.seed),
         "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "0.0",
         *schedule, "--max-tokens", str(budget.max_tokens),

@@ -30,6 +30,7 @@ class Budget:
     time_budget_s: float   # wall-clock cap, before ``--budget-scale``
     warmup: int
     lr: float
+    decoder_layers: int | None = None  # None: as many as the encoder's ``layers``
 
 
 @dataclass

@@ -213,6 +213,8 @@ def section(spec: TableSpec, cells: Sequence, data: Dict, scale: str, seeds: int
         lines.append(f"Results: {NOT_RUN} (scale {scale}). The command above runs it; the "
                      "paper's figures are listed for comparison.\n")
     lines += [result_table(spec, table, diverged_seeds(cells)), ""]
+    if data.get("references"):
+        lines += [data["references"], ""]
     if spec.comparisons and not done:
         lines += ["Claims the table tests (each needs its rows run on at least two seeds):\n",
                   *[f"- {claim.claim} ({spec.metric(claim.metric).label})"

@@ -35,8 +35,28 @@ def prepare(spec: TableSpec, scale: str, settings: Dict[str, Any], work: Path,
     if scale == "paper":
         return {"description": "the long_doc_summarization recipe's prepared data "
                                "(DATASET=arxiv scripts/recipes/long_doc_summarization/prepare.sh)"}
-    return shared_data(work, "summarization", {k: settings.get(k) for k in DATA_KEYS},
+    data = shared_data(work, "summarization", {k: settings.get(k) for k in DATA_KEYS},
                        lambda folder: build_data(settings, folder, say), say)
+    # outside the cells' keys: a figure of the data, measured anew for every report
+    return {**data, "references": reference_line(Path(data["folder"]))}
+
+
+def reference_line(folder: Path) -> str:
+    """What a model must beat on these test pages: the demo's reference outputs (the same
+    frequent words for every page, the page's first words) and the unigram entropy of the
+    summaries (the valid nll of a model that reads neither the page nor the summary)."""
+    from scripts.demo.summarization import SummaryReferences
+
+    found = SummaryReferences.measure(folder / "prep", folder / "bin" / "dict.sum.txt")
+    trivial, lead = found.scores["trivial"], found.scores["lead"]
+    return (f"Without a model, on the same test pages: the {found.words} most frequent "
+            f"summary words for every page (trivial) score ROUGE-1 {trivial['rouge1']:.2f}, "
+            f"ROUGE-2 {trivial['rouge2']:.2f}; the page's first {found.words} words (lead) "
+            f"ROUGE-1 {lead['rouge1']:.2f}, ROUGE-2 {lead['rouge2']:.2f}; the summaries' "
+            f"unigram entropy is {found.entropy_bits:.2f} bits (a valid nll well below it has "
+            "learnt from the page). A row whose ROUGE-1 is at or below the trivial output's picks "
+            "no more of the page's words than a constant output does: its ROUGE differences "
+            "say little about the paper's question, whatever their direction.")
 
 
 def build_data(settings: Dict[str, Any], folder: Path,

@@ -157,7 +157,8 @@ def budget(settings: Dict[str, Any], updates: int) -> Budget:
     return Budget(layers=settings["layers"], dim=settings["dim"], ffn=settings["ffn"],
                   heads=settings["heads"], max_tokens=settings["max_tokens"],
                   max_update=updates, time_budget_s=settings.get("time_cap_s", 7200.0),
-                  warmup=settings["warmup"], lr=settings["lr"])
+                  warmup=settings["warmup"], lr=settings["lr"],
+                  decoder_layers=settings.get("decoder_layers"))
 
 
 def train_step(row: Row, seed: int, settings: Dict[str, Any], data_bin: Path, folder: Path,

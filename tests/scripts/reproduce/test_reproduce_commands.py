@@ -47,7 +47,12 @@ def test_every_toy_command_parses(name, parsers, tmp_path):
                 continue
             parsed = parsers.parse_args_and_arch(parser, input_args=args)
             assert parsed.seed == 1
-            if program == "fairseq-train" and parent is not None:
+            if program != "fairseq-train":
+                continue
+            # the table's depths reach fairseq (the decoder's may differ from the encoder's)
+            assert parsed.encoder_layers == settings["layers"]
+            assert parsed.decoder_layers == settings.get("decoder_layers", settings["layers"])
+            if parent is not None:
                 assert parsed.finetune_from_model == str(parent / "checkpoint_last.pt")
 
 

@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from scripts.demo.reference_summaries import median_length, trivial_summary
+from scripts.recipes.lib.prepare_text import read_lines
+from scripts.recipes.lib.score import rouge_scores
 from scripts.reproduce.__main__ import main
 from tests.scripts.analysis.domain_catalogs import write_domain_catalogs
 from tests.scripts.demo.manpage_fixtures import write_fixture_man_pages
@@ -58,7 +61,15 @@ def test_pooling_table_measures_rouge_and_cost(tmp_path):
     assert 0 <= figures["rouge1"] <= 100 and figures["train_cpu_per_update"] > 0
     train = next(work.rglob("pyramidion-*/train.log")).read_text()
     assert "--pooling-schedule', '2:32,3:16'" in train or "2:32,3:16" in train
-    assert "| Pyramidion (blocks of L/4" in out.read_text()
+    text = out.read_text()
+    assert "| Pyramidion (blocks of L/4" in text
+    # what a model must beat, on the table's own test pages, beside the results
+    prep = next(work.glob("data/summarization-*/prep"))
+    references = read_lines(prep / "test.reference")
+    summaries = read_lines(prep / "train.reference")
+    trivial = rouge_scores([trivial_summary(summaries, median_length(summaries))]
+                           * len(references), references)
+    assert f"(trivial) score ROUGE-1 {trivial['rouge1']:.2f}," in text
 
 
 def test_classification_table_wraps_the_sweep_script(tmp_path):
