@@ -46,8 +46,9 @@ def reference_line(folder: Path) -> str:
     frequent words for every page, the page's first words) and the unigram entropy of the
     summaries (the valid nll of a model that reads neither the page nor the summary)."""
     from scripts.demo.summarization import SummaryReferences
+    from scripts.demo.summary_data import TARGET
 
-    found = SummaryReferences.measure(folder / "prep", folder / "bin" / "dict.sum.txt")
+    found = SummaryReferences.measure(folder / "prep", folder / "bin" / f"dict.{TARGET}.txt")
     trivial, lead = found.scores["trivial"], found.scores["lead"]
     return (f"Without a model, on the same test pages: the {found.words} most frequent "
             f"summary words for every page (trivial) score ROUGE-1 {trivial['rouge1']:.2f}, "
