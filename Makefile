@@ -50,7 +50,8 @@ $(TRITON_SITE)/.installed: constraints.txt | $(STAMP)
 
 test-triton: $(TRITON_SITE)/.installed
 	PYTHONPATH=$(TRITON_SITE) TRITON_INTERPRET=1 OMP_NUM_THREADS=1 $(PY) -m pytest \
-		tests/relu_attention/kernels/test_triton_kernel.py $(PYTEST_ARGS)
+		tests/relu_attention/kernels/test_triton_kernel.py \
+		tests/relu_attention/kernels/test_triton_compile.py $(PYTEST_ARGS)
 
 # The linter alone, at the version requirements-dev.txt pins: no torch, no fairseq build.
 $(VENV)/bin/ruff: requirements-dev.txt | $(VENV)/bin/python

@@ -15,7 +15,7 @@ blocks of keys: a tile's scores are one ``tl.dot`` accumulated in float32 (float
 float64 input), and its share of U, S, T, P is added in the same pass. No running maximum
 and no rescaling are needed (a ReLU score needs no normaliser), so the loop is flash
 attention's without its bookkeeping; the statistics cost a few elementwise operations per
-score and are compiled out (``NEED_SUMS``) when no criterion asks for them.
+score and are compiled out when no criterion asks for them.
 
 Backward, with gU, gS, gT the incoming gradients (tiled.py's formulas):
 
@@ -23,9 +23,16 @@ Backward, with gU, gS, gT the incoming gradients (tiled.py's formulas):
     dq_i = sum_j dL/ds_ij k_j / sqrt(d),  dk_j = sum_i dL/ds_ij q_i / sqrt(d),
     dv_j = sum_i s_ij m_ij / (1 - p) gU_i
 
-in two kernels that recompute the scores: one per key block (dk, dv, summing over query
-blocks) and one per query block (dq), so no gradient is written by two programs and no
-atomics are needed. Memory is O((Tq + Tk) d) in both passes.
+in one kernel, launched twice, that recomputes the scores: over key blocks (dk, dv, summing
+over query blocks) and over query blocks (dq), so no gradient is written by two programs and
+no atomics are needed. Memory is O((Tq + Tk) d) in both passes.
+
+Arguments: the tensors are contiguous (B x H, T, D) views, so a row's address follows from
+(bh, T, D) and no stride is passed; the attention mask keeps its four strides (0 on broadcast
+dimensions). What is absent (a mask, an incoming gradient, the statistics, dropout) is passed
+as None: Triton specialises on None and compiles out the code that would read it (the
+compile test, ``tests/relu_attention/kernels/test_triton_compile.py``, checks this in the
+PTX).
 
 Dropout: m_ij = [r_ij >= p] with r_ij = ``tl.rand(seed + bh, i * Tk + j)``, Triton's
 counter-based Philox generator keyed by the seed and the (batch x head) index, counted by the
@@ -95,6 +102,11 @@ def triton_available(q: Tensor | None = None) -> bool:
 
 
 if triton is not None:
+    # Every tensor the kernels read or write is a contiguous (B x H, T, D) view (the wrapper
+    # makes it so), so a row's address follows from (bh, T, D) and no stride is passed. An
+    # input that is absent (a mask, an incoming gradient, an output nobody asked for, dropout)
+    # is passed as None: Triton specialises on it, and the code that would use it is
+    # compiled out.
 
     @triton.jit
     def _dot(a, b, DOT_PRECISION: tl.constexpr):
@@ -113,78 +125,86 @@ if triton is not None:
         return tl.rand(seed + bh, counters) >= dropout_p
 
     @triton.jit
-    def _program_block(heads, head_dim, BLOCK: tl.constexpr, BLOCK_D: tl.constexpr):
-        """What this program owns: its (batch x head) index bh, batch b and head h, its block
-        of positions (queries or keys, ``program_id(1)``) and the head dims with their mask."""
-        bh = tl.program_id(0)
-        offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-        offs_d = tl.arange(0, BLOCK_D)
-        return bh, bh // heads, bh % heads, offs, offs_d, offs_d < head_dim
+    def _tile(bh, offs, length, offs_d, head_dim):
+        """Offsets and in-range mask of rows ``offs`` of head ``bh`` in a (BH, length,
+        head_dim) tensor."""
+        at = (bh * length + offs[:, None]) * head_dim + offs_d[None, :]
+        return at, (offs < length)[:, None] & (offs_d < head_dim)[None, :]
 
     @triton.jit
-    def _rows(ptr, base, offs, stride, offs_d, mask):
-        """The tile of rows ``offs`` of one (batch, head) (at ``base``), zero where masked."""
-        return tl.load(ptr + base + offs[:, None] * stride + offs_d[None, :], mask=mask,
-                       other=0.0)
-
-    @triton.jit
-    def _tile_keep(s, seed, bh, offs_m, offs_n, src_len, dropout_p,
-                   HAS_DROPOUT: tl.constexpr):
-        """m_ij of one tile; without dropout a placeholder that is never read."""
-        keep = s > 0
-        if HAS_DROPOUT:
-            keep = _keep(seed, bh, offs_m, offs_n, src_len, dropout_p)
-        return keep
-
-    @triton.jit
-    def _row_grads(gt_ptr, shift_ptr, rows, mask_m, BLOCK_M: tl.constexpr,
-                   HAS_GT: tl.constexpr, HAS_SHIFT: tl.constexpr, IS_FP64: tl.constexpr):
-        """gT and the shift gS + gT of a block of query rows (zeros where not given)."""
-        acc_dtype = tl.float64 if IS_FP64 else tl.float32
-        gt = tl.zeros((BLOCK_M,), dtype=acc_dtype)
-        shift = tl.zeros((BLOCK_M,), dtype=acc_dtype)
-        if HAS_GT:
-            gt = tl.load(gt_ptr + rows, mask=mask_m, other=0.0)
-        if HAS_SHIFT:
-            shift = tl.load(shift_ptr + rows, mask=mask_m, other=0.0)
-        return gt, shift
-
-    @triton.jit
-    def _scores(q, k_ptr, k_base, stride_kn, offs_m, offs_n, offs_d, mask_d, b, h, tgt_len,
-                src_len, scale, kpm_ptr, stride_kpm_b, am_ptr, stride_am_b, stride_am_h,
-                stride_am_m, stride_am_n, HAS_KPM: tl.constexpr, HAS_AM: tl.constexpr,
+    def _scores(q, k, bh, offs_m, offs_n, tgt_len, src_len, heads, scale, masks,
                 DOT_PRECISION: tl.constexpr):
-        """ReLU(q k^T * scale) of one tile with hidden and out-of-range keys zeroed, and the
-        tile's key block (BLOCK_N, BLOCK_D) it loaded (rows ``offs_n`` at ``k_base``)."""
-        valid_n = offs_n < src_len
-        k = _rows(k_ptr, k_base, offs_n, stride_kn, offs_d, valid_n[:, None] & mask_d[None, :])
+        """ReLU(q k^T * scale) of one tile, zero for keys out of range, padded or blocked.
+
+        ``masks`` = (key padding (B, Tk) or None, attention mask or None, and the attention
+        mask's four strides, 0 on broadcast dims)."""
+        kpm_ptr = masks[0]
+        am_ptr = masks[1]
         s = _dot(q, tl.trans(k), DOT_PRECISION) * scale
+        valid_n = offs_n < src_len
         visible = (offs_m[:, None] < tgt_len) & valid_n[None, :]
-        if HAS_KPM:
-            pad = tl.load(kpm_ptr + b * stride_kpm_b + offs_n, mask=valid_n, other=1)
+        if kpm_ptr is not None:
+            pad = tl.load(kpm_ptr + (bh // heads) * src_len + offs_n, mask=valid_n, other=1)
             visible = visible & (pad == 0)[None, :]
-        if HAS_AM:
-            blocked = tl.load(am_ptr + b * stride_am_b + h * stride_am_h
-                              + offs_m[:, None] * stride_am_m + offs_n[None, :] * stride_am_n,
+        if am_ptr is not None:
+            blocked = tl.load(am_ptr + (bh // heads) * masks[2] + (bh % heads) * masks[3]
+                              + offs_m[:, None] * masks[4] + offs_n[None, :] * masks[5],
                               mask=visible, other=1)
             visible = visible & (blocked == 0)
-        s = tl.where(visible & (s > 0), s, 0.0)
-        return s, k
+        return tl.where(visible & (s > 0), s, 0.0)
 
     @triton.jit
-    def _forward_kernel(
-        q_ptr, k_ptr, v_ptr, u_ptr, sum_ptr, xlogx_ptr, pos_ptr, kpm_ptr, am_ptr,
-        stride_qb, stride_qm, stride_kb, stride_kn, stride_vb, stride_vn, stride_ub, stride_um,
-        stride_kpm_b, stride_am_b, stride_am_h, stride_am_m, stride_am_n,
-        heads, tgt_len, src_len, head_dim, scale, dropout_p, seed,
-        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-        HAS_KPM: tl.constexpr, HAS_AM: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-        NEED_SUMS: tl.constexpr, DOT_PRECISION: tl.constexpr, IS_FP64: tl.constexpr,
-    ):
-        bh, b, h, offs_m, offs_d, mask_d = _program_block(heads, head_dim, BLOCK_M, BLOCK_D)
-        mask_m = offs_m < tgt_len
-        q = _rows(q_ptr, bh * stride_qb, offs_m, stride_qm, offs_d,
-                  mask_m[:, None] & mask_d[None, :])
+    def _dropped(s, seed, bh, offs_m, offs_n, src_len, dropout_p):
+        """s_ij m_ij / (1 - p) of one tile, and the keep mask (s itself without dropout)."""
+        keep = s > 0
+        if dropout_p is not None:
+            keep = _keep(seed, bh, offs_m, offs_n, src_len, dropout_p)
+            s = tl.where(keep, s / (1.0 - dropout_p), 0.0)
+        return s, keep
+
+    @triton.jit
+    def _load_given(ptr, at, mask):
+        """The block at ``ptr + at`` (zero where masked), or None where ``ptr`` is None."""
+        block = None
+        if ptr is not None:
+            block = tl.load(ptr + at, mask=mask, other=0.0)
+        return block
+
+    @triton.jit
+    def _grad_scores(s, gu, v, gt, shift, keep, dropout_p, DOT_PRECISION: tl.constexpr):
+        """dL/ds of one tile (zero where s = 0: ReLU's and the masks' derivative)."""
+        ds = tl.zeros_like(s)
+        if gu is not None:
+            ds = _dot(gu, tl.trans(v), DOT_PRECISION).to(s.dtype)
+            if dropout_p is not None:
+                ds = tl.where(keep, ds / (1.0 - dropout_p), 0.0)
+        positive = s > 0
+        if gt is not None:
+            ds += gt[:, None] * tl.log(tl.where(positive, s, 1.0))
+        if shift is not None:
+            ds += shift[:, None]
+        return tl.where(positive, ds, 0.0)
+
+    @triton.jit
+    def _backward_tile(q, k, v, gu, gt, shift, bh, offs_m, offs_n, tgt_len, src_len, heads,
+                       scale, masks, dropout_p, seed, DOT_PRECISION: tl.constexpr):
+        """dL/ds of one tile, with its scores recomputed, and s m / (1 - p) (dv's factor)."""
+        s = _scores(q, k, bh, offs_m, offs_n, tgt_len, src_len, heads, scale, masks,
+                    DOT_PRECISION)
+        dropped, keep = _dropped(s, seed, bh, offs_m, offs_n, src_len, dropout_p)
+        return _grad_scores(s, gu, v, gt, shift, keep, dropout_p, DOT_PRECISION), dropped
+
+    @triton.jit
+    def _forward_kernel(q_ptr, k_ptr, v_ptr, u_ptr, sum_ptr, xlogx_ptr, pos_ptr, masks,
+                        heads, tgt_len, src_len, head_dim, scale, dropout_p, seed,
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                        DOT_PRECISION: tl.constexpr, IS_FP64: tl.constexpr):
+        """U (and S, T, P unless ``sum_ptr`` is None) of query block ``program_id(1)``."""
+        bh = tl.program_id(0)
+        offs_m = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_d = tl.arange(0, BLOCK_D)
+        q_at, q_in = _tile(bh, offs_m, tgt_len, offs_d, head_dim)
+        q = tl.load(q_ptr + q_at, mask=q_in, other=0.0)
         acc_dtype = tl.float64 if IS_FP64 else tl.float32
         u = tl.zeros((BLOCK_M, BLOCK_D), dtype=acc_dtype)
         row_sum = tl.zeros((BLOCK_M,), dtype=acc_dtype)
@@ -192,128 +212,81 @@ if triton is not None:
         positives = tl.zeros((BLOCK_M,), dtype=acc_dtype)
         for start_n in range(0, src_len, BLOCK_N):
             offs_n = start_n + tl.arange(0, BLOCK_N)
-            s, _k = _scores(q, k_ptr, bh * stride_kb, stride_kn, offs_m, offs_n, offs_d, mask_d,
-                            b, h, tgt_len, src_len, scale, kpm_ptr, stride_kpm_b, am_ptr,
-                            stride_am_b, stride_am_h, stride_am_m, stride_am_n, HAS_KPM,
-                            HAS_AM, DOT_PRECISION)
-            if NEED_SUMS:
+            kv_at, kv_in = _tile(bh, offs_n, src_len, offs_d, head_dim)
+            s = _scores(q, tl.load(k_ptr + kv_at, mask=kv_in, other=0.0), bh, offs_m, offs_n,
+                        tgt_len, src_len, heads, scale, masks, DOT_PRECISION)
+            if sum_ptr is not None:
                 positive = s > 0
                 row_sum += tl.sum(s, 1)
                 # 0 log 0 = 0: log of 1 where s = 0, so no -inf is ever multiplied
                 xlogx += tl.sum(s * tl.log(tl.where(positive, s, 1.0)), 1)
                 positives += tl.sum(positive.to(acc_dtype), 1)
-            if HAS_DROPOUT:
-                keep = _keep(seed, bh, offs_m, offs_n, src_len, dropout_p)
-                s = tl.where(keep, s / (1.0 - dropout_p), 0.0)
-            v = _rows(v_ptr, bh * stride_vb, offs_n, stride_vn, offs_d,
-                      (offs_n < src_len)[:, None] & mask_d[None, :])
+            s, _keep_mask = _dropped(s, seed, bh, offs_m, offs_n, src_len, dropout_p)
+            v = tl.load(v_ptr + kv_at, mask=kv_in, other=0.0)
             u += _dot(s.to(v.dtype), v, DOT_PRECISION).to(acc_dtype)
-        tl.store(u_ptr + bh * stride_ub + offs_m[:, None] * stride_um + offs_d[None, :],
-                 u.to(u_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_d[None, :])
-        if NEED_SUMS:
+        tl.store(u_ptr + q_at, u.to(u_ptr.dtype.element_ty), mask=q_in)
+        if sum_ptr is not None:
             rows = bh * tgt_len + offs_m
-            tl.store(sum_ptr + rows, row_sum, mask=mask_m)
-            tl.store(xlogx_ptr + rows, xlogx, mask=mask_m)
-            tl.store(pos_ptr + rows, positives, mask=mask_m)
+            tl.store(sum_ptr + rows, row_sum, mask=offs_m < tgt_len)
+            tl.store(xlogx_ptr + rows, xlogx, mask=offs_m < tgt_len)
+            tl.store(pos_ptr + rows, positives, mask=offs_m < tgt_len)
 
     @triton.jit
-    def _grad_scores(s, gu, v, gt, shift, keep, dropout_p,
-                     HAS_GU: tl.constexpr, HAS_GT: tl.constexpr, HAS_SHIFT: tl.constexpr,
-                     HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr):
-        """dL/ds of one tile (zero where s = 0: ReLU's and the masks' derivative)."""
-        ds = tl.zeros_like(s)
-        if HAS_GU:
-            ds = _dot(gu, tl.trans(v), DOT_PRECISION).to(s.dtype)
-            if HAS_DROPOUT:
-                ds = tl.where(keep, ds / (1.0 - dropout_p), 0.0)
-        positive = s > 0
-        if HAS_GT:
-            ds += gt[:, None] * tl.log(tl.where(positive, s, 1.0))
-        if HAS_SHIFT:
-            ds += shift[:, None]
-        return tl.where(positive, ds, 0.0)
-
-    @triton.jit
-    def _backward_kv_kernel(
-        q_ptr, k_ptr, v_ptr, gu_ptr, gt_ptr, shift_ptr, dk_ptr, dv_ptr, kpm_ptr, am_ptr,
-        stride_qb, stride_qm, stride_kb, stride_kn, stride_vb, stride_vn, stride_gb, stride_gm,
-        stride_kpm_b, stride_am_b, stride_am_h, stride_am_m, stride_am_n,
-        heads, tgt_len, src_len, head_dim, scale, dropout_p, seed,
-        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-        HAS_KPM: tl.constexpr, HAS_AM: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-        HAS_GU: tl.constexpr, HAS_GT: tl.constexpr, HAS_SHIFT: tl.constexpr,
-        DOT_PRECISION: tl.constexpr, IS_FP64: tl.constexpr,
-    ):
-        bh, b, h, offs_n, offs_d, mask_d = _program_block(heads, head_dim, BLOCK_N, BLOCK_D)
-        mask_nd = (offs_n < src_len)[:, None] & mask_d[None, :]
-        v = _rows(v_ptr, bh * stride_vb, offs_n, stride_vn, offs_d, mask_nd)
+    def _backward_kernel(q_ptr, k_ptr, v_ptr, gu_ptr, gt_ptr, shift_ptr, dq_ptr, dk_ptr,
+                         dv_ptr, masks, heads, tgt_len, src_len, head_dim, scale, dropout_p,
+                         seed, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                         BLOCK_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
+                         IS_FP64: tl.constexpr):
+        """dq of query block ``program_id(1)`` (given ``dq_ptr``), or dk and dv of key block
+        ``program_id(1)`` (given ``dk_ptr`` and ``dv_ptr``): launched once for each, so no
+        gradient is written by two programs. ``gu_ptr``, ``gt_ptr``, ``shift_ptr``: the
+        incoming gU, gT and gS + gT, each None when zero."""
+        bh = tl.program_id(0)
+        offs_d = tl.arange(0, BLOCK_D)
         acc_dtype = tl.float64 if IS_FP64 else tl.float32
-        dk = tl.zeros((BLOCK_N, BLOCK_D), dtype=acc_dtype)
-        dv = tl.zeros((BLOCK_N, BLOCK_D), dtype=acc_dtype)
-        for start_m in range(0, tgt_len, BLOCK_M):
-            offs_m = start_m + tl.arange(0, BLOCK_M)
-            mask_m = offs_m < tgt_len
-            mask_md = mask_m[:, None] & mask_d[None, :]
-            q = _rows(q_ptr, bh * stride_qb, offs_m, stride_qm, offs_d, mask_md)
-            s, k = _scores(q, k_ptr, bh * stride_kb, stride_kn, offs_m, offs_n, offs_d, mask_d,
-                           b, h, tgt_len, src_len, scale, kpm_ptr, stride_kpm_b, am_ptr,
-                           stride_am_b, stride_am_h, stride_am_m, stride_am_n, HAS_KPM,
-                           HAS_AM, DOT_PRECISION)
-            keep = _tile_keep(s, seed, bh, offs_m, offs_n, src_len, dropout_p, HAS_DROPOUT)
-            gu = q  # placeholder when U gets no gradient (unused then)
-            if HAS_GU:
-                gu = _rows(gu_ptr, bh * stride_gb, offs_m, stride_gm, offs_d, mask_md)
-                dropped = s
-                if HAS_DROPOUT:
-                    dropped = tl.where(keep, s / (1.0 - dropout_p), 0.0)
-                dv += _dot(tl.trans(dropped.to(gu.dtype)), gu, DOT_PRECISION).to(acc_dtype)
-            gt, shift = _row_grads(gt_ptr, shift_ptr, bh * tgt_len + offs_m, mask_m, BLOCK_M,
-                                   HAS_GT, HAS_SHIFT, IS_FP64)
-            ds = _grad_scores(s, gu, v, gt, shift, keep, dropout_p, HAS_GU, HAS_GT,
-                              HAS_SHIFT, HAS_DROPOUT, DOT_PRECISION)
-            dk += _dot(tl.trans(ds.to(q.dtype)), q, DOT_PRECISION).to(acc_dtype)
-        out = bh * stride_kb + offs_n[:, None] * stride_kn + offs_d[None, :]
-        tl.store(dk_ptr + out, (dk * scale).to(dk_ptr.dtype.element_ty), mask=mask_nd)
-        tl.store(dv_ptr + out, dv.to(dv_ptr.dtype.element_ty), mask=mask_nd)
-
-    @triton.jit
-    def _backward_q_kernel(
-        q_ptr, k_ptr, v_ptr, gu_ptr, gt_ptr, shift_ptr, dq_ptr, kpm_ptr, am_ptr,
-        stride_qb, stride_qm, stride_kb, stride_kn, stride_vb, stride_vn, stride_gb, stride_gm,
-        stride_kpm_b, stride_am_b, stride_am_h, stride_am_m, stride_am_n,
-        heads, tgt_len, src_len, head_dim, scale, dropout_p, seed,
-        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-        HAS_KPM: tl.constexpr, HAS_AM: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-        HAS_GU: tl.constexpr, HAS_GT: tl.constexpr, HAS_SHIFT: tl.constexpr,
-        DOT_PRECISION: tl.constexpr, IS_FP64: tl.constexpr,
-    ):
-        bh, b, h, offs_m, offs_d, mask_d = _program_block(heads, head_dim, BLOCK_M, BLOCK_D)
-        mask_m = offs_m < tgt_len
-        mask_md = mask_m[:, None] & mask_d[None, :]
-        q = _rows(q_ptr, bh * stride_qb, offs_m, stride_qm, offs_d, mask_md)
-        acc_dtype = tl.float64 if IS_FP64 else tl.float32
-        gu = q  # placeholder when U gets no gradient (unused then)
-        if HAS_GU:
-            gu = _rows(gu_ptr, bh * stride_gb, offs_m, stride_gm, offs_d, mask_md)
-        gt, shift = _row_grads(gt_ptr, shift_ptr, bh * tgt_len + offs_m, mask_m, BLOCK_M,
-                               HAS_GT, HAS_SHIFT, IS_FP64)
-        dq = tl.zeros((BLOCK_M, BLOCK_D), dtype=acc_dtype)
-        for start_n in range(0, src_len, BLOCK_N):
-            offs_n = start_n + tl.arange(0, BLOCK_N)
-            s, k = _scores(q, k_ptr, bh * stride_kb, stride_kn, offs_m, offs_n, offs_d, mask_d,
-                           b, h, tgt_len, src_len, scale, kpm_ptr, stride_kpm_b, am_ptr,
-                           stride_am_b, stride_am_h, stride_am_m, stride_am_n, HAS_KPM,
-                           HAS_AM, DOT_PRECISION)
-            keep = _tile_keep(s, seed, bh, offs_m, offs_n, src_len, dropout_p, HAS_DROPOUT)
-            v = k  # placeholder when U gets no gradient (unused then)
-            if HAS_GU:
-                v = _rows(v_ptr, bh * stride_vb, offs_n, stride_vn, offs_d,
-                          (offs_n < src_len)[:, None] & mask_d[None, :])
-            ds = _grad_scores(s, gu, v, gt, shift, keep, dropout_p, HAS_GU, HAS_GT,
-                              HAS_SHIFT, HAS_DROPOUT, DOT_PRECISION)
-            dq += _dot(ds.to(k.dtype), k, DOT_PRECISION).to(acc_dtype)
-        tl.store(dq_ptr + bh * stride_qb + offs_m[:, None] * stride_qm + offs_d[None, :],
-                 (dq * scale).to(dq_ptr.dtype.element_ty), mask=mask_md)
+        if dq_ptr is not None:
+            offs_m = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+            q_at, q_in = _tile(bh, offs_m, tgt_len, offs_d, head_dim)
+            q = tl.load(q_ptr + q_at, mask=q_in, other=0.0)
+            gu = _load_given(gu_ptr, q_at, q_in)
+            rows = bh * tgt_len + offs_m
+            gt = _load_given(gt_ptr, rows, offs_m < tgt_len)
+            shift = _load_given(shift_ptr, rows, offs_m < tgt_len)
+            dq = tl.zeros((BLOCK_M, BLOCK_D), dtype=acc_dtype)
+            for start_n in range(0, src_len, BLOCK_N):
+                offs_n = start_n + tl.arange(0, BLOCK_N)
+                kv_at, kv_in = _tile(bh, offs_n, src_len, offs_d, head_dim)
+                k = tl.load(k_ptr + kv_at, mask=kv_in, other=0.0)
+                # v is read only when U has a gradient
+                v = _load_given(v_ptr if gu_ptr is not None else None, kv_at, kv_in)
+                ds, _s_dropped = _backward_tile(q, k, v, gu, gt, shift, bh, offs_m, offs_n,
+                                                tgt_len, src_len, heads, scale, masks,
+                                                dropout_p, seed, DOT_PRECISION)
+                dq += _dot(ds.to(k.dtype), k, DOT_PRECISION).to(acc_dtype)
+            tl.store(dq_ptr + q_at, (dq * scale).to(dq_ptr.dtype.element_ty), mask=q_in)
+        else:
+            offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+            kv_at, kv_in = _tile(bh, offs_n, src_len, offs_d, head_dim)
+            k = tl.load(k_ptr + kv_at, mask=kv_in, other=0.0)
+            v = tl.load(v_ptr + kv_at, mask=kv_in, other=0.0)
+            dk = tl.zeros((BLOCK_N, BLOCK_D), dtype=acc_dtype)
+            dv = tl.zeros((BLOCK_N, BLOCK_D), dtype=acc_dtype)
+            for start_m in range(0, tgt_len, BLOCK_M):
+                offs_m = start_m + tl.arange(0, BLOCK_M)
+                q_at, q_in = _tile(bh, offs_m, tgt_len, offs_d, head_dim)
+                q = tl.load(q_ptr + q_at, mask=q_in, other=0.0)
+                gu = _load_given(gu_ptr, q_at, q_in)
+                rows = bh * tgt_len + offs_m
+                ds, dropped = _backward_tile(q, k, v, gu,
+                                             _load_given(gt_ptr, rows, offs_m < tgt_len),
+                                             _load_given(shift_ptr, rows, offs_m < tgt_len),
+                                             bh, offs_m, offs_n, tgt_len, src_len, heads,
+                                             scale, masks, dropout_p, seed, DOT_PRECISION)
+                if gu_ptr is not None:
+                    dv += _dot(tl.trans(dropped.to(gu.dtype)), gu, DOT_PRECISION).to(acc_dtype)
+                dk += _dot(tl.trans(ds.to(q.dtype)), q, DOT_PRECISION).to(acc_dtype)
+            tl.store(dk_ptr + kv_at, (dk * scale).to(dk_ptr.dtype.element_ty), mask=kv_in)
+            tl.store(dv_ptr + kv_at, dv.to(dv_ptr.dtype.element_ty), mask=kv_in)
 
     @triton.jit
     def _keep_mask_kernel(out_ptr, tgt_len, src_len, dropout_p, seed,
@@ -355,30 +328,33 @@ def _blocks(head_dim: int, block_m: int | None, block_n: int | None) -> tuple[in
     return block_m, block_n, block_d
 
 
-def _mask_args(key_padding_mask: Tensor | None, attn_mask: Tensor | None, batch: int,
-               heads: int, tgt_len: int, src_len: int, like: Tensor) -> tuple:
-    """Pointers (uint8 views of the bool masks, or a dummy) and strides; broadcast dims get
-    stride 0 through ``expand``, so nothing of size B x H x Tq x Tk is made."""
+def _masks(key_padding_mask: Tensor | None, attn_mask: Tensor | None, batch: int,
+           heads: int, tgt_len: int, src_len: int) -> tuple:
+    """The kernels' ``masks`` tuple: uint8 views of the bool masks (None where absent) and
+    the attention mask's strides, 0 on broadcast dims through ``expand``, so nothing of size
+    B x H x Tq x Tk is made."""
+    kpm = None
     if key_padding_mask is not None:
         if key_padding_mask.shape != (batch, src_len):
             raise ValueError(f"key_padding_mask must be ({batch}, {src_len}), got "
                              f"{tuple(key_padding_mask.shape)}")
         kpm = key_padding_mask.to(torch.bool).contiguous().view(torch.uint8)
-        kpm_stride = kpm.stride(0)
-    else:
-        kpm, kpm_stride = like, 0
+    am, am_strides = None, (0, 0, 0, 0)
     attn_mask = as_4d_mask(attn_mask)
     if attn_mask is not None:
         # a same-size dtype view keeps the strides, so the expanded dims stay 0
         am = attn_mask.expand(batch, heads, tgt_len, src_len).view(torch.uint8)
         am_strides = am.stride()
-    else:
-        am, am_strides = like, (0, 0, 0, 0)
-    return kpm, kpm_stride, am, am_strides
+    return (kpm, am, *am_strides)
+
+
+def _compile_options(dtype: torch.dtype, block_m: int, block_n: int, block_d: int) -> dict:
+    return dict(BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
+                DOT_PRECISION=_dot_precision(dtype), IS_FP64=dtype == torch.float64)
 
 
 class _TritonReLUSums(torch.autograd.Function):
-    """U, S, T, P from ``_forward_kernel``; gradients from the two backward kernels."""
+    """U, S, T, P from ``_forward_kernel``; gradients from ``_backward_kernel``."""
 
     @staticmethod
     def forward(ctx, q, k, v, key_padding_mask, attn_mask, dropout_p, seed, need_sums,
@@ -391,24 +367,16 @@ class _TritonReLUSums(torch.autograd.Function):
         stat_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
         u = torch.empty_like(qf)
         sums = [torch.empty(batch * heads, tgt_len, device=q.device, dtype=stat_dtype)
-                for _ in range(3)] if need_sums else [u, u, u]
-        kpm, kpm_stride, am, am_strides = _mask_args(key_padding_mask, attn_mask, batch, heads,
-                                                     tgt_len, src_len, qf)
-        bm, bn, bd = _blocks(head_dim, block_m, block_n)
-        scale = head_dim ** -0.5
-        grid = (batch * heads, triton.cdiv(tgt_len, bm))
-        _forward_kernel[grid](
-            qf, kf, vf, u, *sums, kpm, am,
-            qf.stride(0), qf.stride(1), kf.stride(0), kf.stride(1), vf.stride(0), vf.stride(1),
-            u.stride(0), u.stride(1), kpm_stride, *am_strides,
-            heads, tgt_len, src_len, head_dim, scale, float(dropout_p), seed,
-            BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd, HAS_KPM=key_padding_mask is not None,
-            HAS_AM=attn_mask is not None, HAS_DROPOUT=dropout_p > 0, NEED_SUMS=need_sums,
-            DOT_PRECISION=_dot_precision(q.dtype), IS_FP64=q.dtype == torch.float64,
-        )
-        ctx.save_for_backward(qf, kf, vf, kpm, am)
-        ctx.options = (batch, heads, kpm_stride, am_strides, key_padding_mask is not None,
-                       attn_mask is not None, float(dropout_p), seed, bm, bn, bd)
+                for _ in range(3)] if need_sums else [None, None, None]
+        masks = _masks(key_padding_mask, attn_mask, batch, heads, tgt_len, src_len)
+        options = _compile_options(q.dtype, *_blocks(head_dim, block_m, block_n))
+        # the kernels' arguments after their tensors; dropout_p None compiles dropout out
+        scalars = (heads, tgt_len, src_len, head_dim, head_dim ** -0.5,
+                   float(dropout_p) if dropout_p > 0 else None, seed)
+        grid = (batch * heads, triton.cdiv(tgt_len, options["BLOCK_M"]))
+        _forward_kernel[grid](qf, kf, vf, u, *sums, masks, *scalars, **options)
+        ctx.save_for_backward(qf, kf, vf)
+        ctx.masks, ctx.scalars, ctx.options = masks, scalars, options
         ctx.shapes = (q.shape, k.shape, v.shape)
         u = u.view(q.shape)
         if not need_sums:
@@ -419,16 +387,14 @@ class _TritonReLUSums(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_u, grad_row_sum, grad_xlogx, _grad_positives):
-        qf, kf, vf, kpm, am = ctx.saved_tensors
-        (batch, heads, kpm_stride, am_strides, has_kpm, has_am, dropout_p, seed,
-         bm, bn, bd) = ctx.options
+        qf, kf, vf = ctx.saved_tensors
         bh, tgt_len, head_dim = qf.shape
         src_len = kf.size(1)
         if grad_u is None and grad_row_sum is None and grad_xlogx is None:
             return (None,) * 10
         stat_dtype = torch.float64 if qf.dtype == torch.float64 else torch.float32
         gu = (grad_u.to(qf.dtype).reshape(bh, tgt_len, head_dim).contiguous()
-              if grad_u is not None else qf)
+              if grad_u is not None else None)
         # gS_i + gT_i (log s_ij + 1) = gT_i log s_ij + (gS_i + gT_i): one row term, the shift
         shift = None
         for g in (grad_row_sum, grad_xlogx):
@@ -439,22 +405,14 @@ class _TritonReLUSums(torch.autograd.Function):
               if grad_xlogx is not None else None)
         shift = shift.contiguous() if shift is not None else None
         dq, dk, dv = torch.empty_like(qf), torch.empty_like(kf), torch.empty_like(vf)
-        common = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd, HAS_KPM=has_kpm, HAS_AM=has_am,
-                      HAS_DROPOUT=dropout_p > 0, HAS_GU=grad_u is not None,
-                      HAS_GT=gt is not None, HAS_SHIFT=shift is not None,
-                      DOT_PRECISION=_dot_precision(qf.dtype),
-                      IS_FP64=qf.dtype == torch.float64)
-        args = (qf.stride(0), qf.stride(1), kf.stride(0), kf.stride(1), vf.stride(0),
-                vf.stride(1), gu.stride(0), gu.stride(1), kpm_stride, *am_strides,
-                heads, tgt_len, src_len, head_dim, head_dim ** -0.5, dropout_p, seed)
-        gt_arg = gt if gt is not None else qf
-        shift_arg = shift if shift is not None else qf
+        grads = (qf, kf, vf, gu, gt, shift)
+        block_m, block_n = ctx.options["BLOCK_M"], ctx.options["BLOCK_N"]
         if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
-            _backward_kv_kernel[(bh, triton.cdiv(src_len, bn))](
-                qf, kf, vf, gu, gt_arg, shift_arg, dk, dv, kpm, am, *args, **common)
+            _backward_kernel[(bh, triton.cdiv(src_len, block_n))](
+                *grads, None, dk, dv, ctx.masks, *ctx.scalars, **ctx.options)
         if ctx.needs_input_grad[0]:
-            _backward_q_kernel[(bh, triton.cdiv(tgt_len, bm))](
-                qf, kf, vf, gu, gt_arg, shift_arg, dq, kpm, am, *args, **common)
+            _backward_kernel[(bh, triton.cdiv(tgt_len, block_m))](
+                *grads, dq, None, None, ctx.masks, *ctx.scalars, **ctx.options)
         q_shape, k_shape, v_shape = ctx.shapes
         return (dq.view(q_shape) if ctx.needs_input_grad[0] else None,
                 dk.view(k_shape) if ctx.needs_input_grad[1] else None,
