@@ -4,7 +4,7 @@ the encoder, length reduced 4x), with blockwise attention as in the paper."""
 from __future__ import annotations
 
 import scripts.reproduce.tables.toy_settings as toy
-from scripts.reproduce.spec import Comparison, Deviation, Row, TableSpec
+from scripts.reproduce.spec import Comparison, Deviation, Row
 
 SCORERS = {"linear": "linear (default)", "nonlinear": "nonlinear", "index": "index-based",
            "power": "PoWER-like (attention received)", "random": "random"}
@@ -19,13 +19,12 @@ def _rows() -> tuple[Row, ...]:
                  for key, label in SCORERS.items())
 
 
-SPEC = TableSpec(
+SPEC = toy.arxiv_summary_table(
     name="pyramidion_table4",
     title="scorers on a 4-layer Transpooler",
     paper="Pyramidion, Table 4",
     claim="The trainable linear scorer is the best: above random and index-based selection "
           "and the attention-based (PoWER-like) and nonlinear scorers.",
-    kind="summarization",
     metrics=(*toy.ROUGE, toy.VALID_NLL),
     rows=_rows(),
     comparisons=(
@@ -33,9 +32,6 @@ SPEC = TableSpec(
         Comparison("linear", "index", "rouge2", "linear scorer beats index-based"),
         Comparison("linear", "power", "rouge2", "linear scorer beats PoWER-like"),
     ),
-    toy=dict(toy.SUMMARY_TOY),
-    tiny=dict(toy.SUMMARY_TINY),
-    paper_settings={"dataset": "arxiv"},
     deviations=(
         toy.MANPAGES,
         Deviation("length", "8192 -> 2048", "256 -> 64 (4x, as the paper)", "CPU budget"),

@@ -4,7 +4,7 @@ blockwise encoders, with their cost."""
 from __future__ import annotations
 
 import scripts.reproduce.tables.toy_settings as toy
-from scripts.reproduce.spec import Comparison, Deviation, Metric, Row, TableSpec
+from scripts.reproduce.spec import Comparison, Deviation, Metric, Row
 
 # Schedules are written for 4 encoder layers and any input length L (256 at toy scale): the
 # kind resolves the placeholders L, L/2, L/4 (see scripts/reproduce/kinds/summarization.py).
@@ -26,14 +26,13 @@ ROWS = (
         recipe_model="pyramidion"),
 )
 
-SPEC = TableSpec(
+SPEC = toy.arxiv_summary_table(
     name="pyramidion_table7",
     title="pooling configurations against vanilla and blockwise, with cost",
     paper="Pyramidion, Table 7",
     claim="A Pyramidion (blocks of 512, 8192 -> 4096 -> 2048) gains 1.2 ROUGE over the "
           "full-attention vanilla encoder at the same input length while training 3x and "
           "decoding 2.4x faster; DeepPyramidion beats blockwise (47.15 vs 46.85 ROUGE-1).",
-    kind="summarization",
     metrics=(*toy.ROUGE, Metric("train_cpu_per_update", "train CPU s/update", False, 3),
              Metric("decode_seconds", "decode s", False)),
     rows=ROWS,
@@ -45,9 +44,6 @@ SPEC = TableSpec(
         Comparison("pyramidion", "vanilla", "decode_seconds",
                    "Pyramidion decodes faster than vanilla"),
     ),
-    toy=dict(toy.SUMMARY_TOY),
-    tiny=dict(toy.SUMMARY_TINY),
-    paper_settings={"dataset": "arxiv"},
     plot=("metric:train_cpu_per_update", "rouge1"),  # ROUGE against cost
     deviations=(
         toy.MANPAGES,

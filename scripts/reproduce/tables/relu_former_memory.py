@@ -4,7 +4,7 @@ ReLU over its slots, as the number of slots (the FFN width) grows."""
 from __future__ import annotations
 
 import scripts.reproduce.tables.toy_settings as toy
-from scripts.reproduce.spec import Comparison, Deviation, Row, TableSpec
+from scripts.reproduce.spec import Comparison, Deviation, Row
 
 # a small and a large memory (x8): 18 cells, 41.5 min on 2 cores (measured, --jobs 2); a
 # third point at 2,048, whose FFN would double the step, would not fit 45
@@ -27,13 +27,12 @@ def _memory_row(key: str, slots: int) -> Row:
 ROWS = tuple(_memory_row(key, slots) for slots in SLOTS for key in ACTIVATIONS)
 
 
-SPEC = TableSpec(
+SPEC = toy.sentence_translation_table(
     name="relu_former_memory",
     title="FFN as key-value memory against the number of slots",
     paper="ReLUFormer, section 3",
     claim="ReLU over the memory slots beats softmax (34.22 vs 33.08 BLEU) and matches "
           "softmax + LayerNorm (34.21), and ReLU pulls ahead as the slots grow to 3072-4096.",
-    kind="translation",
     metrics=(toy.BLEU, toy.VALID_NLL),
     rows=ROWS,
     comparisons=(
@@ -44,9 +43,6 @@ SPEC = TableSpec(
         Comparison(f"relu_{SLOTS[-1]}", f"softmax_{SLOTS[-1]}", "valid_nll",
                    f"ReLU memory's valid nll below softmax memory's at {SLOTS[-1]} slots"),
     ),
-    toy=dict(toy.TRANSLATION_TOY),
-    tiny={**toy.TRANSLATION_TINY},
-    paper_settings={"recipe": "iwslt14_de_en", "beams": [5]},
     deviations=(
         Deviation("slots", "32 to 4096", ", ".join(map(str, SLOTS)), "CPU budget"),
         toy.CPU_MODEL, toy.SENTENCE_BUDGET, toy.gettext_data("IWSLT14 De-En"),

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import scripts.reproduce.tables.toy_settings as toy
-from scripts.reproduce.spec import Comparison, Deviation, Metric, Row, TableSpec
+from scripts.reproduce.spec import Comparison, Deviation, Metric, Row
 
 REGULARISED = ("--criterion", "regularized_label_smoothed_cross_entropy")
 # row key (the recipe's MODEL too) -> label, --attention-activation, the paper's figures
@@ -21,13 +21,12 @@ ROWS = tuple(Row(key, label, ("--attention-activation", activation,
                  paper=paper, recipe_model=key)
              for key, (label, activation, paper) in MODELS.items())
 
-SPEC = TableSpec(
+SPEC = toy.sentence_translation_table(
     name="relu_former_table4",
     title="sentence-level translation against sparse attentions, with latency",
     paper="ReLUFormer, Table 4",
     claim="ReLUFormer matches or beats the Transformer (34.56 vs 34.22 BLEU on IWSLT14 De-En) "
           "and decodes about as fast, 1.7x faster than sparsemax and 1.5-entmax.",
-    kind="translation",
     metrics=(toy.BLEU, toy.VALID_NLL, Metric("decode_seconds", "decode s", False)),
     rows=ROWS,
     comparisons=(
@@ -37,9 +36,6 @@ SPEC = TableSpec(
         Comparison("relu_former", "entmax15", "decode_seconds",
                    "ReLUFormer decodes faster than 1.5-entmax"),
     ),
-    toy=dict(toy.TRANSLATION_TOY),
-    tiny=dict(toy.TRANSLATION_TINY),
-    paper_settings={"recipe": "iwslt14_de_en", "beams": [5]},
     deviations=(
         toy.gettext_data("IWSLT14 De-En"), toy.CPU_MODEL, toy.SENTENCE_BUDGET,
         Deviation("latency", "GPU decoding time", "fairseq-generate seconds on one CPU thread",

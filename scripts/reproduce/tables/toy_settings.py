@@ -1,4 +1,6 @@
-"""The toy-scale settings the tables share, and the tiny ones the tests use.
+"""The toy-scale settings the tables share, and the tiny ones the tests use; the table
+families that share a kind, a budget and the paper's settings are built by
+``sentence_translation_table`` and ``arxiv_summary_table``.
 
 Translation (ReLUFormer tables 4 and 6, the memory study, sparse-softmax generation): the
 gettext catalogs of French (a catalog language the demo does not use; ``--set lang=..``
@@ -16,7 +18,9 @@ the sentence model's schedule ended at (the shared orchestrator's continuation r
 
 from __future__ import annotations
 
-from scripts.reproduce.spec import Deviation, Metric
+from typing import Any, Mapping
+
+from scripts.reproduce.spec import Deviation, Metric, TableSpec
 
 TRANSLATION_TOY = {
     "locale_dir": "/usr/share/locale", "lang": "fr", "block_tokens": 1024,
@@ -75,3 +79,26 @@ SUMMARY_MODEL = Deviation("layers", "3+3 (Pyramidion), 6+6 (deep); width 512",
 
 def gettext_data(paper: str) -> Deviation:
     return Deviation("data", paper, "gettext catalogs fr->en", "offline; real translations")
+
+
+def _family_table(kind: str, toy: Mapping[str, Any], tiny: Mapping[str, Any],
+                  paper_settings: Mapping[str, Any], fields: dict) -> TableSpec:
+    """A table of a family that shares its kind, budgets and paper settings; ``toy`` and
+    ``tiny`` in ``fields`` are overrides merged over the family's."""
+    return TableSpec(kind=kind, toy={**toy, **fields.pop("toy", {})},
+                     tiny={**tiny, **fields.pop("tiny", {})}, paper_settings=paper_settings,
+                     **fields)
+
+
+def sentence_translation_table(**fields: Any) -> TableSpec:
+    """A ReLUFormer table on IWSLT14 De-En sentences, decoded with the paper's beam 5: the
+    translation kind at ``TRANSLATION_TOY`` / ``TRANSLATION_TINY``."""
+    return _family_table("translation", TRANSLATION_TOY, TRANSLATION_TINY,
+                         {"recipe": "iwslt14_de_en", "beams": [5]}, fields)
+
+
+def arxiv_summary_table(**fields: Any) -> TableSpec:
+    """A Pyramidion table on arXiv summarisation: the summarization kind at ``SUMMARY_TOY`` /
+    ``SUMMARY_TINY``."""
+    return _family_table("summarization", SUMMARY_TOY, SUMMARY_TINY, {"dataset": "arxiv"},
+                         fields)
