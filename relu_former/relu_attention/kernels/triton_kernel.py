@@ -36,7 +36,7 @@ PTX).
 
 Dropout: m_ij = [r_ij >= p] with r_ij = ``tl.rand(seed + bh, i * Tk + j)``, Triton's
 counter-based Philox generator keyed by the seed and the (batch x head) index, counted by the
-score's position. The backward kernels draw the same r_ij from the same counters, so the mask
+score's position. Both backward passes draw the same r_ij from the same counters, so the mask
 is replayed exactly and never stored; ``dropout_keep_mask`` runs the same generator to show
 it (tests).
 
@@ -102,11 +102,7 @@ def triton_available(q: Tensor | None = None) -> bool:
 
 
 if triton is not None:
-    # Every tensor the kernels read or write is a contiguous (B x H, T, D) view (the wrapper
-    # makes it so), so a row's address follows from (bh, T, D) and no stride is passed. An
-    # input that is absent (a mask, an incoming gradient, an output nobody asked for, dropout)
-    # is passed as None: Triton specialises on it, and the code that would use it is
-    # compiled out.
+    # arguments: see "Arguments" in the module docstring (no strides; absent = None)
 
     @triton.jit
     def _dot(a, b, DOT_PRECISION: tl.constexpr):
