@@ -4,9 +4,9 @@ A bad flag value found while fairseq builds a model, criterion or task is raised
 ``OptionError``; a checkpoint file that cannot be read as one is a ``CorruptCheckpointError``,
 one the safe loader refuses an ``UnsafeCheckpointError``. All are ``CommandLineError``s
 (``ValueError``s, so Python callers can catch them as before).
-When fairseq's command line is the caller and nothing catches one, ``install_cli_error_hook``
-prints the one line argparse would print and exits without a traceback: status 2 for a bad
-flag, as argparse does, status 1 for a bad file.
+When fairseq's command line is the caller (``is_fairseq_command``) and nothing catches one,
+``install_cli_error_hook`` prints the one line argparse would print and exits without a
+traceback: status 2 for a bad flag, as argparse does, status 1 for a bad file.
 """
 
 from __future__ import annotations
@@ -71,6 +71,21 @@ def _find_command_line_error(error: BaseException | None) -> CommandLineError | 
         seen.add(id(error))
         error = error.__cause__ or error.__context__
     return None
+
+
+def is_fairseq_command() -> bool:
+    """Whether this process is one of fairseq's command-line programs.
+
+    Judged by how the process was started, ``sys.argv[0]``: every console script fairseq
+    installs is named ``fairseq-*`` (``fairseq-train``, ``fairseq-hydra-train``, ...), and
+    ``python -m fairseq_cli.train`` runs ``fairseq_cli/train.py``. Wrapping the scripts'
+    ``cli_main`` instead cannot work: fairseq imports ``--user-dir`` from inside ``cli_main``,
+    when that call has already begun. A notebook, a test runner or a library that imports the
+    plugin keeps its own ``sys.excepthook``.
+    """
+    script = sys.argv[0] if sys.argv else ""
+    return (os.path.basename(script).startswith("fairseq-")
+            or os.path.basename(os.path.dirname(script)) == "fairseq_cli")
 
 
 def install_cli_error_hook() -> None:

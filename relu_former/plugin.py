@@ -11,7 +11,9 @@ that a run ending mid-epoch does not abort at exit (``batch_thread_exit``), lets
 non-finite floats, half precision on CPU, ignored combinations), names an incomplete
 binarized data file with its fix (``data_files``), and refuses a checkpoint
 trained with another dictionary than the data's (``dictionary_check``), and loads checkpoints
-saved with the criteria's old ``sparse_k`` (``sparse_softmax/old_checkpoints``).
+saved with the criteria's old ``sparse_k`` (``sparse_softmax/old_checkpoints``). Only in
+fairseq's own commands does it replace ``sys.excepthook``, to print the plugin's errors as one
+line (``errors.is_fairseq_command``).
 ``relu_former/__init__.py`` imports this module
 only when fairseq is already imported, so ``import relu_former.relu_attention.kernels.reference``
 stays a torch-only import. Python code that builds fairseq objects itself can ``import
@@ -22,7 +24,7 @@ import importlib.util
 import os
 import sys
 
-from relu_former.errors import install_cli_error_hook
+from relu_former.errors import install_cli_error_hook, is_fairseq_command
 from relu_former.fairseq_fixes.batch_thread_exit import stop_batch_threads_at_exit
 from relu_former.fairseq_fixes.checkpoint_files import guard_checkpoint_files
 from relu_former.fairseq_fixes.checkpoint_safety import allow_fairseq_checkpoint_globals
@@ -30,6 +32,7 @@ from relu_former.fairseq_fixes.data_files import check_data_files
 from relu_former.fairseq_fixes.dictionary_check import check_checkpoint_dictionaries
 from relu_former.fairseq_fixes.interactive_input import bound_interactive_input
 from relu_former.fairseq_fixes.last_batch import keep_last_batch
+from relu_former.fairseq_fixes.literal_config import read_config_strings_as_literals
 from relu_former.fairseq_fixes.parse_checks import check_parsed_command_lines
 from relu_former.sparse_softmax.old_checkpoints import upgrade_old_sparse_k_checkpoints
 
@@ -94,7 +97,9 @@ def _mark_as_user_dir() -> None:
 
 allow_fairseq_checkpoint_globals()
 guard_checkpoint_files()
-install_cli_error_hook()
+read_config_strings_as_literals()
+if is_fairseq_command():  # a notebook or library that imports the plugin keeps its hook
+    install_cli_error_hook()
 keep_last_batch()
 stop_batch_threads_at_exit()
 bound_interactive_input()
