@@ -88,7 +88,7 @@ def check_training_k(k: object, num_classes: Optional[int], what: str) -> None:
 
 class SparseSoftmaxFlags:
     """The criteria's ``add_args``: the dataclass's flags, ``--sparse-softmax-k`` shared with
-    a sparse decoding task, and the deprecated ``--sparse-softmax-k``."""
+    a sparse decoding task, and the deprecated ``--sparse-k``."""
 
     @classmethod
     def add_args(cls, parser) -> None:

@@ -1,4 +1,4 @@
-r"""Successive-halving soft top-k pooling (Pietruszka et al., 2020).
+r"""Successive-halving soft top-k pooling (Pietruszka et al., ACL 2022, arXiv:2009.05169).
 
 Input: n vectors :math:`x_i \in \mathbb{R}^d` with scalar scores :math:`v_i`; output: k vectors
 that approximate the k best-scored ones, differentiably in the scores.
@@ -69,11 +69,18 @@ PAIRINGS = ("first_last", "halves")
 
 
 class PooledSequence(NamedTuple):
-    """k' = min(k, n) pooled slots per example; ``padding_mask`` is True at padded slots."""
+    """k' = min(k, n) pooled slots per example; ``padding_mask`` is True at padded slots.
+
+    ``source_slot`` and ``source_weight`` say where each input position went: the output slot
+    that merged it and its coefficient there (0 at padding), so that
+    ``values[b, j] = sum over i with source_slot[b, i] == j of source_weight[b, i] * x[b, i]``.
+    """
 
     values: Tensor  # [B, k', d]
     scores: Tensor  # [B, k']
     padding_mask: Tensor  # [B, k'] bool
+    source_slot: Tensor | None = None  # [B, n] long
+    source_weight: Tensor | None = None  # [B, n]
 
 
 def check_inputs(
@@ -263,7 +270,7 @@ def successive_halving_topk(
         start = torch.cat([start, torch.arange(length, full, device=device).expand(batch, -1)], 1)
         leaves = start.gather(1, leaves.reshape(batch, -1)).view(leaves.shape)
     pooled = _LeafWeightedSum.apply(values, leaves, coef.to(values.dtype))
-    return PooledSequence(pooled, s, pad)
+    return PooledSequence(pooled, s, pad, *input_slots(leaves, coef.detach(), length))
 
 
 def _first_round(scores: Tensor, pad: Tensor, sort: bool, padded: bool, sort_back: bool,
@@ -354,6 +361,18 @@ def _walk_back(
     return leaves, coef
 
 
+def input_slots(leaves: Tensor, coef: Tensor, length: int) -> Tuple[Tensor, Tensor]:
+    """The output slot of every input position and its coefficient there, [B, length] each,
+    from the partition ``leaves`` / ``coef`` [B, m, k'] (the positions the operator added from
+    ``length`` on are dropped)."""
+    batch, leaf_count, out_len = leaves.shape
+    flat_leaves = leaves.reshape(batch, -1)
+    slots = torch.arange(out_len, device=leaves.device).expand(batch, leaf_count, out_len)
+    slot_of = torch.empty_like(flat_leaves).scatter_(1, flat_leaves, slots.reshape(batch, -1))
+    coef_of = coef.new_zeros(flat_leaves.shape).scatter_(1, flat_leaves, coef.reshape(batch, -1))
+    return slot_of[:, :length], coef_of[:, :length]
+
+
 # The vectors are read in slices of about this many elements (1 MiB of float32), so no temporary
 # grows with the input (the per-example loop instead holds both members of every pair of every
 # round for backward).
@@ -402,13 +421,9 @@ class _LeafWeightedSum(torch.autograd.Function):
         _, leaf_count, out_len = leaves.shape
         full = leaf_count * out_len
         flat_leaves = leaves.reshape(batch, full)
-        slots = torch.arange(out_len, device=values.device).expand(batch, leaf_count, out_len)
-        slots = slots + (torch.arange(batch, device=values.device) * out_len).view(batch, 1, 1)
-        # slot and coefficient of every input position (positions from n on are dropped)
-        slot_of = torch.empty_like(flat_leaves).scatter_(1, flat_leaves, slots.reshape(batch, -1))
-        slot_of = slot_of[:, :length]
-        coef_of = coef.new_zeros(batch, full).scatter_(1, flat_leaves, coef.reshape(batch, -1))
-        coef_of = coef_of[:, :length]
+        slot_of, coef_of = input_slots(leaves, coef, length)
+        # rows of the flattened [B * k', d] output gradient
+        slot_of = slot_of + (torch.arange(batch, device=values.device) * out_len).view(batch, 1)
         grad_rows = grad_pooled.reshape(batch * out_len, dim)
         grad_values = torch.empty_like(values) if ctx.needs_input_grad[0] else None
         grad_coef_of = coef.new_zeros(batch, full) if ctx.needs_input_grad[2] else None

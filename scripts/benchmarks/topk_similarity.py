@@ -1,4 +1,4 @@
-r"""nCCS: how well pooled vectors approximate the true top-k vectors (Pietruszka et al., 2020).
+r"""nCCS: how well pooled vectors approximate the true top-k vectors (Pietruszka et al., ACL 2022).
 
 For each of the k true top-k input vectors :math:`t_i` (hard top-k by score), take the best cosine
 similarity with any pooled vector :math:`p_j`, and average:

@@ -1,7 +1,7 @@
 """ReLU attention as one fused Triton kernel (forward and backward): the CUDA path with dropout.
 
-ReLUFormer (Shen et al. 2023, "A Study on ReLU and Softmax in Transformer", §2.1 ReLU
-attention with variance reduction, §2.2 the regularisers' sums). The maths is that of
+ReLUFormer (Shen et al. 2023, "A Study on ReLU and Softmax in Transformer", section 4.1
+ReLU attention with variance reduction, section 4.2 the regularisers' sums). The maths is that of
 ``relu_former.relu_attention.kernels.tiled`` (read its docstring): with
 s_ij = ReLU(q_i . k_j / sqrt(d)) over the keys j that query i may see, m_ij the dropout keep
 mask and p the dropout rate,
