@@ -24,6 +24,9 @@ from relu_former.errors import OptionError
 from relu_former.fairseq_fixes.dictionary_check import ACCEPT_ENV, ACCEPT_FLAG
 from relu_former.flag_types import non_finite_floats
 
+# the flags check_precision reads: --cpu, then fairseq's half-precision flags
+PRECISION_FIELDS = ("cpu", "memory_efficient_fp16", "memory_efficient_bf16", "fp16", "bf16")
+
 # relu attention's own options; another activation never reads them
 _RELU_ONLY = (("relu_learn_gamma", "--relu-learn-gamma", lambda v: bool(v)),
               ("relu_attention_scaling", "--relu-attention-scaling",
@@ -42,18 +45,35 @@ def typed_flags(argv: Sequence[str]) -> set[str]:
     return {item.split("=", 1)[0] for item in argv if item.startswith("--")}
 
 
+def check_precision(given: set[str]) -> None:
+    """Raise ``OptionError`` for half precision with ``--cpu`` or in two formats at once.
+
+    ``given``: the fields among :data:`PRECISION_FIELDS` the user set, as set: fairseq's parser
+    then turns ``--memory-efficient-fp16`` into ``--fp16`` too and ``--bf16`` into ``--tpu``
+    (its error for ``--fp16 --bf16`` names ``--tpu``), so the message names what was typed.
+    """
+    half = [name for name in PRECISION_FIELDS[1:] if name in given]
+    if "cpu" in given and half:
+        shown = " and ".join(_flag(name) for name in half)
+        raise OptionError(_flag(half[0]), f"half-precision training needs a GPU, but --cpu is "
+                          f"given: drop {shown} to run in float32 on the CPU, or drop --cpu")
+    formats = {name.rsplit("_", 1)[-1]: name for name in reversed(half)}
+    if len(formats) > 1:
+        raise OptionError(_flag(formats["bf16"]), f"{_flag(formats['bf16'])} and "
+                          f"{_flag(formats['fp16'])} ask for two half-precision formats: "
+                          "give one of them")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
 def check_command_line(args: argparse.Namespace, typed: set[str] | None = None) -> None:
     """Raise ``OptionError`` for the first problem of a parsed fairseq command line;
     ``typed``: the flags the user wrote (for the checks of combinations of typed flags)."""
     for name, value in non_finite_floats(args):
         flag = "--" + name.replace("_", "-")
         raise OptionError(flag, f"must be a finite number, got {value!r}")
-    if getattr(args, "cpu", False):
-        for flag in ("fp16", "bf16"):
-            if getattr(args, flag, False):
-                raise OptionError(
-                    f"--{flag}", f"half-precision training needs a GPU, but --cpu is given: "
-                    f"drop --{flag} to run in float32 on the CPU, or drop --cpu")
     if typed and {"--pooling-base", "--pooling-temperature"} <= typed:
         raise OptionError(
             "--pooling-base", "--pooling-base is ignored when --pooling-temperature is given "
@@ -87,14 +107,17 @@ def _checking(original: Callable) -> Callable:
     def parse_args_and_arch(parser, input_args=None, parse_known=False, suppress_defaults=False,
                             modify_parser=None):
         _add_plugin_flags(parser)
+        argv = [str(a) for a in (sys.argv[1:] if input_args is None else input_args)]
+        typed = typed_flags(argv)
+        # before fairseq's parser, which rewrites these flags and then names the rewritten ones
+        check_precision({name for name in PRECISION_FIELDS if _flag(name) in typed})
         parsed = original(parser, input_args=input_args, parse_known=parse_known,
                           suppress_defaults=suppress_defaults, modify_parser=modify_parser)
         args = parsed[0] if parse_known else parsed
         # suppress_defaults: a partial namespace of overrides (fairseq-validate), checked whole
         # with the checkpoint's arguments later by fairseq itself
         if not suppress_defaults:
-            argv = sys.argv[1:] if input_args is None else input_args
-            check_command_line(args, typed_flags([str(a) for a in argv]))
+            check_command_line(args, typed)
         if getattr(args, "accept_dictionary_change", False):
             # an environment variable reaches the spawned distributed workers too
             os.environ[ACCEPT_ENV] = "1"

@@ -5,6 +5,7 @@ could never pool at the source positions the model really gets, typed or not."""
 from __future__ import annotations
 
 import argparse
+import re
 
 import pytest
 from fairseq import options
@@ -131,4 +132,29 @@ def test_fairseq_train_stops_in_one_line(flags, message, toy_data_bin, tmp_path)
     assert "Traceback" not in proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("fairseq-train: error: ") and message in last, last
+    assert not (tmp_path / "ckpt").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flags, message", [
+    (["--memory-efficient-fp16", "--cpu"], "--memory-efficient-fp16: half-precision training "
+     "needs a GPU, but --cpu is given: drop --memory-efficient-fp16 to run in float32"),
+    (["--memory-efficient-bf16", "--cpu"], "drop --memory-efficient-bf16 to run in float32"),
+    (["--fp16", "--bf16", "--cpu"], "--fp16: half-precision training needs a GPU, but --cpu is "
+     "given: drop --fp16 and --bf16 to run in float32"),
+    (["--fp16", "--bf16"], "error: --bf16 and --fp16 ask for two half-precision formats: give "
+     "one of them"),
+    (["--memory-efficient-fp16", "--bf16"], "--bf16 and --memory-efficient-fp16 ask for two"),
+])
+def test_precision_errors_name_the_flags_typed(flags, message, toy_data_bin, tmp_path):
+    """fairseq's parser turns --memory-efficient-fp16 into --fp16 and --bf16 into --tpu before
+    any check sees them; the one-line error still names only flags the user typed."""
+    proc = run_command([fairseq_command("fairseq-train"), toy_data_bin, "--user-dir", USER_DIR,
+                        "--arch", "transformer", "--save-dir", tmp_path / "ckpt", *flags],
+                       check=False, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("fairseq-train: error: ") and message in last, last
+    assert set(re.findall(r"--[a-z0-9-]+", last)) <= set(flags), last
     assert not (tmp_path / "ckpt").exists()
