@@ -39,6 +39,7 @@ from relu_former.flag_types import float_above, int_at_least
 from relu_former.pyramidion.blockwise import apply_blockwise
 from relu_former.pyramidion.pooling import SCORERS, TokenPooler
 from relu_former.relu_attention.model import (
+    ReLUFormerDecoder,
     ReLUFormerEncoder,
     ReLUFormerModel,
     relu_former_architecture,
@@ -223,6 +224,11 @@ class PyramidionEncoder(ReLUFormerEncoder):
                 "cut long inputs or raise --max-source-positions"
             )
         padding_mask = src_tokens.eq(self.padding_idx)
+        # where each source position (as the caller padded it) ends up in the output, with
+        # its weight there: what maps attention over the output back to the source tokens
+        source_weight = ~padding_mask  # bool until a pooling layer gives weights
+        source_slot = torch.arange(src_tokens.size(1), device=src_tokens.device).expand_as(
+            src_tokens)
         if padding_mask[:, 0].any():
             if token_embeddings is not None:
                 raise ValueError("token_embeddings are supported for right-padded sources only")
@@ -231,6 +237,8 @@ class PyramidionEncoder(ReLUFormerEncoder):
             src_tokens = utils.convert_padding_direction(
                 src_tokens, self.padding_idx, left_to_right=True
             )
+            # that rotates each row left by its padding count
+            source_slot = (source_slot - padding_mask.sum(dim=1, keepdim=True)) % src_tokens.size(1)
             padding_mask = src_tokens.eq(self.padding_idx)
         x, embedding = self.forward_embedding(src_tokens, token_embeddings)
         x = (x * (~padding_mask).unsqueeze(-1).type_as(x)).transpose(0, 1)
@@ -240,7 +248,10 @@ class PyramidionEncoder(ReLUFormerEncoder):
         for index, layer in enumerate(self.layers, start=1):
             x = self._run_layer(layer, x, mask)
             if index in self.pooling_schedule:
-                x, mask = self.poolers[str(index)](x, mask, self.pooling_schedule[index])
+                x, mask, (slot, weight) = self.poolers[str(index)](
+                    x, mask, self.pooling_schedule[index])
+                source_weight = weight.gather(1, source_slot) * source_weight
+                source_slot = slot.gather(1, source_slot)
             if return_all_hiddens:
                 states.append(x)
         if self.layer_norm is not None:
@@ -256,7 +267,36 @@ class PyramidionEncoder(ReLUFormerEncoder):
             "fc_results": [],
             "src_tokens": [],
             "src_lengths": [lengths],
+            "source_slot": [source_slot],  # B x T (T as the caller padded the source)
+            "source_weight": [source_weight.to(x.dtype)],  # B x T
         }
+
+    def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order: Tensor
+                            ) -> Dict[str, List[Tensor]]:
+        reordered = super().reorder_encoder_out(encoder_out, new_order)
+        for key in ("source_slot", "source_weight"):
+            reordered[key] = [t.index_select(0, new_order) for t in encoder_out.get(key, [])]
+        return reordered
+
+
+class PyramidionDecoder(ReLUFormerDecoder):
+    """The ReLUFormer decoder, whose returned attention is over the source tokens.
+
+    The encoder output is pooled, so the cross-attention weights are over pooled slots; each
+    slot is a weighted sum of source positions (a partition of them), so the weight of source
+    position i is the attention on its slot times its weight in that slot. Rows still sum to 1,
+    padding gets 0, and ``fairseq-generate --print-alignment`` (and anything else reading
+    ``extra["attn"]``) indexes the source as it was given, left padding included.
+    """
+
+    def extract_features(self, prev_output_tokens, encoder_out=None, *args, **kwargs):
+        x, extra = super().extract_features(prev_output_tokens, encoder_out, *args, **kwargs)
+        attn = extra["attn"][0] if extra.get("attn") else None
+        if attn is not None and encoder_out and encoder_out.get("source_slot"):
+            slot, weight = encoder_out["source_slot"][0], encoder_out["source_weight"][0]
+            index = slot.unsqueeze(1).expand(-1, attn.size(1), -1)
+            extra["attn"] = [attn.gather(2, index) * weight.unsqueeze(1).to(attn.dtype)]
+        return x, extra
 
 
 class SourceLengthCheck:
@@ -318,6 +358,8 @@ class PyramidionModel(ReLUFormerModel):
     It is a ``relu_former`` model, so ``--attention-activation relu`` (and the other ReLU
     attention and FFN flags) apply; the pyramidion architectures default to softmax.
     """
+
+    decoder_class = PyramidionDecoder
 
     @classmethod
     def add_args(cls, parser) -> None:

@@ -163,11 +163,13 @@ class TokenPooler(nn.Module):
         self.keep_order = keep_order
 
     def forward(self, x: Tensor, padding_mask: Tensor | None, k: int
-                ) -> Tuple[Tensor, Tensor]:
-        """Pool ``x`` [T, B, C] to ``[min(k, T), B, C]``; return it and its padding mask.
+                ) -> Tuple[Tensor, Tensor, Tuple[Tensor, Tensor]]:
+        """Pool ``x`` [T, B, C] to ``[min(k, T), B, C]``; return it, its padding mask and
+        where each input went.
 
         ``padding_mask`` is [B, T] with True at padding (or None); the returned mask is
-        [B, min(k, T)], True where a pooled slot merged only padding.
+        [B, min(k, T)], True where a pooled slot merged only padding. The last item is the
+        pooled slot of every input position and its weight there, [B, T] each (0 at padding).
         """
         if k <= 0:
             raise ValueError(f"pooled length k must be positive, got {k}")
@@ -179,4 +181,5 @@ class TokenPooler(nn.Module):
             states, scores, k, padding_mask, sort=self.sort, sort_back=self.keep_order,
             base=self.base, temperature=self.temperature,
         )
-        return pooled.values.transpose(0, 1), pooled.padding_mask
+        return (pooled.values.transpose(0, 1), pooled.padding_mask,
+                (pooled.source_slot, pooled.source_weight))

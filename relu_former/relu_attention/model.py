@@ -221,10 +221,12 @@ class ReLUFormerModel(AttentionStatisticsMixin, TransformerModel):
     def build_encoder(cls, args, src_dict, embed_tokens):
         return ReLUFormerEncoder(TransformerConfig.from_namespace(args), src_dict, embed_tokens)
 
+    decoder_class = ReLUFormerDecoder  # a subclass model may return its own decoder
+
     @classmethod
     def build_decoder(cls, args, tgt_dict, embed_tokens):
         cfg = TransformerConfig.from_namespace(args)
-        return ReLUFormerDecoder(cfg, tgt_dict, embed_tokens,
+        return cls.decoder_class(cfg, tgt_dict, embed_tokens,
                                  no_encoder_attn=cfg.no_cross_attention)
 
 

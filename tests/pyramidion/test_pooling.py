@@ -78,7 +78,7 @@ def test_trainable_scorers_receive_gradients_through_the_operator(name):
     pooler = TokenPooler(8, scorer=name).double()
     x = torch.randn(9, 2, 8, dtype=torch.float64)
     target = torch.randn(3, 2, 8, dtype=torch.float64)
-    out, _ = pooler(x, right_padding([9, 6], 9), 3)
+    out, _, _ = pooler(x, right_padding([9, 6], 9), 3)
     ((out - target) ** 2).sum().backward()
     grads = [p.grad for p in pooler.scorer.parameters()]
     assert grads and all(g is not None and torch.isfinite(g).all() for g in grads)
@@ -89,14 +89,14 @@ def test_pooler_shapes_and_short_inputs():
     pooler = TokenPooler(4)
     x = torch.randn(10, 3, 4)
     mask = right_padding([10, 5, 2], 10)
-    out, out_mask = pooler(x, mask, 4)
+    out, out_mask, _ = pooler(x, mask, 4)
     assert out.shape == (4, 3, 4) and out_mask.shape == (3, 4)
     # a sentence shorter than k keeps its tokens; the rest of its slots are padding
     assert out_mask.sum(dim=1).tolist() == [0, 0, 2]
     # a batch shorter than k is not lengthened: k' = min(k, T)
-    out, out_mask = pooler(x[:3], mask[:, :3], 8)
+    out, out_mask, _ = pooler(x[:3], mask[:, :3], 8)
     assert out.shape == (3, 3, 4) and out_mask.shape == (3, 3)
-    out, out_mask = pooler(x, None, 4)
+    out, out_mask, _ = pooler(x, None, 4)
     assert not out_mask.any()
 
 
@@ -118,8 +118,8 @@ def test_left_and_right_padding_pool_identically(scorer, keep_order):
     mask = right_padding([12, 9, 4], 12)
     x = x.masked_fill(mask.T.unsqueeze(-1), 0.0)
     left_x, left_mask = to_left_padding(x, mask)
-    out, out_mask = pooler(x, mask, 5)
-    left_out, left_out_mask = pooler(left_x, left_mask, 5)
+    out, out_mask, _ = pooler(x, mask, 5)
+    left_out, left_out_mask, _ = pooler(left_x, left_mask, 5)
     assert torch.equal(out_mask, left_out_mask)
     torch.testing.assert_close(out, left_out, rtol=1e-12, atol=1e-12)
 
@@ -129,11 +129,11 @@ def test_hard_base_keeps_the_best_scored_tokens_in_order():
     dim = 16
     x = torch.eye(dim, dtype=torch.float64).unsqueeze(1)  # token i = e_i, [16, 1, 16]
     pooler = TokenPooler(dim, scorer="index", base=1e6).double()
-    out, out_mask = pooler(x, None, 4)
+    out, out_mask, _ = pooler(x, None, 4)
     assert not out_mask.any()
     torch.testing.assert_close(out[:, 0], torch.eye(dim, dtype=torch.float64)[:4],
                                atol=1e-6, rtol=0)
-    by_score, _ = TokenPooler(dim, scorer="index", base=1e6, keep_order=False).double()(
+    by_score, _, _ = TokenPooler(dim, scorer="index", base=1e6, keep_order=False).double()(
         x.flip(0), None, 4)
     # reversed input: the first real tokens are now e_15..e_12
     expect = torch.eye(dim, dtype=torch.float64)[[15, 14, 13, 12]]

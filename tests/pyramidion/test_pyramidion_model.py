@@ -307,6 +307,29 @@ def test_beam_search_over_pooled_states_matches_one_sentence_at_a_time():
             assert got[1] == pytest.approx(other[1], abs=1e-9)
 
 
+def test_cross_attention_is_returned_over_the_source_tokens():
+    """The decoder's attention (what --print-alignment reads) covers the source as given:
+    one column per source position, rows summing to 1, nothing on padding, and a left-padded
+    batch gives the right-padded one's columns, shifted by its padding."""
+    dictionary = toy_dictionary()
+    model = build_model(dictionary)
+    lengths = [26, 11, 4]
+    previous = token_batch(dictionary, [5, 5, 5], left_pad=False, seed=1)
+    attention = {}
+    for left in (False, True):
+        tokens = token_batch(dictionary, lengths, left_pad=left)
+        with torch.no_grad():
+            _, extra = model(tokens, torch.tensor(lengths), previous)
+        attn = extra["attn"][0]
+        assert attn.shape == (3, 5, 26)
+        torch.testing.assert_close(attn.sum(dim=2), torch.ones(3, 5, dtype=attn.dtype))
+        assert (attn.masked_select(tokens.eq(dictionary.pad()).unsqueeze(1)) == 0).all()
+        attention[left] = attn
+    for i, n in enumerate(lengths):
+        torch.testing.assert_close(attention[True][i, :, 26 - n:], attention[False][i, :, :n],
+                                   rtol=1e-10, atol=1e-12)
+
+
 # ---------------------------------------------------------------- command line (slow)
 
 
@@ -413,3 +436,21 @@ def test_schedules_that_would_not_pool_stop_fairseq_train_in_one_line(fairseq_ru
     assert "Traceback" not in proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith(f"fairseq-train: error: {message}"), last
+
+
+@pytest.mark.slow
+def test_print_alignment_names_source_words_of_a_pooling_model(fairseq_run):
+    """The pooled encoder output is shorter than the source; alignments still index the
+    source's words (fairseq-generate used to stop with an IndexError part-way)."""
+    fairseq_run.train("--pooling-schedule", "last:4", arch="pyramidion")
+    out = fairseq_run.generate("--print-alignment").stdout
+    sources = dict(re.findall(r"^S-(\d+)\t(.*)$", out, flags=re.M))
+    found = hypotheses(out)
+    alignments = dict(re.findall(r"^A-(\d+)\t(.*)$", out, flags=re.M))
+    assert len(sources) == len(found) == len(alignments) == 20
+    assert max(len(line.split()) for line in sources.values()) > 4  # so the encoder pooled
+    for ident, pairs in alignments.items():
+        for pair in pairs.split():
+            source, target = map(int, pair.split("-"))
+            assert 0 <= source < len(sources[ident].split())
+            assert 0 <= target < len(found[ident].split())

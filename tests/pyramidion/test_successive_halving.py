@@ -147,6 +147,27 @@ def test_batched_equals_per_example_reference(options):
 
 
 @pytest.mark.parametrize("options", OPTIONS)
+def test_source_slots_rebuild_the_pooled_values(options):
+    """Each pooled value is the weighted sum of the inputs the operator says it merged, with
+    weights summing to 1 on real slots and 0 at padding (what maps attention back)."""
+    values, scores = pooling_inputs(4, 45, seed=3)
+    pad = torch.zeros(4, 45, dtype=torch.bool)
+    pad[1, 30:] = True
+    pad[2, :12] = True
+    pad[3, ::3] = True
+    for k in [1, 3, 8, 45, 60]:
+        out = successive_halving_topk(values, scores, k, pad, **options)
+        slot, weight = out.source_slot, out.source_weight
+        assert slot.shape == weight.shape == (4, 45)
+        assert (weight[pad] == 0).all() and ((weight > 0) | pad).all()
+        rebuilt = torch.zeros_like(out.values).scatter_add_(
+            1, slot.unsqueeze(-1).expand_as(values), weight.unsqueeze(-1) * values)
+        torch.testing.assert_close(rebuilt, out.values, rtol=1e-12, atol=1e-12)
+        mass = torch.zeros_like(out.scores).scatter_add_(1, slot, weight)
+        torch.testing.assert_close(mass, (~out.padding_mask).to(F64), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("options", OPTIONS)
 def test_padded_inputs_pool_like_unpadded_ones(options):
     values, scores = pooling_inputs(3, 21, seed=2)
     for extra, k in itertools.product([1, 11, 60], [1, 4, 6, 25]):
