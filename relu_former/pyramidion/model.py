@@ -25,6 +25,7 @@ whose beam search reorders the pooled states with fairseq's ``reorder_encoder_ou
 
 from __future__ import annotations
 
+import logging
 import weakref
 from typing import Dict, List
 
@@ -44,6 +45,8 @@ from relu_former.relu_attention.model import (
     ReLUFormerModel,
     relu_former_architecture,
 )
+
+logger = logging.getLogger(__name__)
 
 SCHEDULE_FLAG = "--pooling-schedule"
 _NO_POOLING = ("none", "off")
@@ -299,8 +302,34 @@ class PyramidionDecoder(ReLUFormerDecoder):
         return x, extra
 
 
+def warn_if_never_pooled(schedule: Dict[int, int], spec: str, longest: int, split: str) -> bool:
+    """Warn (one log line) about the layers of ``schedule`` that keep every state of a
+    ``longest``-token source, so never pool on this data; True when it warned.
+
+    A warning, not an error: the schedule is the model's (a preset's 4096/2048 is sized for
+    long documents), and the same model pools as soon as it gets longer inputs.
+    """
+    never = [layer for layer in sorted(schedule) if schedule[layer] >= longest]
+    if not never:
+        return False
+    layers = ", ".join(f"layer {layer} (to {schedule[layer]})" for layer in never)
+    if len(never) == len(schedule):
+        outcome = "the model trains without pooling, as the unpooled baseline"
+    else:
+        outcome = "only " + ", ".join(f"layer {layer} (to {schedule[layer]})"
+                                      for layer in sorted(schedule) if layer not in never)
+        outcome += " pools"
+    logger.warning(
+        "%s %r: the longest source of split %r has %d tokens, so %s never pool%s: %s. "
+        "Lengths below %d pool; write 'none' to train without pooling on purpose",
+        SCHEDULE_FLAG, spec, split, longest, layers, "s" if len(never) == 1 else "", outcome,
+        longest)
+    return True
+
+
 class SourceLengthCheck:
-    """Refuse training sources longer than --max-source-positions, naming the flags.
+    """Refuse training sources longer than --max-source-positions, naming the flags; warn
+    once when --pooling-schedule never pools the training data.
 
     fairseq-train silently skips training sentences longer than the model's limit (valid and
     test sentences raise an error that names --skip-invalid-size-inputs-valid-test); for
@@ -309,7 +338,10 @@ class SourceLengthCheck:
     so that is where the split's sizes are checked, once per loaded dataset.
     """
 
-    def __init__(self, args, task) -> None:
+    def __init__(self, args, task, schedule: Dict[int, int] | None = None) -> None:
+        self.schedule = schedule or {}
+        self.spec = getattr(args, "pooling_schedule", None)
+        self.warned = False
         self.task = weakref.ref(task) if task is not None else None
         self.split = getattr(args, "train_subset", None) or "train"
         self.truncate = bool(getattr(args, "truncate_source", False)) or bool(
@@ -321,7 +353,7 @@ class SourceLengthCheck:
     def __call__(self, limit: int) -> None:
         task = self.task() if self.task is not None else None
         datasets = getattr(task, "datasets", None)
-        if self.truncate or not isinstance(datasets, dict):
+        if not isinstance(datasets, dict):
             return
         dataset = datasets.get(self.split)
         sizes = getattr(dataset, "src_sizes", None)
@@ -329,8 +361,8 @@ class SourceLengthCheck:
             return
         if self.checked is not None and self.checked() is dataset:
             return
-        longest = int(max(sizes))
-        if longest > limit:
+        longest = int(max(sizes))  # truncated sources are counted truncated
+        if longest > limit and not self.truncate:
             raise OptionError(
                 "--max-source-positions",
                 f"split {self.split!r} has a source of {longest} tokens, longer than "
@@ -338,6 +370,9 @@ class SourceLengthCheck:
                 f"that length, or raise --max-source-positions to at least {longest} "
                 "(fairseq-train would silently skip those sentences)"
             )
+        if not self.warned:
+            self.warned = warn_if_never_pooled(self.schedule, self.spec, min(longest, limit),
+                                               self.split)
         self.checked = weakref.ref(dataset)
 
 
@@ -411,7 +446,7 @@ class PyramidionModel(ReLUFormerModel):
         # TransformerModel.build_model fills in below, and inputs are never longer than that
         check_schedule_pools(schedule, args.pooling_schedule, real_source_positions(args))
         model = super().build_model(args, task)
-        model.source_length_check = SourceLengthCheck(args, task)
+        model.source_length_check = SourceLengthCheck(args, task, schedule)
         return model
 
     def max_positions(self):

@@ -277,6 +277,27 @@ def test_source_length_check_runs_again_on_a_reloaded_split_with_a_reused_id():
     check(30)  # a checked split is not checked again; a longer limit is fine
 
 
+def test_a_layer_that_never_pools_the_training_data_is_said_once(caplog):
+    """Layer 1 keeps all 21 tokens of the longest source; layer 2 pools. One warning per
+    model, however often the split is loaded."""
+    task = argparse.Namespace(datasets={"train": _Split([5, 21])})
+    args = argparse.Namespace(train_subset="train", pooling_schedule="1:512,2:16")
+    check = SourceLengthCheck(args, task, {1: 512, 2: 16})
+    with caplog.at_level("WARNING", logger="relu_former.pyramidion.model"):
+        check(1024)
+        task.datasets["train"] = _Split([5, 21])
+        check(1024)
+    assert [r.getMessage() for r in caplog.records] == [
+        "--pooling-schedule '1:512,2:16': the longest source of split 'train' has 21 tokens, "
+        "so layer 1 (to 512) never pools: only layer 2 (to 16) pools. Lengths below 21 pool; "
+        "write 'none' to train without pooling on purpose"]
+    caplog.clear()
+    quiet = SourceLengthCheck(args, argparse.Namespace(datasets={"train": _Split([5, 600])}),
+                              {1: 512, 2: 16})
+    quiet(1024)
+    assert not caplog.records
+
+
 def test_layerdrop_with_pooling_is_refused():
     with pytest.raises(ValueError, match="--encoder-layerdrop"):
         build_encoder(toy_dictionary(), encoder_layerdrop=0.2)
@@ -454,3 +475,22 @@ def test_print_alignment_names_source_words_of_a_pooling_model(fairseq_run):
             source, target = map(int, pair.split("-"))
             assert 0 <= source < len(sources[ident].split())
             assert 0 <= target < len(found[ident].split())
+
+
+@pytest.mark.slow
+def test_a_schedule_longer_than_every_training_source_says_so_at_train_start(fairseq_run,
+                                                                              toy_raw_corpus):
+    """--max-source-positions (1024) lets 1:512,2:256 pool, but no training source is longer
+    than 256: one warning line names the flag, the longest source and what never pools."""
+    longest = 1 + max(len(line.split())
+                      for line in (toy_raw_corpus / "train.de").read_text().splitlines())
+    proc = fairseq_run.train("--encoder-layers", "2", "--pooling-schedule", "1:512,2:256",
+                             arch="pyramidion")
+    log = proc.stdout + proc.stderr
+    lines = [line for line in log.splitlines() if "WARNING" in line and "pool" in line]
+    assert len(lines) == 1, log[-3000:]
+    assert lines[0].endswith(
+        f"--pooling-schedule '1:512,2:256': the longest source of split 'train' has {longest} "
+        "tokens, so layer 1 (to 512), layer 2 (to 256) never pool: the model trains without "
+        f"pooling, as the unpooled baseline. Lengths below {longest} pool; write 'none' to "
+        "train without pooling on purpose"), lines[0]
