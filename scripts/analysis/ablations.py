@@ -42,7 +42,6 @@ import argparse
 import json
 import math
 import re
-import shutil
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -59,6 +58,7 @@ from scripts.common.plotting import markdown_table
 from scripts.common.run_args import add_run_args, check_run_args
 from scripts.common.run_record import Budget, Run
 from scripts.common.translation_data import SRC, TGT, make_corpus, prepare
+from scripts.common.work_folder import empty_own_folder
 
 ARCH = "relu_former_iwslt_de_en"
 SMOOTHED = ["--label-smoothing", "0.1"]
@@ -246,8 +246,7 @@ def main(argv=None) -> int:
         scale = replace(scale, budget=replace(scale.budget, max_update=args.max_update))
     out: Path = args.out
     work, raw, prep = out / "work", out / "work" / "raw", out / "work" / "prep"
-    if work.exists():
-        shutil.rmtree(work)
+    empty_own_folder(work)
     started = time.time()
 
     def say(message: str) -> None:

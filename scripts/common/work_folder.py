@@ -1,9 +1,12 @@
 """A run's work folder: progress lines, data built once, trainings reused with ``--resume``.
 
 ``OUT/work`` holds everything a comparison builds (corpora, data bins, one folder per
-model). :func:`open_work_folder` empties it, or, with ``--resume``, keeps it after checking
-that it was made with the same settings; a :class:`WorkFolder` then builds each data set and
-trains each model only if an earlier run did not finish it.
+model). It is the program's own, marked by a stamp file the program writes into it: a fresh
+run empties a stamped folder, and refuses one that holds files but no stamp (a user's folder
+that happens to be there) rather than delete what the program did not write
+(:func:`empty_own_folder`). :func:`open_work_folder` empties it, or, with ``--resume``, keeps
+it after checking that it was made with the same settings; a :class:`WorkFolder` then builds
+each data set and trains each model only if an earlier run did not finish it.
 """
 
 from __future__ import annotations
@@ -66,6 +69,24 @@ class WorkFolder:
                                            args, pos), todo, jobs)
 
 
+OWNER_STAMP = ".written-by-relu-former"
+
+
+def empty_own_folder(work: Path) -> None:
+    """Make ``work`` an empty folder stamped as the program's own, deleting what an earlier
+    run wrote there; exit naming the folder if it holds anything but is not stamped."""
+    stamp = work / OWNER_STAMP
+    if work.exists() and not stamp.is_file() and (not work.is_dir() or any(work.iterdir())):
+        raise SystemExit(f"--out: {work} holds files this program did not write (it has no "
+                         f"{OWNER_STAMP}), and a fresh run empties OUT/work: move them away "
+                         "or give another --out")
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    write_text_atomic(stamp, "OUT/work of a relu-former script: the next fresh run empties "
+                             "this folder\n")
+
+
 def open_work_folder(work: Path, settings: Dict[str, str], resume: bool) -> bool:
     """Keep ``work`` for ``--resume`` if it was made with ``settings``, else empty it.
 
@@ -77,8 +98,7 @@ def open_work_folder(work: Path, settings: Dict[str, str], resume: bool) -> bool
     if resume and json.loads(stamp.read_text()) != settings:
         raise SystemExit(f"--resume: {work} was made with {stamp.read_text()}, not "
                          f"{json.dumps(settings)}; drop --resume to start afresh")
-    if not resume and work.exists():
-        shutil.rmtree(work)
-    work.mkdir(parents=True, exist_ok=True)
+    if not resume:
+        empty_own_folder(work)
     write_text_atomic(stamp, json.dumps(settings))
     return resume

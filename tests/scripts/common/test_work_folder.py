@@ -1,10 +1,15 @@
-"""The work folder: emptied unless resumed with the same settings; data built once."""
+"""The work folder: emptied unless resumed with the same settings, but only when the program
+wrote it (a folder of the user's is refused, not emptied); data built once."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
-from scripts.common.work_folder import WorkFolder, open_work_folder
+from scripts.common.work_folder import OWNER_STAMP, WorkFolder, empty_own_folder, open_work_folder
+
+from helpers import run_command
 
 
 def test_resume_keeps_the_folder_only_for_the_same_settings(tmp_path):
@@ -35,3 +40,39 @@ def test_data_is_built_once_and_its_description_reused(tmp_path, capsys):
     fresh = WorkFolder(tmp_path, resume=False, tag="t")
     fresh.data_step("corpus", "1/2", "data", "building", build)
     assert len(calls) == 2
+
+
+def test_a_folder_the_program_did_not_write_is_refused_not_emptied(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    empty_own_folder(work)  # an empty folder is taken over
+    assert (work / OWNER_STAMP).is_file()
+    (work / "old-run.txt").write_text("x")
+    empty_own_folder(work)  # stamped: the program's own, emptied
+    assert sorted(p.name for p in work.iterdir()) == [OWNER_STAMP]
+
+    mine = tmp_path / "mine"
+    (mine / "thesis").mkdir(parents=True)
+    (mine / "thesis" / "chapter1.tex").write_text("my thesis")
+    for call in (lambda: empty_own_folder(mine),
+                 lambda: open_work_folder(mine, {"scale": "tiny"}, resume=False)):
+        with pytest.raises(SystemExit, match=f"^--out: {mine} holds files this program did "
+                                             "not write.*give another --out$"):
+            call()
+        assert (mine / "thesis" / "chapter1.tex").read_text() == "my thesis"
+
+
+@pytest.mark.parametrize("module", ["scripts.demo.demo", "scripts.analysis.ablations"])
+def test_out_with_a_users_work_folder_keeps_the_users_files(module, tmp_path):
+    out = tmp_path / "report"
+    thesis = out / "work" / "thesis" / "chapter1.tex"
+    thesis.parent.mkdir(parents=True)
+    thesis.write_text("my thesis")
+    proc = run_command([sys.executable, "-m", module, "--tiny", "--out", out], check=False)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines() == [
+        f"--out: {out / 'work'} holds files this program did not write (it has no "
+        f"{OWNER_STAMP}), and a fresh run empties OUT/work: move them away or give another "
+        "--out"]
+    assert thesis.read_text() == "my thesis"
+    assert sorted(p.name for p in out.rglob("*")) == ["chapter1.tex", "thesis", "work"]
