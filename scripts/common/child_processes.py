@@ -40,15 +40,16 @@ def child_env(threads: int) -> Dict[str, str]:
 
 
 def stream(command: Sequence[object], log_path: Path, on_line: Callable[[str], None],
-           env: Dict[str, str]) -> tuple[int, float]:
-    """Run a command, tee its merged output to ``log_path``, feed each line to ``on_line``.
+           env: Dict[str, str], append: bool = False) -> tuple[int, float]:
+    """Run a command, tee its merged output to ``log_path`` (after what it holds, with
+    ``append``), feed each line to ``on_line``.
 
     Returns the exit status and the CPU seconds (user + system) the process used: unlike
     wall-clock time, the CPU time of a run hardly changes when other processes load the
     machine, so speed ratios computed from it hold on a busy machine too.
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "w", encoding="utf-8") as log, subprocess.Popen(
+    with open(log_path, "a" if append else "w", encoding="utf-8") as log, subprocess.Popen(
             [str(c) for c in command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True, env=env, cwd=REPO_ROOT) as proc:
         for line in proc.stdout:

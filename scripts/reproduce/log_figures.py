@@ -12,17 +12,51 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Dict
+from typing import Any, Dict, List
 
 from scripts.common.fairseq_log import json_log_records
 
 _PARAMS = re.compile(r"model params: ([\d,]+)")
 _DONE = re.compile(r"done training in ([\d.]+) seconds")
 _DECODED = re.compile(r"Translated [\d,]+ sentences \(([\d,]+) tokens\) in ([\d.]+)s")
+# fairseq-train's line when --patience ends a run
+_EARLY_STOP = "early stop since valid performance hasn't improved"
+
+
+def validation_curve(lines: List[str]) -> List[List[float]]:
+    """``[[update, valid nll], ...]`` of a fairseq-train json log, in update order. A run
+    resumed from its last checkpoint appends to the same log and validates again from there:
+    a validation at or before an earlier one replaces the rest of the curve."""
+    curve: List[List[float]] = []
+    for record in json_log_records(lines, "valid"):
+        nll = float(record.get("valid_nll_loss", record.get("valid_loss", "nan")))
+        update = int(float(record.get("valid_num_updates", len(curve))))
+        curve = [point for point in curve if point[0] < update] + [[update, nll]]
+    return curve
+
+
+def training_record(log: Path, patience: int | None) -> Dict[str, Any]:
+    """How a finished training went: its validation ``curve``, ``updates``, why it
+    ``stopped`` (``plateau``: fairseq's ``--patience`` ended it; ``cap``: the update, epoch or
+    time budget did) and, for a capped run, whether it was ``still_improving`` (its best valid
+    nll was set within the last ``patience`` validations, the last one without a patience)."""
+    text = log.read_text(encoding="utf-8", errors="replace")
+    lines = text.splitlines()
+    curve = validation_curve(lines)
+    logged = [int(record["num_updates"]) for record in json_log_records(lines, "train_inner")]
+    updates = max([*logged[-1:], *(point[0] for point in curve[-1:]), 0])
+    stopped = "plateau" if _EARLY_STOP in text else "cap"
+    nlls = [nll for _, nll in curve]
+    finite = [i for i, nll in enumerate(nlls) if math.isfinite(nll)]
+    best = min(finite, key=lambda i: nlls[i]) if finite else None
+    window = patience if patience and patience > 0 else 1
+    still = stopped == "cap" and best is not None and len(curve) - 1 - best < window
+    return {"curve": curve, "updates": updates, "stopped": stopped, "still_improving": still}
 
 
 def train_figures(log: Path) -> Dict[str, float]:
-    """``valid_nll`` (bits, the last validation), ``first_nll`` (the first logged training
+    """``valid_nll`` (bits, the best validation: the one ``checkpoint_best.pt`` holds, the
+    only one of a run that validates at its end), ``first_nll`` (the first logged training
     nll), ``updates``, ``train_seconds`` and ``params`` of a finished fairseq-train log; NaN
     where a figure is missing. Raises ``FileNotFoundError``/``ValueError`` for a missing log
     or one whose run did not finish (killed, or still running)."""
@@ -31,10 +65,10 @@ def train_figures(log: Path) -> Dict[str, float]:
     lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
     figures = dict.fromkeys(("valid_nll", "first_nll", "updates", "train_seconds", "params"),
                             math.nan)
-    valid = json_log_records(lines, "valid")
-    if valid:
-        last = valid[-1]
-        figures["valid_nll"] = float(last.get("valid_nll_loss", last.get("valid_loss", "nan")))
+    curve = validation_curve(lines)
+    finite = [nll for _, nll in curve if math.isfinite(nll)]
+    if finite:
+        figures["valid_nll"] = min(finite)
     inner = json_log_records(lines, "train_inner") or json_log_records(lines, "train")
     if inner:
         first = inner[0]
@@ -43,6 +77,8 @@ def train_figures(log: Path) -> Dict[str, float]:
         last = inner[-1]
         figures["updates"] = float(last.get("num_updates", last.get("train_num_updates",
                                                                     "nan")))
+    if curve and not curve[-1][0] <= figures["updates"]:  # validated after the last log line
+        figures["updates"] = float(curve[-1][0])
     for line in lines:
         if (match := _PARAMS.search(line)) and math.isnan(figures["params"]):
             figures["params"] = float(match.group(1).replace(",", ""))

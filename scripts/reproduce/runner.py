@@ -24,10 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Sequence
 
+from scripts.common.atomic_files import write_text_atomic
 from scripts.common.child_processes import child_env, stream
 from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce.cell_cache import CellCache, settings_key
 from scripts.reproduce.kinds import Step, kind_module
+from scripts.reproduce.log_figures import training_record
 from scripts.reproduce.report import commit
 from scripts.reproduce.spec import Row, TableSpec
 
@@ -38,6 +40,9 @@ class CellFailed(RuntimeError):
 
 _DIVERGED = re.compile(r"FloatingPointError|\bnan\b|\binf\b|overflow|Minimum loss scale",
                        re.I)
+
+
+_TRAINED = "done training in"  # fairseq-train's last line
 
 
 class Diverged(Exception):
@@ -135,7 +140,11 @@ def children_cpu() -> float:
 
 
 def run_step(step: Step, folder: Path, threads: int) -> float:
-    """Run one step; returns the CPU seconds its process (or, in-process, this thread) used."""
+    """Run one step; returns the CPU seconds its process (or, in-process, this thread) used.
+
+    A training step whose log says it finished is not run again (a cell stopped while
+    decoding); one stopped half-way continues from the ``checkpoint_last.pt`` it saved
+    (fairseq-train's own resumption), after the log it had written."""
     if step.call is not None:
         # this thread's time plus that of the processes the call waited for (exact with
         # --jobs 1; with several cells at once their children's times mix)
@@ -143,8 +152,17 @@ def run_step(step: Step, folder: Path, threads: int) -> float:
         step.call()
         return time.thread_time() + children_cpu() - before
     log = folder / step.log
+    spent = folder / f"{step.log}.cpu"  # a training's CPU seconds so far, over resumptions
+    resumed = step.trains and log.is_file() and (folder / "checkpoint_last.pt").is_file()
+    before = float(spent.read_text()) if resumed and spent.is_file() else 0.0
+    if resumed and _TRAINED in log.read_text(encoding="utf-8", errors="replace"):
+        return before
     # the child's own CPU time (wait4), right even when several cells run at once
-    code, cpu = stream(step.argv, log, lambda _: None, {**child_env(threads), **step.env})
+    code, cpu = stream(step.argv, log, lambda _: None, {**child_env(threads), **step.env},
+                       append=resumed)
+    cpu += before
+    if step.trains:
+        write_text_atomic(spent, f"{cpu:.2f}\n")
     if code:
         text = log.read_text(encoding="utf-8", errors="replace")
         tail = text[-1500:]
@@ -167,6 +185,16 @@ def add_cpu_figures(figures: Dict, cpu: Dict[str, float]) -> None:
         updates = figures.get("updates") or 0
         if updates == updates and updates > 0:  # not NaN
             figures["train_cpu_per_update"] = round(train / updates, 4)
+
+
+def training(folder: Path, settings: Dict) -> Dict:
+    """A finished cell's learning rate and, from its fairseq-train log, its validation curve,
+    its updates and why it stopped (:func:`~scripts.reproduce.log_figures.training_record`)."""
+    found = {"lr": settings["lr"]} if "lr" in settings else {}
+    log = folder / "train.log"
+    if log.is_file():
+        found.update(training_record(log, settings.get("patience")))
+    return found
 
 
 def print_dry_run(cell: Cell, say: Callable[[str], None]) -> None:
@@ -209,8 +237,8 @@ def run_table(spec: TableSpec, options: RunOptions) -> tuple[List[Cell], Dict]:
                 # a killed or still running cell: its logs are not complete
                 options.say(f"  {cell.folder.name}: no complete logs ({error})")
                 continue
-            cell.result = cache.put(cell.folder, cell.key, {"figures": figures,
-                                                            "seconds": None})
+            cell.result = cache.put(cell.folder, cell.key, {
+                "figures": figures, "seconds": None, **training(cell.folder, settings)})
         return cells, data
     todo = [cell for cell in cells if cell.result is None]
     options.say(f"{spec.name}: {len(cells) - len(todo)} of {len(cells)} cells cached, "
@@ -246,7 +274,7 @@ def run_table(spec: TableSpec, options: RunOptions) -> tuple[List[Cell], Dict]:
             "cpu_seconds": round(sum(cpu.values()), 1),
             "row": cell.row.key, "seed": cell.seed, "machine": platform.node(),
             "commit": commit_id, "load_average": [round(v, 1) for v in os.getloadavg()],
-            "finished_at": round(time.time(), 1)})
+            "finished_at": round(time.time(), 1), **training(cell.folder, settings)})
         options.say(f"  done {cell.row.key} seed {cell.seed} in {cell.result['seconds']} s")
 
     # A cell starts as soon as its parent has finished, not after its parent's whole wave:

@@ -151,9 +151,37 @@ def cell_settings(spec: TableSpec, row: Row, seed: int, scale: str, settings: Di
             "recipe_model": row.recipe_model, "recipe_env": dict(row.recipe_env)}
 
 
+def epoch_updates(data_bin: Path, max_tokens: int, positions: int) -> int:
+    """How many updates one epoch of ``data_bin``'s training split takes: fairseq's own
+    batching of it (pairs longer than ``positions`` skipped, as fairseq-train skips them)."""
+    from fairseq.data import Dictionary, LanguagePairDataset, data_utils
+
+    words = Dictionary.load(str(data_bin / f"dict.{SRC}.txt"))
+    src, tgt = (data_utils.load_indexed_dataset(str(data_bin / f"train.{SRC}-{TGT}.{lang}"),
+                                                words) for lang in (SRC, TGT))
+    pairs = LanguagePairDataset(src, src.sizes, words, tgt, tgt.sizes, words)
+    order, _ = pairs.filter_indices_by_size(pairs.ordered_indices(), (positions, positions))
+    return len(pairs.batch_by_size(order, max_tokens=max_tokens,
+                                   required_batch_size_multiple=1))
+
+
+def plateau_flags(settings: Dict[str, Any], data_bin: Path, max_tokens: int,
+                  positions: int) -> List[str]:
+    """Train until valid nll stops improving: validate (and save, so that
+    ``checkpoint_best.pt`` is the best validated model) ``validations_per_epoch`` times an
+    epoch, stop after ``patience`` validations without a better valid nll, or at
+    ``max_epoch``; one interval checkpoint is kept beside the best and the last."""
+    every = max(1, epoch_updates(data_bin, max_tokens, positions)
+                // settings["validations_per_epoch"])
+    return ["--max-epoch", str(settings["max_epoch"]), "--patience", str(settings["patience"]),
+            "--validate-interval-updates", str(every), "--save-interval-updates", str(every),
+            "--validate-interval", "1", "--save-interval", "1", "--keep-interval-updates", "1",
+            "--best-checkpoint-metric", "nll_loss"]
+
+
 def budget(settings: Dict[str, Any], updates: int) -> Budget:
-    """The shared orchestrator's size and budget of one cell; the time cap only guards
-    against a run that hangs (the update budget is what the table compares)."""
+    """The shared orchestrator's size and budget of one cell (``updates`` 0: no update cap,
+    a plateau run); the time cap only guards against a run that hangs."""
     return Budget(layers=settings["layers"], dim=settings["dim"], ffn=settings["ffn"],
                   heads=settings["heads"], max_tokens=settings["max_tokens"],
                   max_update=updates, time_budget_s=settings.get("time_cap_s", 7200.0),
@@ -167,7 +195,7 @@ def train_step(row: Row, seed: int, settings: Dict[str, Any], data_bin: Path, fo
     orchestrator): a continuation starts from the parent cell's last checkpoint with a
     fresh optimizer at the learning rate the parent's schedule ended at."""
     run = Run(folder.name, row.label, settings["arch"], [*extra, *row.flags])
-    updates = settings["max_update"]
+    updates = settings["max_update"] or 0
     if parent is not None:
         figures = json.loads((parent / "result.json").read_text())["figures"] if (
             parent / "result.json").is_file() else {}
@@ -204,14 +232,19 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
              "--label-smoothing", "0.1", "--max-source-positions", str(positions),
              "--max-target-positions", str(positions), "--log-interval", "10",
              "--max-tokens", str(max(settings["max_tokens"], positions))]
+    if "patience" in settings:
+        extra += plateau_flags(settings, data_bin, max(settings["max_tokens"], positions),
+                               positions)
     found = [train_step(row, seed, settings, data_bin, folder, parent, extra)]
     if row.hidden:
         return found
+    # a plateau run decodes its best validated model; a fixed budget its last
+    checkpoint = "checkpoint_best.pt" if "patience" in settings else "checkpoint_last.pt"
     for beam in beams(settings):
         out = f"generate-test-beam{beam}.txt"
         found.append(Step(out, argv=[
             fairseq_command("fairseq-generate"), str(data_bin), "--user-dir", USER_DIR,
-            "--path", str(folder / "checkpoint_last.pt"), "--gen-subset", "test", "--cpu",
+            "--path", str(folder / checkpoint), "--gen-subset", "test", "--cpu",
             "--beam", str(beam), "--max-tokens", str(max(4096, positions)),
             "--max-source-positions", str(positions), "--max-target-positions", str(positions),
             "--max-len-a", "1.2", "--max-len-b", "10", "--num-workers", "0",

@@ -6,8 +6,8 @@ from __future__ import annotations
 import scripts.reproduce.tables.toy_settings as toy
 from scripts.reproduce.spec import Comparison, Deviation, Row
 
-# a small and a large memory (x8): 18 cells, 41.5 min on 2 cores (measured, --jobs 2); a
-# third point at 2,048, whose FFN would double the step, would not fit 45
+# a small and a large memory (x8): 18 cells, 41.5 min on 2 cores at the former fixed
+# 400-update budget (measured, --jobs 2); a third point at 2,048 would double the FFN's cost
 SLOTS = (128, 1024)
 PAPER_SLOTS = 2048  # the paper's figures are for the base Transformer's FFN
 ACTIVATIONS = {"relu": "ReLU memory (stock FFN)", "softmax": "softmax memory",
