@@ -1,27 +1,38 @@
-"""The noise-aware rule that says whether a paper's direction holds at our scale.
+"""The rule that says whether a paper's claim about two rows holds at our scale.
 
-For two rows A (the paper's winner) and B, each measured on n_A and n_B seeds with sample
-standard deviations s_A and s_B, the difference of means d = mean_A - mean_B (sign flipped
-when lower is better) has the standard error
+Rows A (the paper's winner) and B are measured on n_A and n_B seeds, with means m and sample
+standard deviations s. A's advantage in the metric's good direction is d = m_A - m_B (sign
+flipped when lower is better), with Welch's standard error SE = sqrt(s_A^2/n_A + s_B^2/n_B)
+and the Welch-Satterthwaite degrees of freedom
 
-    SE = sqrt(s_A^2 / n_A + s_B^2 / n_B)
+    df = SE^4 / ((s_A^2/n_A)^2 / (n_A - 1) + (s_B^2/n_B)^2 / (n_B - 1)).
 
-(Welch's). The verdict is "holds" when d > 2 SE, "reversed" when d < -2 SE and otherwise
-"not resolved at this scale": two standard errors is roughly a 95% two-sided interval, so a
-table built from a few seeds of small models claims a direction only when the seeds agree
-on it. With fewer than two seeds on either side the spread is unknown and nothing is
-resolved.
+A *superiority* claim ("A beats B") is the two-sided Welch t-test of d = 0 at 5%:
+t = d / SE, p = 2 P(T_df > |t|); it *holds* when p < 5% and t > 0, is *reversed* when
+p < 5% and t < 0, and is otherwise *not resolved*. A *parity* claim ("A matches B",
+"comparable", ">=") carries a margin M in the metric's units and is a non-inferiority
+test: t = (d + M) / SE, one-sided at 2.5%. It *holds* when A is shown to be no more than M
+behind (one-sided p = p/2 < 2.5% with t > 0), is *reversed* when A is shown to be more than
+M behind (t < 0), and is otherwise not resolved; p is reported two-sided for both kinds, so
+every claim of a table is read against the same 5%. Over a table's tested claims the
+p-values are Holm-corrected (:func:`holm`): the family of claims keeps a 5% chance of any
+false verdict. Fewer than :data:`MIN_SEEDS` seeds on a side resolves nothing.
+
+    python -m scripts.reproduce.direction --a 10.0 10.5 9.5 --b 9.0 9.6 8.4
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import statistics
+import sys
 from dataclasses import dataclass
-from typing import Sequence
+from typing import List, Sequence
 
-HOLDS, REVERSED, NOT_RESOLVED = "holds", "reversed", "not resolved at this scale"
-Z = 2.0  # how many standard errors a difference must exceed
+HOLDS, REVERSED, NOT_RESOLVED = "holds", "reversed", "not resolved"
+ALPHA = 0.05     # two-sided level of every claim (a parity claim: 2.5% on its one side)
+MIN_SEEDS = 3    # two seeds give a spread, but one wild seed decides it
 
 
 @dataclass(frozen=True)
@@ -49,24 +60,109 @@ def spread(values: Sequence[float]) -> Spread:
     return Spread(statistics.fmean(finite), std, len(finite))
 
 
-def difference(better: Spread, worse: Spread, higher_is_better: bool) -> tuple[float, float]:
-    """``(d, SE)``: the winner's advantage in the metric's good direction and its standard
-    error (NaN when either side has fewer than two seeds)."""
-    d = better.mean - worse.mean
-    if not higher_is_better:
-        d = -d
-    if better.n < 2 or worse.n < 2:
-        return d, math.nan
-    return d, math.sqrt(better.std ** 2 / better.n + worse.std ** 2 / worse.n)
+@dataclass(frozen=True)
+class Welch:
+    """One claim's test: ``d`` A's advantage (good direction), ``se`` its standard error,
+    ``t`` = (d + margin) / se, ``df`` Welch-Satterthwaite, ``p`` two-sided; NaN where a side
+    has fewer than two seeds."""
+
+    d: float
+    se: float
+    t: float
+    df: float
+    p: float
+    margin: float | None = None
 
 
-def verdict(better: Spread, worse: Spread, higher_is_better: bool) -> str:
-    """:data:`HOLDS`, :data:`REVERSED` or :data:`NOT_RESOLVED` by the rule above."""
-    d, se = difference(better, worse, higher_is_better)
-    if math.isnan(d) or math.isnan(se):
+def welch(a: Spread, b: Spread, higher_is_better: bool = True,
+          margin: float | None = None) -> Welch:
+    """The Welch t-test of A's advantage over B (against -``margin`` for a parity claim)."""
+    from scipy.stats import t as student_t
+
+    d = (a.mean - b.mean) * (1.0 if higher_is_better else -1.0)
+    if a.n < 2 or b.n < 2:
+        return Welch(d, math.nan, math.nan, math.nan, math.nan, margin)
+    va, vb = a.std ** 2 / a.n, b.std ** 2 / b.n
+    se = math.sqrt(va + vb)
+    shifted = d + (margin or 0.0)
+    if se == 0.0:  # every seed of both rows agrees: any difference is certain
+        t = math.copysign(math.inf, shifted) if shifted else 0.0
+        return Welch(d, se, t, a.n + b.n - 2.0, 0.0 if shifted else 1.0, margin)
+    df = (va + vb) ** 2 / (va ** 2 / (a.n - 1) + vb ** 2 / (b.n - 1))
+    t = shifted / se
+    return Welch(d, se, t, df, float(2.0 * student_t.sf(abs(t), df)), margin)
+
+
+def holm(p_values: Sequence[float]) -> List[float]:
+    """Holm's step-down adjusted p-values (each compared with :data:`ALPHA`): the i-th
+    smallest of the m tests is multiplied by m - i (i from 0), kept monotone and capped at
+    1. A NaN (a test that could not be run) stays NaN and is not one of the m."""
+    order = sorted((i for i, p in enumerate(p_values) if not math.isnan(p)),
+                   key=lambda i: p_values[i])
+    adjusted = [math.nan] * len(p_values)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(order) - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def decide(test: Welch, p: float | None = None) -> str:
+    """:data:`HOLDS`, :data:`REVERSED` or :data:`NOT_RESOLVED` from ``test`` at
+    :data:`ALPHA`, with ``p`` (e.g. Holm's adjusted p) in place of the test's own."""
+    p = test.p if p is None else p
+    if math.isnan(p) or p >= ALPHA:
         return NOT_RESOLVED
-    if d > Z * se:
-        return HOLDS
-    if d < -Z * se:
-        return REVERSED
-    return NOT_RESOLVED
+    return HOLDS if test.t > 0 else REVERSED
+
+
+def too_few_seeds(a: Spread, b: Spread) -> str | None:
+    """The refusal when a side has fewer than :data:`MIN_SEEDS` seeds, else None."""
+    if min(a.n, b.n) >= MIN_SEEDS:
+        return None
+    return f"{NOT_RESOLVED}: fewer than {MIN_SEEDS} seeds a side ({a.n} and {b.n})"
+
+
+def describe(test: Welch, verdict: str) -> str:
+    """One line: the verdict, what was tested, t, degrees of freedom and p."""
+    kind = ("superiority, two-sided Welch t-test at 5%" if test.margin is None else
+            f"non-inferiority within a margin of {test.margin:g}, one-sided Welch t-test at "
+            f"2.5%: one-sided p {test.p / 2:.3g}")
+    return (f"{verdict}; d = {test.d:+.4g} (A's advantage), t = {test.t:.2f}, "
+            f"{test.df:.2f} df, p = {test.p:.3g} ({kind})")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m scripts.reproduce.direction",
+        description="Does A beat B? The reproduction tables' rule on your own numbers: "
+                    "Welch's t-test with Welch-Satterthwaite degrees of freedom, two-sided at "
+                    "5% (with --margin, non-inferiority: one-sided at 2.5%). Prints the "
+                    "verdict (holds, reversed, not resolved), t, the degrees of freedom and p.",
+        epilog="e.g. --a 10.0 10.5 9.5 --b 9.0 9.6 8.4 (one value per seed; at least 3 a side "
+               "for a verdict)")
+    parser.add_argument("--a", type=float, nargs="+", required=True, metavar="X",
+                        help="row A's figure on each seed (the row the claim favours)")
+    parser.add_argument("--b", type=float, nargs="+", required=True, metavar="X",
+                        help="row B's figure on each seed")
+    parser.add_argument("--lower-is-better", action="store_true",
+                        help="lower figures are better (a loss, a time); default: higher")
+    parser.add_argument("--margin", type=float, default=None, metavar="M",
+                        help="test the parity claim 'A is not worse than B by more than M' "
+                             "(in the figures' units) instead of 'A beats B'")
+    args = parser.parse_args(argv)
+    for flag, values in (("--a", args.a), ("--b", args.b)):
+        if not all(math.isfinite(v) for v in values):
+            parser.error(f"{flag}: every value must be a finite number")
+        if len(values) < 2:
+            parser.error(f"{flag}: give at least 2 values (one per seed; 3 for a verdict)")
+    if args.margin is not None and not (math.isfinite(args.margin) and args.margin > 0):
+        parser.error("--margin: give a positive number in the figures' units")
+    a, b = spread(args.a), spread(args.b)
+    test = welch(a, b, not args.lower_is_better, args.margin)
+    print(describe(test, too_few_seeds(a, b) or decide(test)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -19,7 +19,7 @@ from typing import Dict, List, Sequence
 
 from scripts.common.atomic_files import write_text_atomic
 from scripts.common.plotting import line_plot, markdown_table
-from scripts.reproduce.direction import Spread, difference, spread, verdict
+from scripts.reproduce.direction import Spread, decide, holm, spread, welch
 from scripts.reproduce.spec import TableSpec, family, shown_rows
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -76,19 +76,23 @@ def result_table(spec: TableSpec, table: Dict[tuple, Spread],
 
 
 def claim_rows(spec: TableSpec, table: Dict[tuple, Spread], ran: set) -> List[list]:
-    """Per claim: its text, metric, our difference, its standard error and the verdict;
-    a claim on a row with no finished cell (not in ``ran``) says the row was not run."""
-    rows = []
+    """Per claim: its text, metric, our difference, its standard error and the verdict of
+    Welch's test with Holm's correction over the claims tested; a claim on a row with no
+    finished cell (not in ``ran``) says the row was not run."""
+    rows, tests = [], []
     for claim in spec.comparisons:
         metric = spec.metric(claim.metric)
-        better = table.get((claim.better, claim.metric), spread([]))
-        worse = table.get((claim.worse, claim.metric), spread([]))
-        d, se = difference(better, worse, metric.higher_is_better)
+        test = welch(table.get((claim.better, claim.metric), spread([])),
+                     table.get((claim.worse, claim.metric), spread([])),
+                     metric.higher_is_better)
+        tests.append(test if {claim.better, claim.worse} <= ran else None)
         rows.append([claim.claim, metric.label,
-                     "-" if math.isnan(d) else f"{d:+.{metric.digits}f}",
-                     "-" if math.isnan(se) else f"{se:.{metric.digits}f}",
-                     ROW_NOT_RUN if not {claim.better, claim.worse} <= ran
-                     else verdict(better, worse, metric.higher_is_better)])
+                     "-" if math.isnan(test.d) else f"{test.d:+.{metric.digits}f}",
+                     "-" if math.isnan(test.se) else f"{test.se:.{metric.digits}f}",
+                     ROW_NOT_RUN])
+    tested = [i for i, test in enumerate(tests) if test is not None]
+    for i, p in zip(tested, holm([tests[i].p for i in tested])):
+        rows[i][4] = decide(tests[i], p)
     return rows
 
 
@@ -98,7 +102,7 @@ def finished_rows(cells: Sequence) -> set:
 
 def claims_table(spec: TableSpec, table: Dict[tuple, Spread], ran: set) -> str:
     return markdown_table(["paper's claim", "metric", "difference (ours)", "standard error",
-                           "direction (d > 2 SE)"], claim_rows(spec, table, ran))
+                           "verdict (Welch, Holm)"], claim_rows(spec, table, ran))
 
 
 def verdicts(spec: TableSpec, cells: Sequence, scale: str, seeds: int) -> Dict:

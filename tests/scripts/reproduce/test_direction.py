@@ -1,20 +1,42 @@
-"""The noise-aware direction rule on synthetic numbers, in both directions."""
+"""The direction rule: Welch's t-test against float64 values computed independently of it,
+Holm's correction, non-inferiority with a margin, its false-positive rate under the null,
+and the command line's verdicts on the documented examples."""
 
 from __future__ import annotations
 
 import math
 import statistics
+import subprocess
+import sys
 
+import numpy as np
 import pytest
 
 from scripts.reproduce.direction import (
+    ALPHA,
     HOLDS,
     NOT_RESOLVED,
     REVERSED,
-    difference,
+    decide,
+    holm,
+    main,
     spread,
-    verdict,
+    too_few_seeds,
+    welch,
 )
+
+from helpers import REPO_ROOT
+
+
+def t_two_sided_p(t: float, df: float, steps: int = 20000) -> float:
+    """2 P(T_df > |t|) by Simpson's rule on the Student t density, in float64: 1 minus twice
+    the density's integral from 0 to |t| (no library CDF)."""
+    log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+    x = np.linspace(0.0, abs(t), steps + 1)
+    f = np.exp(log_norm - (df + 1) / 2 * np.log1p(x * x / df))
+    h = abs(t) / steps
+    integral = h / 3 * (f[0] + f[-1] + 4 * f[1:-1:2].sum() + 2 * f[2:-1:2].sum())
+    return float(1.0 - 2.0 * integral)
 
 
 def test_spread_is_mean_and_sample_std_leaving_out_failed_seeds():
@@ -26,38 +48,163 @@ def test_spread_is_mean_and_sample_std_leaving_out_failed_seeds():
     assert spread([]).n == 0 and spread([]).text() == "-"
 
 
-def test_standard_error_is_welchs():
-    a, b = spread([10.0, 11.0, 12.0]), spread([1.0, 3.0, 5.0])
-    d, se = difference(a, b, higher_is_better=True)
-    assert d == pytest.approx(8.0)
-    assert se == pytest.approx(math.sqrt(1.0 / 3 + 4.0 / 3))
+def test_the_documented_example_is_welchs_t_and_degrees_of_freedom():
+    test = welch(spread([10.0, 10.5, 9.5]), spread([9.0, 9.6, 8.4]))
+    va, vb = 0.25 / 3, 0.36 / 3  # s^2 / n of each side
+    assert test.d == pytest.approx(1.0, abs=1e-12)
+    assert test.se == pytest.approx(math.sqrt(va + vb), rel=1e-12)
+    assert test.t == pytest.approx(1.0 / math.sqrt(va + vb), rel=1e-12)
+    assert test.df == pytest.approx((va + vb) ** 2 / (va ** 2 / 2 + vb ** 2 / 2), rel=1e-12)
+    assert round(test.t, 2) == 2.22 and round(test.df, 2) == 3.87
+    assert test.p == pytest.approx(t_two_sided_p(test.t, test.df), abs=1e-10)
+    assert decide(test) == NOT_RESOLVED
+
+
+@pytest.mark.parametrize("a, b", [
+    ([3.1, 2.7, 3.6], [2.0, 2.9, 1.1, 2.2]),     # non-integer df
+    ([0.51, 0.48, 0.55, 0.50, 0.47], [0.45, 0.52, 0.40]),
+    ([12.0, 14.5, 9.9], [11.8, 12.1, 12.0]),       # a small t
+    ([5.0, 5.2, 5.1], [3.0, 3.4, 3.1]),             # a large t
+])
+def test_p_matches_the_t_density_integrated_in_float64(a, b):
+    test = welch(spread(a), spread(b))
+    va, vb = np.var(a, ddof=1) / len(a), np.var(b, ddof=1) / len(b)
+    assert test.t == pytest.approx((np.mean(a) - np.mean(b)) / math.sqrt(va + vb), rel=1e-12)
+    assert test.df == pytest.approx((va + vb) ** 2 / (va ** 2 / (len(a) - 1)
+                                                      + vb ** 2 / (len(b) - 1)), rel=1e-12)
+    assert test.df != round(test.df)
+    assert test.p == pytest.approx(t_two_sided_p(test.t, test.df), abs=1e-10)
+
+
+def test_p_matches_closed_forms_and_table_values():
+    # df 1 (Cauchy) and 2 have closed forms; the 97.5% quantiles at 4 and 10 df give p = 5%
+    one = welch(spread([1.0, 2.0]), spread([0.0, 0.0]))  # df 1 (one side has no spread)
+    assert one.df == pytest.approx(1.0)
+    assert one.p == pytest.approx(1 - 2 / math.pi * math.atan(abs(one.t)), abs=1e-12)
+    two = welch(spread([1.0, 2.0, 4.5]), spread([0.0, 0.0, 0.0]))
+    assert two.df == pytest.approx(2.0)
+    assert two.p == pytest.approx(1 - two.t / math.sqrt(2 + two.t ** 2), abs=1e-12)
+    # equal spreads, n = 3 a side: df = 4; a shift of 2.7764451051977987 SE is p = 5%
+    base = [0.0, 1.0, 2.0]
+    se = math.sqrt(2 / 3)
+    at_quantile = welch(spread([v + 2.7764451051977987 * se for v in base]), spread(base))
+    assert at_quantile.df == pytest.approx(4.0)
+    assert at_quantile.p == pytest.approx(0.05, abs=1e-12)
 
 
 @pytest.mark.parametrize("higher_is_better", [True, False])
 def test_clear_gap_holds_and_reversed_gap_is_reversed(higher_is_better):
     high, low = spread([30.0, 30.2, 29.9]), spread([25.0, 25.3, 24.8])
     better, worse = (high, low) if higher_is_better else (low, high)
-    assert verdict(better, worse, higher_is_better) == HOLDS
-    assert verdict(worse, better, higher_is_better) == REVERSED
+    assert decide(welch(better, worse, higher_is_better)) == HOLDS
+    assert decide(welch(worse, better, higher_is_better)) == REVERSED
 
 
-def test_overlapping_seeds_are_not_resolved():
-    a, b = spread([30.0, 31.5, 29.0]), spread([29.5, 30.5, 30.9])
-    d, se = difference(a, b, True)
-    assert abs(d) < 2 * se
-    assert verdict(a, b, True) == NOT_RESOLVED
+def test_the_threshold_is_the_t_quantile_not_two_standard_errors():
+    # n = 3 a side, equal spreads: df 4, two-sided 5% at t = 2.776; 2.5 SE is not enough
+    base = [0.0, 1.0, 2.0]
+    se = math.sqrt(2 / 3)
+    assert decide(welch(spread([v + 2.5 * se for v in base]), spread(base))) == NOT_RESOLVED
+    assert decide(welch(spread([v + 2.78 * se for v in base]), spread(base))) == HOLDS
 
 
-def test_the_threshold_is_two_standard_errors():
-    # d = 1, SE = sqrt(2 * 0.25 / 2) = 0.5: exactly 2 SE is not enough, a bit more is
-    b = spread([0.0, 0.5, -0.5])
-    se = b.std * math.sqrt(2 / 3)
-    just_below = spread([v + 2 * se - 1e-9 for v in (0.0, 0.5, -0.5)])
-    just_above = spread([v + 2 * se + 1e-6 for v in (0.0, 0.5, -0.5)])
-    assert verdict(just_below, b, True) == NOT_RESOLVED
-    assert verdict(just_above, b, True) == HOLDS
+def test_a_parity_claim_is_non_inferiority_within_its_margin():
+    a, b = spread([9.5, 9.6, 9.4]), spread([10.0, 10.1, 9.9])
+    assert decide(welch(a, b)) == REVERSED  # as a superiority claim, A is behind
+    within = welch(a, b, margin=1.0)
+    assert within.t == pytest.approx(0.5 / math.sqrt(0.02 / 3), rel=1e-12)
+    assert decide(within) == HOLDS and within.p / 2 < ALPHA / 2
+    # more than the margin behind, resolved: reversed; about at the margin: not resolved
+    assert decide(welch(spread([8.5, 8.6, 8.4]), b, margin=1.0)) == REVERSED
+    assert decide(welch(spread([9.0, 9.1, 8.8]), b, margin=1.0)) == NOT_RESOLVED
+    # lower is better: A's figure may be up to the margin above B's
+    assert decide(welch(b, a, higher_is_better=False, margin=1.0)) == HOLDS
 
 
-def test_one_seed_never_resolves_even_a_large_gap():
-    assert verdict(spread([40.0]), spread([1.0, 1.1]), True) == NOT_RESOLVED
-    assert verdict(spread([40.0, 41.0]), spread([]), True) == NOT_RESOLVED
+def test_holm_adjusts_step_down_and_keeps_order():
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert holm([0.2, 0.001]) == pytest.approx([0.2, 0.002])
+    assert holm([0.5, 0.6, 0.9]) == pytest.approx([1.0, 1.0, 1.0])
+    assert holm([]) == []
+    nan = float("nan")
+    with_nan = holm([0.01, nan, 0.04])  # a test that could not be run is not counted
+    assert with_nan[0] == pytest.approx(0.02) and math.isnan(with_nan[1])
+    assert with_nan[2] == pytest.approx(0.04)
+    test = welch(spread([10.0, 10.1, 9.9]), spread([9.0, 9.1, 8.9]))
+    assert decide(test) == HOLDS
+    assert decide(test, p=holm([test.p, 0.5, 0.5, 0.5, 0.5] + [0.9] * 200)[0]) == NOT_RESOLVED
+
+
+def test_fewer_than_three_seeds_a_side_resolve_nothing():
+    big, three = spread([40.0, 41.0]), spread([1.0, 1.1, 1.2])
+    assert too_few_seeds(big, three) == "not resolved: fewer than 3 seeds a side (2 and 3)"
+    assert too_few_seeds(three, three) is None
+    assert math.isnan(welch(spread([40.0]), three).p)
+    assert decide(welch(spread([40.0]), three)) == NOT_RESOLVED
+
+
+def test_identical_seeds_make_any_difference_certain():
+    test = welch(spread([2.0, 2.0, 2.0]), spread([1.0, 1.0, 1.0]))
+    assert test.p == 0.0 and test.t == math.inf and decide(test) == HOLDS
+    assert decide(welch(spread([1.0] * 3), spread([1.0] * 3))) == NOT_RESOLVED
+
+
+@pytest.mark.parametrize("spreads", [(1.0, 1.0), (1.0, 3.0)])
+def test_false_positive_rate_under_the_null_is_at_most_about_five_percent(spreads):
+    from scipy.stats import binomtest
+
+    rng = np.random.default_rng(20240601)
+    trials = 4000
+    draws = [(rng.normal(0, spreads[0], 3), rng.normal(0, spreads[1], 3))
+             for _ in range(trials)]
+    ours = sum(decide(welch(spread(a), spread(b))) != NOT_RESOLVED for a, b in draws)
+    # Welch at 3 seeds a side is slightly conservative with equal spreads (about 3.6%),
+    # about exact with unequal ones; never above 5%
+    assert binomtest(ours, trials, ALPHA, alternative="greater").pvalue > 1e-3
+    if spreads[0] != spreads[1]:
+        assert binomtest(ours, trials, ALPHA).pvalue > 1e-3
+    # the rule it replaced (difference beyond 2 SE) declares a direction far more often
+    old = sum(abs(np.mean(a) - np.mean(b)) > 2 * math.sqrt(np.var(a, ddof=1) / 3
+                                                          + np.var(b, ddof=1) / 3)
+              for a, b in draws)
+    assert binomtest(old, trials, ALPHA, alternative="greater").pvalue < 1e-6
+
+
+def test_non_inferiority_at_the_margin_holds_two_and_a_half_percent_of_the_time():
+    from scipy.stats import binomtest
+
+    rng = np.random.default_rng(7)
+    trials = 4000
+    holds = sum(decide(welch(spread(rng.normal(-1.0, 1.0, 3)), spread(rng.normal(0, 2.0, 3)),
+                             margin=1.0)) == HOLDS for _ in range(trials))
+    assert binomtest(holds, trials, ALPHA / 2).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("args, verdict, t, df", [
+    (["--a", "10.0", "10.5", "9.5", "--b", "9.0", "9.6", "8.4"], "not resolved", "2.22",
+     "3.87"),
+    (["--a", "10.0", "10.1", "9.9", "--b", "9.0", "9.1", "8.9"], "holds", "12.25", "4.00"),
+    (["--a", "9.5", "9.6", "9.4", "--b", "10.0", "10.1", "9.9", "--margin", "1"], "holds",
+     "6.12", "4.00"),
+    (["--a", "1", "2", "3", "--b", "5", "6", "7", "--lower-is-better"], "holds", "4.90",
+     "4.00"),
+])
+def test_the_command_line_prints_verdict_t_df_and_p(args, verdict, t, df, capsys):
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{verdict};") and f"t = {t}, {df} df, p = " in out
+    if "--margin" in args:
+        assert "non-inferiority within a margin of 1" in out and "one-sided p 0.0018" in out
+
+
+def test_the_command_line_runs_as_a_module_and_names_bad_flags():
+    run = subprocess.run([sys.executable, "-m", "scripts.reproduce.direction", "--a", "10.0",
+                          "10.5", "9.5", "--b", "9.0", "9.6", "8.4"], capture_output=True,
+                         text=True, cwd=REPO_ROOT, check=True)
+    assert run.stdout.startswith("not resolved;") and "p = 0.093" in run.stdout
+    for bad, message in ((["--a", "1", "--b", "1", "2"], "--a: give at least 2 values"),
+                         (["--a", "1", "2", "--b", "1", "nan"], "--b: every value must be"),
+                         (["--a", "1", "2", "--b", "1", "2", "--margin", "-1"], "--margin:")):
+        failed = subprocess.run([sys.executable, "-m", "scripts.reproduce.direction", *bad],
+                                capture_output=True, text=True, cwd=REPO_ROOT)
+        assert failed.returncode == 2 and message in failed.stderr
