@@ -22,7 +22,13 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from scripts.reproduce.report import section, summary_section, verdicts, write_section
+from scripts.reproduce.report import (
+    section,
+    summary_section,
+    verdicts,
+    write_section,
+    write_verdicts,
+)
 from scripts.reproduce.runner import REPO_ROOT, BudgetSpent, CellFailed, RunOptions, run_table
 from scripts.reproduce.tables import TABLES
 
@@ -72,15 +78,30 @@ model. The papers' own models keep the papers' names.
 """
 
 
-def update_summary(doc: Path, name: str, entry: dict) -> None:
-    """Record ``name``'s verdicts beside the report (``reproduction/verdicts.json``) and
-    rewrite the closing summary from every table's latest verdicts."""
-    from scripts.common.atomic_files import write_text_atomic
+def verdicts_store(doc: Path) -> Path:
+    return doc.parent / "reproduction" / "verdicts.json"
 
-    store = doc.parent / "reproduction" / "verdicts.json"
-    found = json.loads(store.read_text()) if store.is_file() else {}
-    found[name] = entry
-    write_text_atomic(store, json.dumps(found, indent=1, sort_keys=True) + "\n")
+
+def note_replaced(doc: Path, name: str, entry: dict) -> dict:
+    """Claim -> the verdict it replaces, also kept in ``entry``'s claims as ``replaces``: the
+    last report's verdict where it differs, else the one that report replaced."""
+    store = verdicts_store(doc)
+    old = json.loads(store.read_text()).get(name, {}) if store.is_file() else {}
+    before = {claim["claim"]: claim for claim in old.get("claims", [])}
+    for claim in entry["claims"]:
+        was = before.get(claim["claim"], {})
+        replaced = was.get("verdict") if was.get("verdict") != claim["verdict"] else (
+            was.get("replaces"))
+        if replaced:
+            claim["replaces"] = replaced
+    return {claim["claim"]: claim["replaces"] for claim in entry["claims"]
+            if claim.get("replaces")}
+
+
+def update_summary(doc: Path, name: str, entry: dict) -> None:
+    """Record ``name``'s rows and verdicts beside the report (``reproduction/verdicts.json``)
+    and rewrite the closing summary from every table's latest verdicts."""
+    found = write_verdicts(verdicts_store(doc), name, entry)
     write_section(doc, "summary", summary_section(found, list(TABLES.values())), DOC_HEADER)
 
 
@@ -186,10 +207,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.dry_run or args.no_report:
         return status
     command = "python -m scripts.reproduce " + shlex.join(argv)
+    entry = verdicts(spec, cells, data, args.scale, args.seeds)
+    replaced = note_replaced(args.out, spec.name, entry)
     text = section(spec, cells, data, args.scale, args.seeds, command,
-                   plot_dir=args.out.parent / "reproduction")
+                   plot_dir=args.out.parent / "reproduction", previous=replaced or None)
     write_section(args.out, spec.name, text, DOC_HEADER)
-    update_summary(args.out, spec.name, verdicts(spec, cells, args.scale, args.seeds))
+    update_summary(args.out, spec.name, entry)
     say(f"{spec.name}: report in {args.out} ({time.monotonic() - started:.0f} s)")
     return status
 

@@ -1,30 +1,34 @@
 """Builds a table's section of ``docs/reproduction.md`` from its cells' stored figures.
 
 Per shown row and metric: our mean ± standard deviation over seeds (n seeds), the paper's
-figure beside it; per claim of the paper: the difference, its standard error and the verdict
-of :mod:`scripts.reproduce.direction`. Then the command, the wall and CPU time summed over the
-cells, the commit and the machine. Each table owns the text between its two markers, so
-writing one table's section leaves the others' untouched; the file is replaced atomically.
+figure beside it; per claim of the paper: the difference, Welch's t, degrees of freedom and p,
+Holm's p and the verdict (:mod:`scripts.reproduce.claims`). Then the command, the wall and CPU
+time summed over the cells, the commit and the machine. Each table owns the text between its
+two markers, so writing one table's section leaves the others' untouched; the file is
+replaced atomically. ``verdicts.json`` beside it keeps every table's rows (rate, rate grid,
+each seed's stop reason, updates, validation curve and figures) and judged claims.
 """
 
 from __future__ import annotations
 
+import fcntl
+import json
 import math
 import os
 import platform
 import re
 import subprocess
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Any, Dict, List, Mapping, Sequence
 
 from scripts.common.atomic_files import write_text_atomic
 from scripts.common.plotting import line_plot, markdown_table
-from scripts.reproduce.direction import Spread, decide, holm, spread, welch
+from scripts.reproduce.claims import judge, learning_field
+from scripts.reproduce.direction import Spread, spread
 from scripts.reproduce.spec import TableSpec, family, shown_rows
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NOT_RUN = "not yet run at toy scale in this repository"
-ROW_NOT_RUN = "not run (a row without results)"
 
 
 def markers(name: str) -> tuple[str, str]:
@@ -75,48 +79,81 @@ def result_table(spec: TableSpec, table: Dict[tuple, Spread],
     return markdown_table(headers, rows)
 
 
-def claim_rows(spec: TableSpec, table: Dict[tuple, Spread], ran: set) -> List[list]:
-    """Per claim: its text, metric, our difference, its standard error and the verdict of
-    Welch's test with Holm's correction over the claims tested; a claim on a row with no
-    finished cell (not in ``ran``) says the row was not run."""
-    rows, tests = [], []
-    for claim in spec.comparisons:
-        metric = spec.metric(claim.metric)
-        test = welch(table.get((claim.better, claim.metric), spread([])),
-                     table.get((claim.worse, claim.metric), spread([])),
-                     metric.higher_is_better)
-        tests.append(test if {claim.better, claim.worse} <= ran else None)
-        rows.append([claim.claim, metric.label,
-                     "-" if math.isnan(test.d) else f"{test.d:+.{metric.digits}f}",
-                     "-" if math.isnan(test.se) else f"{test.se:.{metric.digits}f}",
-                     ROW_NOT_RUN])
-    tested = [i for i, test in enumerate(tests) if test is not None]
-    for i, p in zip(tested, holm([tests[i].p for i in tested])):
-        rows[i][4] = decide(tests[i], p)
-    return rows
+def number(value: float | None, digits: int, sign: str = "") -> str:
+    return "-" if value is None else f"{value:{sign}.{digits}f}"
 
 
-def finished_rows(cells: Sequence) -> set:
-    return {cell.row.key for cell in cells if cell.result is not None}
+def claims_table(spec: TableSpec, judged: Sequence[Mapping[str, Any]],
+                 previous: Mapping[str, str] | None = None) -> str:
+    """The judged claims; with ``previous`` (claim -> verdict of the run this one replaces)
+    a column of the verdicts they replace."""
+    rows = []
+    for claim in judged:
+        metric = spec.metric(claim["metric"])
+        margin = claim["margin"]
+        line = [claim["claim"], metric.label,
+                "superiority" if margin is None else f"parity within {margin:g}",
+                number(claim["difference"], metric.digits, "+"), number(claim["t"], 2),
+                number(claim["df"], 2), "-" if claim["p"] is None else f"{claim['p']:.3g}",
+                "-" if claim["p_holm"] is None else f"{claim['p_holm']:.3g}", claim["verdict"]]
+        if previous is not None:
+            line.append(previous.get(claim["claim"], "-"))
+        rows.append(line)
+    headers = ["paper's claim", "metric", "test", "difference (ours)", "t", "df", "p",
+               "Holm p", "verdict"]
+    return markdown_table(headers + (["replaces"] if previous is not None else []), rows)
 
 
-def claims_table(spec: TableSpec, table: Dict[tuple, Spread], ran: set) -> str:
-    return markdown_table(["paper's claim", "metric", "difference (ours)", "standard error",
-                           "verdict (Welch, Holm)"], claim_rows(spec, table, ran))
+def first_recorded(cells: Sequence, key: str) -> Any:
+    """The first of ``cells`` (seed order) that recorded ``key``: its value, else None."""
+    return next((value for cell in cells
+                 if (value := learning_field(cell.result, key)) is not None), None)
 
 
-def verdicts(spec: TableSpec, cells: Sequence, scale: str, seeds: int) -> Dict:
-    """What the closing summary keeps of one run: per claim, its verdict (or not run)."""
+def row_records(spec: TableSpec, cells: Sequence) -> Dict[str, Dict[str, Any]]:
+    """Per shown or compared row: its rate, its rate grid and, per finished seed, how it
+    stopped, its updates, validation curve and figures (the table's metrics)."""
+    keys = {row.key for row in shown_rows(spec)} | {
+        key for claim in spec.comparisons for key in (claim.better, claim.worse)}
+    wanted = {metric.key for metric in spec.metrics} | {"valid_nll", "diverged", "reason"}
+    records = {}
+    for row in (row for row in spec.rows if row.key in keys):
+        done = sorted((cell for cell in cells if cell.row.key == row.key and cell.result),
+                      key=lambda cell: cell.seed)
+        seeds = [{"seed": cell.seed,
+                  **{key: learning_field(cell.result, key)
+                     for key in ("stopped", "still_improving", "updates", "curve")},
+                  "figures": {k: v for k, v in cell.result["figures"].items() if k in wanted},
+                  "commit": cell.result.get("commit")} for cell in done]
+        records[row.key] = {"label": row.label, "lr": first_recorded(done, "lr"),
+                            "lr_grid": first_recorded(done, "lr_grid") or [], "seeds": seeds}
+    return records
+
+
+def verdicts(spec: TableSpec, cells: Sequence, data: Mapping[str, Any], scale: str,
+             seeds: int) -> Dict[str, Any]:
+    """What ``verdicts.json`` keeps of one table: its rows and its judged claims."""
     done = sum(cell.result is not None for cell in cells)
-    rows = claim_rows(spec, spreads(spec, cells), finished_rows(cells)) if done else []
     return {"paper": spec.paper, "title": spec.title, "scale": scale, "seeds": seeds,
-            "cells": f"{done} of {len(cells)}",
-            "claims": [[row[0], row[4] if done else NOT_RUN] for row in rows] or
-                      [[claim.claim, NOT_RUN] for claim in spec.comparisons]}
+            "cells": f"{done} of {len(cells)}", "rows": row_records(spec, cells),
+            "claims": judge(spec, cells, data)}
+
+
+def write_verdicts(store: Path, name: str, entry: Mapping[str, Any]) -> Dict[str, Any]:
+    """Put table ``name``'s ``entry`` into ``store`` (written through a temporary name and a
+    rename, under a lock so that two tables finishing at once both land); returns every
+    table's entries."""
+    store.parent.mkdir(parents=True, exist_ok=True)
+    with open(store.parent / f".{store.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        found = json.loads(store.read_text()) if store.is_file() else {}
+        found[name] = entry
+        write_text_atomic(store, json.dumps(found, indent=1, sort_keys=True) + "\n")
+    return found
 
 
 def summary_section(found: Dict[str, Dict], specs: Sequence[TableSpec]) -> str:
-    """The closing note: every table's claims and whether they held at the scale run."""
+    """The closing note: every table's claims and their verdicts at the scale run."""
     start, end = markers("summary")
     rows = []
     for spec in specs:
@@ -125,14 +162,14 @@ def summary_section(found: Dict[str, Dict], specs: Sequence[TableSpec]) -> str:
             rows += [[f"`{name}` ({spec.paper})", claim.claim, NOT_RUN, "-"]
                      for claim in spec.comparisons]
             continue
-        for claim, outcome in entry["claims"]:
-            rows.append([f"`{name}` ({entry['paper']})", claim, outcome,
+        for claim in entry["claims"]:
+            rows.append([f"`{name}` ({entry['paper']})", claim["claim"], claim["verdict"],
                          f"{entry['scale']}, {entry['seeds']} seed(s), {entry['cells']} cells"])
     return "\n".join([start, "## Closing note: the papers' claims at our scale\n",
-                      "Per claim: *holds*, *reversed* (the opposite direction is resolved) or "
-                      "*not resolved at this scale*, by the rule above; rows of tables that "
-                      "were not run say so.\n",
-                      markdown_table(["table", "paper's claim", "outcome", "run"], rows), end])
+                      "Per claim: *holds*, *reversed*, *not resolved*, or refused with its "
+                      "reason (*not run*, *not meaningful*, *not resolved: still learning*), "
+                      "by the protocol at the top of this page.\n",
+                      markdown_table(["table", "paper's claim", "verdict", "run"], rows), end])
 
 
 def curve_plot(spec: TableSpec, table: Dict[tuple, Spread], path: Path) -> Path | None:
@@ -203,8 +240,10 @@ def busy_seconds(cells: Sequence) -> float:
 
 
 def section(spec: TableSpec, cells: Sequence, data: Dict, scale: str, seeds: int,
-            command: str, plot_dir: Path | None = None) -> str:
-    """The markdown of one table: results (or the not-run line), claims, provenance."""
+            command: str, plot_dir: Path | None = None,
+            previous: Mapping[str, str] | None = None) -> str:
+    """The markdown of one table: results (or the not-run line), claims (with ``previous``,
+    the verdicts they replace), provenance."""
     table = spreads(spec, cells)
     done = [cell for cell in cells if cell.result is not None]
     start, end = markers(spec.name)
@@ -220,15 +259,18 @@ def section(spec: TableSpec, cells: Sequence, data: Dict, scale: str, seeds: int
     if data.get("references"):
         lines += [data["references"], ""]
     if spec.comparisons and not done:
-        lines += ["Claims the table tests (each needs its rows run on at least two seeds):\n",
-                  *[f"- {claim.claim} ({spec.metric(claim.metric).label})"
-                    for claim in spec.comparisons], ""]
+        lines += ["Claims the table tests (each needs its rows run to a plateau on at least "
+                  "three seeds):\n",
+                  *[f"- {claim.claim} ({spec.metric(claim.metric).label}"
+                    + ("" if claim.margin is None else f", parity within {claim.margin:g}")
+                    + ")" for claim in spec.comparisons], ""]
     elif spec.comparisons:
-        lines += ["Direction of each claim: the difference of seed means in the paper's "
-                  "favour and its standard error; it *holds* when the difference exceeds "
-                  "twice its standard error, is *reversed* when it is below minus twice, and "
-                  "is otherwise *not resolved at this scale*.\n",
-                  claims_table(spec, table, finished_rows(cells)), ""]
+        lines += ["Each claim by the protocol at the top of this page: the difference of seed "
+                  "means in the paper's favour, Welch's t-test (two-sided at 5%; a parity "
+                  "claim one-sided at 2.5% against its margin), p Holm-corrected over the "
+                  "table's tested claims; a claim whose rows have not finished learning, read "
+                  "no model, or have fewer than 3 seeds is refused with the reason.\n",
+                  claims_table(spec, judge(spec, cells, data), previous), ""]
     if plot_dir is not None and done:
         plotted = curve_plot(spec, table, plot_dir / f"{spec.name}.png")
         if plotted is not None:

@@ -13,12 +13,16 @@ from typing import Any, Dict, Mapping, Sequence, Tuple
 
 @dataclass(frozen=True)
 class Metric:
-    """One figure of a table, read from a cell's ``result.json``."""
+    """One figure of a table, read from a cell's ``result.json``. ``learned``: what a
+    trained model learnt (a verdict on it needs models that finished learning and learnt
+    something); False for a cost (time per update, decoding time) or an untrained
+    operator's figure."""
 
     key: str
     label: str
     higher_is_better: bool = True
     digits: int = 2
+    learned: bool = True
 
 
 @dataclass(frozen=True)
@@ -48,12 +52,16 @@ class Row:
 
 @dataclass(frozen=True)
 class Comparison:
-    """A claim of the paper: row ``better`` beats row ``worse`` on ``metric``."""
+    """A claim of the paper: row ``better`` beats row ``worse`` on ``metric`` (superiority),
+    or, with a ``margin`` in the metric's units, is not behind it by more than the margin
+    (the paper's "matches", "comparable", ">=": non-inferiority; the table's notes say why
+    that margin)."""
 
     better: str
     worse: str
     metric: str
     claim: str
+    margin: float | None = None
 
 
 @dataclass(frozen=True)

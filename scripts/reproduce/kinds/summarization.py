@@ -16,15 +16,20 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Sequence
 
 from scripts.common.fairseq_cli import fairseq_command
 from scripts.common.repo_paths import USER_DIR
+from scripts.reproduce.claims import NoModel
 from scripts.reproduce.data_folder import shared_data
 from scripts.reproduce.kinds import Step, recipe_steps
 from scripts.reproduce.kinds.translation import score_step, train_step
 from scripts.reproduce.log_figures import decode_seconds, score_figures, train_figures
 from scripts.reproduce.spec import Row, TableSpec
+from scripts.reproduce.tables.toy_settings import ROUGE, VALID_NLL
+
+if TYPE_CHECKING:
+    from scripts.demo.summarization import SummaryReferences
 
 DATA_KEYS = ("man_dir", "source_tokens", "target_tokens", "vocab", "max_test",
              "min_train_docs", "heldout_per_mille", "generated_docs")
@@ -37,27 +42,34 @@ def prepare(spec: TableSpec, scale: str, settings: Dict[str, Any], work: Path,
                                "(DATASET=arxiv scripts/recipes/long_doc_summarization/prepare.sh)"}
     data = shared_data(work, "summarization", {k: settings.get(k) for k in DATA_KEYS},
                        lambda folder: build_data(settings, folder, say), say)
-    # outside the cells' keys: a figure of the data, measured anew for every report
-    return {**data, "references": reference_line(Path(data["folder"]))}
-
-
-def reference_line(folder: Path) -> str:
-    """What a model must beat on these test pages: the demo's reference outputs (the same
-    frequent words for every page, the page's first words) and the unigram entropy of the
-    summaries (the valid nll of a model that reads neither the page nor the summary)."""
+    # outside the cells' keys: figures of the data, measured anew for every report
     from scripts.demo.summarization import SummaryReferences
     from scripts.demo.summary_data import TARGET
 
+    folder = Path(data["folder"])
     found = SummaryReferences.measure(folder / "prep", folder / "bin" / f"dict.{TARGET}.txt")
+    trivial = found.scores["trivial"]
+    no_model = [NoModel(VALID_NLL, found.entropy_bits, "the summaries' unigram entropy"),
+                *(NoModel(metric, trivial[metric.key], "the trivial output's")
+                  for metric in ROUGE)]
+    return {**data, "references": reference_line(found),
+            "no_model": dict.fromkeys((row.key for row in spec.rows), no_model)}
+
+
+def reference_line(found: SummaryReferences) -> str:
+    """What a model must beat on these test pages: the demo's reference outputs (the same
+    frequent words for every page, the page's first words) and the unigram entropy of the
+    summaries (the valid nll of a model that reads neither the page nor the summary)."""
     trivial, lead = found.scores["trivial"], found.scores["lead"]
     return (f"Without a model, on the same test pages: the {found.words} most frequent "
             f"summary words for every page (trivial) score ROUGE-1 {trivial['rouge1']:.2f}, "
             f"ROUGE-2 {trivial['rouge2']:.2f}; the page's first {found.words} words (lead) "
             f"ROUGE-1 {lead['rouge1']:.2f}, ROUGE-2 {lead['rouge2']:.2f}; the summaries' "
             f"unigram entropy is {found.entropy_bits:.2f} bits (a valid nll well below it has "
-            "learnt from the page). A row whose ROUGE-1 is at or below the trivial output's picks "
-            "no more of the page's words than a constant output does: its ROUGE differences "
-            "say little about the paper's question, whatever their direction.")
+            "learnt from the page). A row whose ROUGE is at or below the trivial output's picks "
+            "no more of the page's words than a constant output does, and a row whose valid "
+            "nll is at or above the entropy has not read the page: a claim on such a row is "
+            "not meaningful, whatever the direction of its difference.")
 
 
 def build_data(settings: Dict[str, Any], folder: Path,

@@ -26,6 +26,7 @@ from scripts.common.fairseq_cli import fairseq_command
 from scripts.common.fairseq_train import train_command
 from scripts.common.repo_paths import USER_DIR
 from scripts.common.run_record import Budget, Run
+from scripts.reproduce.claims import NoModel
 from scripts.reproduce.data_folder import shared_data
 from scripts.reproduce.doc_corpus import (
     SEPARATOR,
@@ -36,6 +37,7 @@ from scripts.reproduce.doc_corpus import (
 from scripts.reproduce.kinds import Step, recipe_steps
 from scripts.reproduce.log_figures import decode_seconds, score_figures, train_figures
 from scripts.reproduce.spec import Row, TableSpec
+from scripts.reproduce.tables.toy_settings import VALID_NLL
 
 SRC, TGT = "xx", "en"  # fairseq's language suffixes of the toy data (any catalog language)
 DATA_KEYS = ("locale_dir", "lang", "block_tokens", "valid_per_mille", "test_per_mille",
@@ -53,8 +55,35 @@ def prepare(spec: TableSpec, scale: str, settings: Dict[str, Any], work: Path,
     if scale == "paper":
         return {"description": f"the {settings['recipe']} recipe's prepared data "
                                f"(scripts/recipes/{settings['recipe']}/prepare.sh)"}
-    return shared_data(work, "translation", {k: settings.get(k) for k in DATA_KEYS},
+    data = shared_data(work, "translation", {k: settings.get(k) for k in DATA_KEYS},
                        lambda folder: build_data(settings, folder), say)
+    # outside the cells' keys: a figure of the data, measured anew for every report
+    return {**data, "no_model": no_model(spec, Path(data["folder"]))}
+
+
+def no_model(spec: TableSpec, folder: Path) -> Dict[str, List[NoModel]]:
+    """Per row, the valid nll of a model that reads nothing: the unigram entropy of its
+    data's target side, as the summaries' (add-one unigrams of the training targets, on the
+    validation targets), with a word outside the dictionary read as fairseq reads it, <unk>."""
+    from scripts.demo.reference_summaries import unigram_entropy
+
+    measured: Dict[str, float] = {}
+    found = {}
+    for row in spec.rows:
+        name = "sentences" if length_of(row) == 0 else f"docs{length_of(row)}"
+        dictionary = folder / "bin" / name / f"dict.{TGT}.txt"
+        if name not in measured and dictionary.is_file():
+            words = {line.split()[0] for line in dictionary.read_text().splitlines()}
+            raw = folder / "raw" / name
+            targets = [[" ".join(w if w in words else "<unk>" for w in line.split())
+                        for line in (raw / f"{split}.{TGT}").read_text().splitlines()]
+                       for split in ("train", "valid")]
+            # fairseq's dictionary also holds <s>, <pad>, </s> and <unk>, not in the file
+            measured[name] = unigram_entropy(*targets, len(words) + 4)
+        if name in measured:
+            found[row.key] = [NoModel(VALID_NLL, measured[name],
+                                      "the target side's unigram entropy")]
+    return found
 
 
 def build_data(settings: Dict[str, Any], folder: Path) -> Dict[str, Any]:

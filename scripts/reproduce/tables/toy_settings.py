@@ -89,6 +89,15 @@ SUMMARY_MODEL = Deviation("layers", "3+3 (Pyramidion), 6+6 (deep); width 512",
                           "did not learn in 700 updates (one seed); one size, pooling apart")
 
 
+# Why a parity claim's margin (non-inferiority) is 1 BLEU, said in the notes of the tables
+# that have one
+PARITY_NOTE = ("A parity claim (the paper's \"matches\", \"comparable\", \">=\") is tested as "
+               "non-inferiority within 1 BLEU: the paper calls gaps of 0.34 BLEU (Table 4) and "
+               "0.01 (section 3) a match and gaps of 1.14 (section 3), 1.15 (Table 6) and 1.37 "
+               "(Table 5) differences, so 1 BLEU is about the largest gap it would still call a "
+               "match.")
+
+
 def gettext_data(paper: str) -> Deviation:
     return Deviation("data", paper, "gettext catalogs fr->en", "offline; real translations")
 

@@ -5,6 +5,7 @@ only the cells whose settings change, and builds the table from the stored figur
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from dataclasses import replace
@@ -53,7 +54,9 @@ def synthetic_kind(calls: list, fail: set):
         return found
 
     def collect(spec, row, folder):
-        return {"score": json.loads((folder / "out.json").read_text())["score"]}
+        # every synthetic model finished learning: its claims get a verdict
+        return {"score": json.loads((folder / "out.json").read_text())["score"],
+                "stopped": "plateau"}
 
     return SimpleNamespace(prepare=prepare, cell_settings=cell_settings, steps=steps,
                            collect=collect)
@@ -145,8 +148,11 @@ def test_the_table_from_the_stored_figures(kind, tmp_path):
     text = section(SPEC, cells, data, "toy", 3, "python -m scripts.reproduce synthetic")
     assert "| Good | 10.20 ± 0.10 | 11.00 |" in text
     assert "| Bad | 5.20 ± 0.10 | - |" in text
-    assert "| good beats bad | score | +5.00 | 0.08 | holds |" in text
-    assert "| bad beats good | score | -5.00 | 0.08 | reversed |" in text
+    # Welch: t = 5 / sqrt(2 * 0.01 / 3), 4 df; two claims, so Holm doubles the smaller p
+    assert re.search(r"\| good beats bad \| score \| superiority \| \+5\.00 \| 61\.24 \| 4\.00 "
+                     r"\| [0-9.e-]+ \| [0-9.e-]+ \| holds \|", text)
+    assert "| bad beats good | score | superiority | -5.00 | -61.24 | 4.00 |" in text
+    assert text.count("| reversed |") == 1
     assert "9 of 9 cells finished" in text
     # collected again from the cache alone, without running anything
     kind.calls.clear()
@@ -190,7 +196,8 @@ def test_a_diverged_training_is_a_result_not_a_failure(kind, tmp_path):
     assert by_row["bad", 3]["score"] == pytest.approx(5.3)
     text = section(SPEC, cells, data, "toy", 3, "cmd")
     assert "| Good | - | 11.00 | 0 (+3 diverged) |" in text
-    assert "| good beats bad | score | - | - | not resolved |" in text
+    assert ("| good beats bad | score | superiority | - | - | - | - | - | not resolved: fewer "
+            "than 3 seeds a side (0 and 3) |") in text
 
 
 def test_plots_a_curve_and_a_metric_against_a_metric(kind, tmp_path):
@@ -227,4 +234,4 @@ def test_the_wall_time_counts_cells_run_side_by_side_once(tmp_path):
 def test_a_claim_on_a_row_that_was_not_run_says_so(kind, tmp_path):
     cells, data = run_table(SPEC, options(tmp_path, rows=["good"]))
     text = section(SPEC, cells, data, "toy", 3, "cmd")
-    assert "| good beats bad | score | - | - | not run (a row without results) |" in text
+    assert "| good beats bad | score | superiority | - | - | - | - | - | not run |" in text

@@ -1,0 +1,150 @@
+"""A table's claims judged from its cells: each refused with its reason, or tested.
+
+A claim on a learned figure (:attr:`~scripts.reproduce.spec.Metric.learned`) is refused
+while either of its rows
+
+- has no finished cell: *not run*;
+- is at or below a figure that a model reading nothing reaches (:class:`NoModel`: a valid
+  nll at or above the target's unigram entropy, a ROUGE at or below the trivial output's):
+  *not meaningful*, whatever the direction of the difference;
+- has a seed that did not stop at a plateau (stopped at its cap, or trained before stop
+  reasons were recorded): *not resolved: still learning*;
+- or has fewer than :data:`~scripts.reproduce.direction.MIN_SEEDS` seeds.
+
+A claim on a cost is refused only for the first and the last reason. The claims left are
+tested by :mod:`scripts.reproduce.direction`, and their p-values Holm-corrected together.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Sequence
+
+from scripts.reproduce.direction import (
+    NOT_RESOLVED,
+    Spread,
+    decide,
+    holm,
+    spread,
+    too_few_seeds,
+    welch,
+)
+from scripts.reproduce.spec import Comparison, Metric, TableSpec
+
+NOT_RUN = "not run"
+STILL_LEARNING = f"{NOT_RESOLVED}: still learning"
+NOT_MEANINGFUL = "not meaningful"
+
+
+@dataclass(frozen=True)
+class NoModel:
+    """A figure reached without a model (``what`` says how); a row at or below it in the
+    metric's good direction has not learnt what the claim is about."""
+
+    metric: Metric
+    value: float
+    what: str
+
+
+def learning_field(result: Mapping[str, Any], key: str) -> Any:
+    """A cell's record of how it learnt (``stopped``, ``still_improving``, ``updates``,
+    ``curve``, ``lr``, ``lr_grid``), at the top of its result or among its figures; None in a
+    cell stored before it was recorded."""
+    if key in result:
+        return result[key]
+    return result.get("figures", {}).get(key)
+
+
+def finished(cells: Sequence, row: str) -> List:
+    """The cells of ``row`` that finished without diverging."""
+    return [cell for cell in cells if cell.row.key == row and cell.result is not None
+            and not cell.result["figures"].get("diverged")]
+
+
+def row_spread(cells: Sequence, row: str, key: str) -> Spread:
+    return spread([cell.result["figures"].get(key, math.nan) for cell in finished(cells, row)])
+
+
+def below_no_model(spec: TableSpec, cells: Sequence, row: str,
+                   references: Mapping[str, Sequence[NoModel]]) -> str | None:
+    """Why ``row`` reads no model (its mean at or below a :class:`NoModel` figure), or None."""
+    for reference in references.get(row, ()):
+        mean = row_spread(cells, row, reference.metric.key).mean
+        if math.isnan(mean):
+            continue
+        worse = mean <= reference.value if reference.metric.higher_is_better else (
+            mean >= reference.value)
+        if worse:
+            side = "at or below" if reference.metric.higher_is_better else "at or above"
+            digits = reference.metric.digits
+            return (f"{NOT_MEANINGFUL}: {spec.row(row).label}'s {reference.metric.label} "
+                    f"{mean:.{digits}f} is {side} {reference.value:.{digits}f}, {reference.what}")
+    return None
+
+
+def still_learning(spec: TableSpec, cells: Sequence, row: str) -> str | None:
+    """Why ``row`` may still be learning (a seed not stopped at a plateau), or None."""
+    found = finished(cells, row)
+    stops = [learning_field(cell.result, "stopped") for cell in found]
+    capped = [cell for cell, stop in zip(found, stops) if stop != "plateau"]
+    if not capped:
+        return None
+    updates = sorted({int(u) for cell in capped
+                      if isinstance(u := learning_field(cell.result, "updates"), (int, float))
+                      and math.isfinite(u)})
+    span = "-".join(str(u) for u in sorted({updates[0], updates[-1]})) if updates else ""
+    after = f" after {span} updates" if span else ""
+    label = spec.row(row).label
+    if any(stop == "cap" for stop in stops):
+        improving = any(learning_field(cell.result, "still_improving") for cell in capped)
+        return (f"{STILL_LEARNING}: {label}, {len(capped)} of {len(found)} seeds stopped at "
+                f"the cap{after}" + (", still improving" if improving else ""))
+    return (f"{STILL_LEARNING}: {label}, {len(capped)} of {len(found)} seeds stopped{after} "
+            "without a plateau (a fixed budget)")
+
+
+def refusal(spec: TableSpec, claim: Comparison, cells: Sequence, ran: set,
+            references: Mapping[str, Sequence[NoModel]]) -> str | None:
+    """Why ``claim`` gets no verdict (the first reason in the module's order), or None."""
+    rows = (claim.better, claim.worse)
+    if not set(rows) <= ran:
+        return NOT_RUN
+    if spec.metric(claim.metric).learned:
+        for check in (lambda row: below_no_model(spec, cells, row, references),
+                      lambda row: still_learning(spec, cells, row)):
+            for row in rows:
+                if (why := check(row)) is not None:
+                    return why
+    return too_few_seeds(*(row_spread(cells, row, claim.metric) for row in rows))
+
+
+def finite(value: float) -> float | None:
+    """``value`` for JSON: None where it is NaN or infinite."""
+    return value if value is not None and math.isfinite(value) else None
+
+
+def judge(spec: TableSpec, cells: Sequence, data: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    """Per claim of ``spec``: ``claim``, ``rows``, ``metric``, ``margin``, our ``difference``
+    (in the paper's favour), Welch's ``t``, ``df`` and ``p``, Holm's ``p_holm`` and the
+    ``verdict``. Figures that cannot be computed are None."""
+    references = data.get("no_model", {})
+    ran = {cell.row.key for cell in cells if cell.result is not None}
+    judged, tests = [], []
+    for claim in spec.comparisons:
+        metric = spec.metric(claim.metric)
+        test = welch(row_spread(cells, claim.better, claim.metric),
+                     row_spread(cells, claim.worse, claim.metric),
+                     metric.higher_is_better, claim.margin)
+        why = refusal(spec, claim, cells, ran, references)
+        tests.append(None if why else test)
+        judged.append({"claim": claim.claim, "rows": [claim.better, claim.worse],
+                       "metric": claim.metric, "margin": claim.margin,
+                       "difference": finite(test.d), "t": finite(test.t),
+                       "df": finite(test.df), "p": finite(test.p), "p_holm": None,
+                       "verdict": why})
+    tested = [i for i, test in enumerate(tests) if test is not None]
+    for i, adjusted in zip(tested, holm([tests[i].p for i in tested])):
+        judged[i]["p_holm"] = adjusted
+        judged[i]["verdict"] = decide(tests[i], adjusted)
+    return judged

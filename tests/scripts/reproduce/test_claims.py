@@ -1,0 +1,210 @@
+"""A table's claims from its cells: each refusal with its reason (not run, not meaningful,
+still learning, too few seeds), Holm's correction over the claims tested, parity claims,
+``verdicts.json`` and the translation kind's no-model reference."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from scripts.reproduce.claims import NoModel, judge
+from scripts.reproduce.direction import holm, spread, welch
+from scripts.reproduce.report import verdicts, write_verdicts
+from scripts.reproduce.spec import Comparison, Metric, Row, TableSpec
+
+SCORE = Metric("score", "score")
+NLL = Metric("valid_nll", "valid nll (bits)", False)
+COST = Metric("cost", "cost", False, learned=False)
+SPEC = TableSpec(
+    name="t", title="t", paper="P", claim="a beats b", kind="translation",
+    metrics=(SCORE, NLL, COST),
+    rows=(Row("a", "A"), Row("b", "B"), Row("c", "C")),
+    comparisons=(Comparison("a", "b", "score", "a beats b"),
+                 Comparison("a", "b", "cost", "a is cheaper"),
+                 Comparison("a", "c", "score", "a matches c", margin=1.0)))
+# a clear gap on every figure: a beats b, a matches c (the same scores)
+FIGURES = {"a": (10.0, 4.0, 1.0), "b": (8.0, 5.0, 2.0), "c": (10.0, 4.0, 1.0)}
+
+
+def cells(seeds: int = 3, stopped: str | None = "plateau", rows=("a", "b", "c"),
+          **record) -> list:
+    found = []
+    for key in rows:
+        score, nll, cost = FIGURES[key]
+        for seed in range(1, seeds + 1):
+            wobble = 0.1 * (seed - 2)
+            result = {"figures": {"score": score + wobble, "valid_nll": nll + wobble,
+                                  "cost": cost + wobble, "updates": 400.0}, **record}
+            if stopped is not None:
+                result["stopped"] = stopped
+            found.append(SimpleNamespace(row=SPEC.row(key), seed=seed, result=result))
+    return found
+
+
+def verdict_of(judged: list, claim: str) -> str:
+    return next(c["verdict"] for c in judged if c["claim"] == claim)
+
+
+def test_models_at_a_plateau_get_verdicts_and_a_parity_claim_its_margin():
+    judged = judge(SPEC, cells(), {})
+    assert [c["verdict"] for c in judged] == ["holds", "holds", "holds"]
+    parity = judged[2]
+    assert parity["margin"] == 1.0 and parity["difference"] == pytest.approx(0.0, abs=1e-12)
+    assert parity["t"] == pytest.approx(1.0 / math.sqrt(2 * 0.01 / 3))
+
+
+def test_a_seed_stopped_at_the_cap_still_improving_refuses_quality_claims_only():
+    found = cells()
+    found[1].result.update(stopped="cap", still_improving=True)  # a, seed 2
+    judged = judge(SPEC, found, {})
+    assert verdict_of(judged, "a beats b") == ("not resolved: still learning: A, 1 of 3 "
+                                               "seeds stopped at the cap after 400 updates, "
+                                               "still improving")
+    assert verdict_of(judged, "a matches c").startswith("not resolved: still learning: A")
+    assert verdict_of(judged, "a is cheaper") == "holds"  # a cost is not learnt
+    # the figures are still reported beside the refusal, Holm's p only for tested claims
+    assert judged[0]["t"] is not None and judged[0]["p_holm"] is None
+
+
+def test_a_cell_without_a_stop_reason_was_not_run_to_a_plateau():
+    judged = judge(SPEC, cells(stopped=None), {})
+    assert verdict_of(judged, "a beats b") == ("not resolved: still learning: A, 3 of 3 seeds "
+                                               "stopped after 400 updates without a plateau "
+                                               "(a fixed budget)")
+    assert verdict_of(judged, "a is cheaper") == "holds"
+
+
+def test_a_row_that_reads_no_model_makes_its_claims_not_meaningful():
+    # b's valid nll (5.0) is at the target's unigram entropy: it has learnt nothing
+    entropy = {"b": [NoModel(NLL, 5.0, "the target side's unigram entropy")]}
+    judged = judge(SPEC, cells(stopped="cap"), {"no_model": entropy})
+    assert verdict_of(judged, "a beats b") == ("not meaningful: B's valid nll (bits) 5.00 is "
+                                               "at or above 5.00, the target side's unigram "
+                                               "entropy")
+    assert verdict_of(judged, "a is cheaper") == "holds"
+    # a ROUGE at or below the trivial output's, on any metric of the row
+    trivial = {"a": [NoModel(Metric("score", "ROUGE-1"), 10.0, "the trivial output's")]}
+    judged = judge(SPEC, cells(), {"no_model": trivial})
+    assert verdict_of(judged, "a matches c").startswith("not meaningful: A's ROUGE-1 10.00 is "
+                                                        "at or below 10.00")
+    below = {"a": [NoModel(NLL, 4.5, "entropy"), NoModel(SCORE, 9.9, "trivial")]}
+    assert verdict_of(judge(SPEC, cells(), {"no_model": below}), "a beats b") == "holds"
+
+
+def test_fewer_than_three_seeds_or_a_row_not_run_get_no_verdict():
+    judged = judge(SPEC, cells(seeds=2), {})
+    assert all(c["verdict"] == "not resolved: fewer than 3 seeds a side (2 and 2)"
+               for c in judged)
+    judged = judge(SPEC, cells(rows=("a", "b")), {})
+    assert verdict_of(judged, "a matches c") == "not run"
+    assert verdict_of(judged, "a beats b") == "holds"
+    diverged = cells()
+    for cell in diverged[3:6]:  # every seed of b diverged
+        cell.result["figures"] = {"diverged": 1.0, "reason": "nan"}
+    assert verdict_of(judge(SPEC, diverged, {}), "a beats b") == (
+        "not resolved: fewer than 3 seeds a side (3 and 0)")
+
+
+def test_holm_corrects_over_the_claims_tested():
+    # a beats b by a gap with p about 0.03 alone; with a second such claim neither holds
+    figures = {"a": [10.0, 10.6, 9.4], "b": [8.6, 9.2, 8.0]}
+    p = welch(spread(figures["a"]), spread(figures["b"])).p
+    assert 0.025 < p < 0.05
+    spec = TableSpec(name="h", title="h", paper="P", claim="-", kind="translation",
+                     metrics=(SCORE, Metric("other", "other")), rows=SPEC.rows[:2],
+                     comparisons=(Comparison("a", "b", "score", "one"),
+                                  Comparison("a", "b", "other", "two")))
+    found = [SimpleNamespace(row=spec.row(key), seed=i + 1,
+                             result={"figures": {"score": v, "other": v}, "stopped": "plateau"})
+             for key, values in figures.items() for i, v in enumerate(values)]
+    judged = judge(spec, found, {})
+    assert [c["p_holm"] for c in judged] == pytest.approx(holm([p, p]))
+    assert [c["verdict"] for c in judged] == ["not resolved", "not resolved"]
+    # a refused claim is not tested, so it does not count against the other
+    found[0].result["stopped"] = "cap"
+    spec_cost = replace(spec, metrics=(SCORE, Metric("other", "other", learned=False)))
+    judged = judge(spec_cost, found, {})
+    assert judged[0]["verdict"].startswith("not resolved: still learning")
+    assert judged[1]["p_holm"] == pytest.approx(p) and judged[1]["verdict"] == "holds"
+
+
+def test_verdicts_json_keeps_rows_seeds_and_claims(tmp_path):
+    found = cells(stopped="cap", still_improving=False, lr=0.005,
+                  lr_grid=[[0.0025, 5.1], [0.005, 4.9], [0.01, 5.3]],
+                  curve=[[100, 6.0], [200, 5.0]], commit="abc1234")
+    entry = verdicts(SPEC, found, {}, "toy", 3)
+    assert set(entry["rows"]) == {"a", "b", "c"}
+    a = entry["rows"]["a"]
+    assert a["lr"] == 0.005 and a["lr_grid"][1] == [0.005, 4.9]
+    assert a["seeds"][0] == {"seed": 1, "stopped": "cap", "still_improving": False,
+                             "updates": 400.0, "curve": [[100, 6.0], [200, 5.0]],
+                             "figures": {"score": 9.9, "valid_nll": 3.9, "cost": 0.9},
+                             "commit": "abc1234"}
+    claim = entry["claims"][0]
+    assert set(claim) >= {"claim", "rows", "metric", "verdict", "t", "df", "p", "margin"}
+    assert all(row in entry["rows"] for c in entry["claims"] for row in c["rows"])
+    store = tmp_path / "reproduction" / "verdicts.json"
+    # two tables written at once both land
+    threads = [threading.Thread(target=write_verdicts, args=(store, name, entry))
+               for name in ("one", "two", "three")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    stored = json.loads(store.read_text())
+    assert set(stored) == {"one", "two", "three"}
+    assert stored["one"]["claims"][1]["verdict"] == "holds"
+    assert sorted(p.name for p in store.parent.iterdir()) == [".verdicts.json.lock",
+                                                             "verdicts.json"]
+
+
+def test_the_translation_reference_is_the_targets_unigram_entropy(tmp_path: Path):
+    from scripts.reproduce.kinds.translation import no_model
+
+    for name, train, valid in (("sentences", "a a b\nb c\n", "a d\n"),
+                               ("docs64", "a a a\n", "a\n")):
+        (tmp_path / "bin" / name).mkdir(parents=True)
+        (tmp_path / "raw" / name).mkdir(parents=True)
+        (tmp_path / "bin" / name / "dict.en.txt").write_text("a 3\nb 2\n")
+        (tmp_path / "raw" / name / "train.en").write_text(train)
+        (tmp_path / "raw" / name / "valid.en").write_text(valid)
+    spec = TableSpec(name="t", title="t", paper="P", claim="-", kind="translation",
+                     metrics=(NLL,), rows=(Row("s", "S"), Row("d", "D", point={"length": 64}),
+                                           Row("x", "X", point={"length": 512})))
+    found = no_model(spec, tmp_path)
+    assert set(found) == {"s", "d"}  # no data at 512: no reference
+    # sentences: train counts a 2, b 2, <unk> 1 (c is not in the dictionary), </s> 2: 7
+    # tokens; V = 2 words + 4 specials = 6; valid "a <unk> </s>": add-one unigrams
+    expected = -(math.log2(3 / 13) + math.log2(2 / 13) + math.log2(3 / 13)) / 3
+    assert found["s"][0].value == pytest.approx(expected, rel=1e-12)
+    assert found["s"][0].metric.key == "valid_nll" and not found["s"][0].metric.higher_is_better
+    assert found["d"][0].value == pytest.approx(-(math.log2(4 / 10) + math.log2(2 / 10)) / 2,
+                                                rel=1e-12)
+
+
+def test_a_new_verdict_is_shown_beside_the_one_it_replaces(tmp_path):
+    from scripts.reproduce.__main__ import note_replaced
+    from scripts.reproduce.report import section
+
+    doc = tmp_path / "reproduction.md"
+    store = tmp_path / "reproduction" / "verdicts.json"
+    write_verdicts(store, "t", {"claims": [{"claim": "a beats b", "verdict": "reversed"},
+                                           {"claim": "a is cheaper", "verdict": "holds"}]})
+    entry = verdicts(SPEC, cells(stopped=None), {}, "toy", 3)
+    replaced = note_replaced(doc, "t", entry)
+    assert replaced == {"a beats b": "reversed"}  # the unchanged and the new claim: nothing
+    text = section(SPEC, cells(stopped=None), {}, "toy", 3, "cmd", previous=replaced)
+    assert "| verdict | replaces |" in text
+    assert ("| not resolved: still learning: A, 3 of 3 seeds stopped after 400 updates without "
+            "a plateau (a fixed budget) | reversed |") in text
+    # a rerun with the same verdicts keeps showing what the first one replaced
+    write_verdicts(store, "t", entry)
+    again = verdicts(SPEC, cells(stopped=None), {}, "toy", 3)
+    assert note_replaced(doc, "t", again) == {"a beats b": "reversed"}
+    assert "replaces" not in section(SPEC, cells(), {}, "toy", 3, "cmd")
