@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import sys
+
 import pytest
 
 from relu_former.help import describe, flags_parser, main, plugin_names
 
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, run_command
 
 REGISTERED = [(kind, name) for kind, names in plugin_names().items() for name in names]
 
@@ -49,7 +52,28 @@ def test_unknown_name_is_a_clear_error(capsys):
         main(["relu_formr"])
 
 
-def test_list(capsys):
+REGISTRIES = """
+import json
+from fairseq.criterions import CRITERION_REGISTRY
+from fairseq.models import ARCH_MODEL_REGISTRY
+from fairseq.tasks import TASK_REGISTRY
+def names():
+    return {"arch": list(ARCH_MODEL_REGISTRY), "criterion": list(CRITERION_REGISTRY),
+            "task": list(TASK_REGISTRY)}
+before = names()
+import relu_former.plugin
+print(json.dumps({kind: [n for n in now if n not in before[kind]]
+                  for kind, now in names().items()}))
+"""
+
+
+def test_list_prints_what_the_plugin_adds_to_fairseq(capsys, tmp_path):
+    """``--list``: one line per kind naming exactly the architectures, criteria and tasks that
+    fairseq's registries gain when the plugin loads (seen in a fresh interpreter)."""
+    added = json.loads(run_command([sys.executable, "-c", REGISTRIES],
+                                   cwd=tmp_path).stdout.splitlines()[-1])
     main(["--list"])
-    out = capsys.readouterr().out
-    assert out.splitlines()[0].startswith("arch: relu_former")
+    lines = capsys.readouterr().out.splitlines()
+    listed = dict(line.split(": ", 1) for line in lines)
+    assert list(listed) == ["arch", "criterion", "task"]
+    assert {kind: listed[kind].split() for kind in listed} == added

@@ -24,15 +24,14 @@ from torch import Tensor
 def split_into_blocks(
     x: Tensor, padding_mask: Tensor | None, block_size: int
 ) -> Tuple[Tensor, Tensor | None]:
-    """Fold ``x`` [T, B, C] into ``[block_size, B * ceil(T / block_size), C]``.
+    """Fold ``x`` [T, B, C] into ``[block_size, B * ceil(T / block_size), C]``; ``block_size``
+    >= 1 (:func:`apply_blockwise` is the caller: it runs ``fn`` unchanged for 0).
 
     Returns the folded states and their key padding mask (True = padding), or ``None`` when
     no position is padding. Block ``j`` of sentence ``b`` becomes batch row ``b * blocks + j``.
     A block holding nothing but padding is given an all-False mask: attention over an
     all-masked row would be NaN, and those outputs are padding that callers ignore.
     """
-    if block_size <= 0:
-        raise ValueError(f"block_size must be positive, got {block_size}")
     length, batch, dim = x.shape
     blocks = max(1, math.ceil(length / block_size))
     extra = blocks * block_size - length

@@ -73,11 +73,6 @@ def test_split_then_merge_is_identity(length, block_size):
         assert real_rows.all()
 
 
-def test_split_rejects_non_positive_block():
-    with pytest.raises(ValueError, match="block_size"):
-        split_into_blocks(torch.zeros(4, 1, 2), None, 0)
-
-
 @pytest.mark.parametrize("block_size", [2, 3, 4, 16])
 def test_blockwise_attention_equals_masked_full_attention(block_size):
     torch.manual_seed(0)

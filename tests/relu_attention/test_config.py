@@ -3,6 +3,8 @@
 import argparse
 
 import pytest
+import torch
+import torch.nn.functional as F
 
 from relu_former.errors import OptionError
 from relu_former.relu_attention import config
@@ -54,6 +56,22 @@ def test_check_ffn_activation_raises_the_option_error():
     assert caught.value.flag == "--ffn-activation"
 
 
-def test_deprecated_ffn_activation_relu_is_stock():
-    settings = AttentionSettings.from_cfg(argparse.Namespace(ffn_activation="relu"))
-    assert settings.ffn_activation == "stock"
+@pytest.mark.parametrize("ffn_activation", ["relu", "stock"])
+def test_deprecated_ffn_activation_relu_is_the_stock_ffn(ffn_activation):
+    """``--ffn-activation relu`` always meant the layer's own ``--activation-fn`` (gelu here),
+    not a ReLU: the layer's FFN is fc2(gelu(fc1(x))), with a plain Linear fc2."""
+    from fairseq.models.transformer import TransformerConfig
+
+    from relu_former.relu_attention.model import ReLUFormerEncoderLayer
+
+    torch.manual_seed(0)
+    cfg = TransformerConfig.from_namespace(argparse.Namespace(
+        encoder_embed_dim=8, encoder_ffn_embed_dim=16, encoder_attention_heads=2, dropout=0.0,
+        attention_dropout=0.0, activation_dropout=0.0, activation_fn="gelu",
+        ffn_activation=ffn_activation))
+    layer = ReLUFormerEncoderLayer(cfg).double().eval()
+    x = torch.randn(4, 8, dtype=torch.float64)
+    expected = F.linear(F.gelu(F.linear(x, layer.fc1.weight, layer.fc1.bias)),
+                        layer.fc2.weight, layer.fc2.bias)
+    assert type(layer.fc2) is torch.nn.Linear
+    torch.testing.assert_close(layer.fc2(layer.activation_fn(layer.fc1(x))), expected)

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 from scripts.common.gettext_corpus import Pair
 from scripts.reproduce.doc_corpus import pack_documents, split_documents
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def pairs(catalog: str, lengths):
@@ -27,11 +35,40 @@ def test_a_sentence_longer_than_the_limit_is_a_document_of_its_own():
     assert len(docs[1].side(source=False).split()) == 20
 
 
-def test_split_is_deterministic_and_disjoint():
-    docs = pack_documents(pairs("a", [2] * 300) + pairs("b", [2] * 300), max_tokens=4)
-    first = split_documents(docs, 100, 100)
-    again = split_documents(docs, 100, 100)
-    assert first == again
-    seen = [id(d) for split in first.values() for d in split]
-    assert len(seen) == len(set(seen)) == len(docs)
-    assert first["valid"] and first["test"] and len(first["train"]) > len(first["test"])
+SPLIT_IN_A_NEW_PROCESS = """
+import json, sys
+from tests.scripts.reproduce.test_doc_corpus import documents
+from scripts.reproduce.doc_corpus import split_documents
+print(json.dumps({name: [d.pairs[0].source for d in docs]
+                  for name, docs in split_documents(documents(), 50, 150).items()}))
+"""
+
+
+def documents():
+    return pack_documents(pairs("a", [2] * 300) + pairs("b", [2] * 300), max_tokens=4)
+
+
+def sources(splits):
+    return {name: sorted(d.pairs[0].source for d in docs) for name, docs in splits.items()}
+
+
+def test_a_documents_split_depends_on_that_document_alone(tmp_path):
+    """Each document lands in one split, chosen from its own catalog and first sentence: the
+    same in another process (another hash seed), in any order, with any other documents,
+    and in about the proportions asked for."""
+    docs = documents()
+    splits = split_documents(docs, 50, 150)
+    assert sorted(d for part in sources(splits).values() for d in part) == sorted(
+        d.pairs[0].source for d in docs)  # each document exactly once
+    # 300 documents: 15 valid and 45 test expected; bounds at about 4 standard deviations
+    assert 3 <= len(splits["valid"]) <= 32 and 20 <= len(splits["test"]) <= 70
+    where = {source: name for name, part in sources(splits).items() for source in part}
+    subset = split_documents(list(reversed(docs))[::3], 50, 150)
+    assert all(where[source] == name for name, part in sources(subset).items()
+               for source in part)
+    for seed in ("1", "2"):
+        other = subprocess.run([sys.executable, "-c", SPLIT_IN_A_NEW_PROCESS], cwd=REPO_ROOT,
+                               env={**os.environ, "PYTHONHASHSEED": seed}, check=True,
+                               capture_output=True, text=True)
+        assert {name: sorted(part) for name, part in
+                json.loads(other.stdout).items()} == sources(splits)
