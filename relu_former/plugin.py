@@ -34,6 +34,7 @@ from relu_former.fairseq_fixes.interactive_input import bound_interactive_input
 from relu_former.fairseq_fixes.last_batch import keep_last_batch
 from relu_former.fairseq_fixes.literal_config import read_config_strings_as_literals
 from relu_former.fairseq_fixes.parse_checks import check_parsed_command_lines
+from relu_former.fairseq_fixes.save_dir_lock import lock_save_dirs
 from relu_former.sparse_softmax.old_checkpoints import upgrade_old_sparse_k_checkpoints
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -98,6 +99,7 @@ def _mark_as_user_dir() -> None:
 allow_fairseq_checkpoint_globals()
 guard_checkpoint_files()
 read_config_strings_as_literals()
+lock_save_dirs()
 if is_fairseq_command():  # a notebook or library that imports the plugin keeps its hook
     install_cli_error_hook()
 keep_last_batch()

@@ -1,0 +1,88 @@
+"""A save directory in use by one fairseq-train is refused to a second one, naming the directory
+and the first run's pid; the lock dies with its process, however it ends."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from fairseq import checkpoint_utils
+
+import relu_former.plugin  # noqa: F401  (the allowlist torch.load needs here)
+from relu_former.errors import OptionError
+from relu_former.fairseq_fixes.save_dir_lock import LOCK_FILE, lock_save_dir
+
+from helpers import (
+    REPO_ROOT,
+    TINY_MODEL_ARGS,
+    TINY_TRAIN_ARGS,
+    FairseqRun,
+    fairseq_command,
+    loaded_updates,
+)
+
+
+def _wait_for_holder(lock, proc, timeout: float = 300) -> None:
+    """Wait until ``proc`` has written its pid into the lock file."""
+    deadline = time.time() + timeout
+    while not (lock.is_file() and lock.read_text().strip() == str(proc.pid)):
+        assert proc.poll() is None, "the first process ended before taking the lock"
+        assert time.time() < deadline, "the first process never took the lock"
+        time.sleep(0.1)
+
+
+def test_the_lock_is_refused_while_held_and_free_after_a_kill(tmp_path):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; "
+         "from relu_former.fairseq_fixes.save_dir_lock import lock_save_dir; "
+         f"lock_save_dir({str(tmp_path)!r}); time.sleep(600)"],
+        cwd=REPO_ROOT)
+    try:
+        _wait_for_holder(tmp_path / LOCK_FILE, holder)
+        with pytest.raises(OptionError, match=f"^--save-dir: {tmp_path} is in use by another "
+                                              f"training \\(pid {holder.pid}, "):
+            lock_save_dir(str(tmp_path))
+    finally:
+        holder.send_signal(signal.SIGKILL)  # a crash: no clean-up runs
+        holder.wait()
+    lock_save_dir(str(tmp_path))  # no stale lock
+    lock_save_dir(str(tmp_path))  # taken again by the same process: a no-op
+    assert (tmp_path / LOCK_FILE).read_text() == f"{os.getpid()}\n"
+
+
+@pytest.mark.slow
+def test_a_second_train_on_a_save_dir_in_use_is_refused(fairseq_run: FairseqRun):
+    save = fairseq_run.work / "checkpoints"
+    first = subprocess.Popen(
+        [fairseq_command("fairseq-train"), fairseq_run.data_bin, "--user-dir",
+         fairseq_run.user_dir, "--arch", "relu_former", "--save-dir", save, *TINY_TRAIN_ARGS,
+         *TINY_MODEL_ARGS, "--max-update", "12"],
+        cwd=fairseq_run.work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        _wait_for_holder(save / LOCK_FILE, first)
+        first.send_signal(signal.SIGSTOP)  # still running, however fast this machine is
+        second = fairseq_run.train("--attention-activation", "softmax", arch="relu_former",
+                                   check=False)
+    finally:
+        first.send_signal(signal.SIGCONT)
+        log = first.communicate(timeout=600)[0]
+    assert first.returncode == 0, log[-3000:]
+    assert second.returncode == 2, second.stderr[-3000:]
+    assert second.stderr.strip().splitlines()[-1] == (
+        f"fairseq-train: error: --save-dir: {save} is in use by another training (pid "
+        f"{first.pid}, which holds {save / LOCK_FILE}): wait for it to end or give another "
+        "--save-dir")
+    assert "Traceback" not in second.stderr
+    state = checkpoint_utils.load_checkpoint_to_cpu(str(save / "checkpoint_last.pt"))
+    assert state["optimizer_history"][-1]["num_updates"] == 12
+    assert state["cfg"]["model"].attention_activation == "relu"  # the first run's model
+    assert not list(save.glob("*.tmp"))
+
+    # the lock ended with the first run: the same command resumes there
+    resumed = fairseq_run.train("--max-update", "14", arch="relu_former")
+    assert loaded_updates(resumed.stdout + resumed.stderr) == 12
