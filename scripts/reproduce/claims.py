@@ -47,13 +47,17 @@ class NoModel:
     what: str
 
 
-def learning_field(result: Mapping[str, Any], key: str) -> Any:
-    """A cell's record of how it learnt (``stopped``, ``still_improving``, ``updates``,
-    ``curve``, ``lr``, ``lr_grid``), at the top of its result or among its figures; None in a
+def learning_field(cell: Any, key: str) -> Any:
+    """A finished cell's record of how it learnt (``stopped``, ``still_improving``,
+    ``updates``, ``curve``, ``lr``, ``lr_grid``): the cell's attribute (e.g. the rate the
+    runner chose for its row), else at the top of its result or among its figures; None in a
     cell stored before it was recorded."""
-    if key in result:
-        return result[key]
-    return result.get("figures", {}).get(key)
+    value = getattr(cell, key, None)
+    if value is not None:
+        return value
+    if key in cell.result:
+        return cell.result[key]
+    return cell.result.get("figures", {}).get(key)
 
 
 def finished(cells: Sequence, row: str) -> List:
@@ -86,18 +90,18 @@ def below_no_model(spec: TableSpec, cells: Sequence, row: str,
 def still_learning(spec: TableSpec, cells: Sequence, row: str) -> str | None:
     """Why ``row`` may still be learning (a seed not stopped at a plateau), or None."""
     found = finished(cells, row)
-    stops = [learning_field(cell.result, "stopped") for cell in found]
+    stops = [learning_field(cell, "stopped") for cell in found]
     capped = [cell for cell, stop in zip(found, stops) if stop != "plateau"]
     if not capped:
         return None
     updates = sorted({int(u) for cell in capped
-                      if isinstance(u := learning_field(cell.result, "updates"), (int, float))
+                      if isinstance(u := learning_field(cell, "updates"), (int, float))
                       and math.isfinite(u)})
     span = "-".join(str(u) for u in sorted({updates[0], updates[-1]})) if updates else ""
     after = f" after {span} updates" if span else ""
     label = spec.row(row).label
     if any(stop == "cap" for stop in stops):
-        improving = any(learning_field(cell.result, "still_improving") for cell in capped)
+        improving = any(learning_field(cell, "still_improving") for cell in capped)
         return (f"{STILL_LEARNING}: {label}, {len(capped)} of {len(found)} seeds stopped at "
                 f"the cap{after}" + (", still improving" if improving else ""))
     return (f"{STILL_LEARNING}: {label}, {len(capped)} of {len(found)} seeds stopped{after} "

@@ -106,8 +106,8 @@ def claims_table(spec: TableSpec, judged: Sequence[Mapping[str, Any]],
 
 def first_recorded(cells: Sequence, key: str) -> Any:
     """The first of ``cells`` (seed order) that recorded ``key``: its value, else None."""
-    return next((value for cell in cells
-                 if (value := learning_field(cell.result, key)) is not None), None)
+    return next((value for cell in cells if (value := learning_field(cell, key)) is not None),
+                None)
 
 
 def row_records(spec: TableSpec, cells: Sequence) -> Dict[str, Dict[str, Any]]:
@@ -121,7 +121,7 @@ def row_records(spec: TableSpec, cells: Sequence) -> Dict[str, Dict[str, Any]]:
         done = sorted((cell for cell in cells if cell.row.key == row.key and cell.result),
                       key=lambda cell: cell.seed)
         seeds = [{"seed": cell.seed,
-                  **{key: learning_field(cell.result, key)
+                  **{key: learning_field(cell, key)
                      for key in ("stopped", "still_improving", "updates", "curve")},
                   "figures": {k: v for k, v in cell.result["figures"].items() if k in wanted},
                   "commit": cell.result.get("commit")} for cell in done]

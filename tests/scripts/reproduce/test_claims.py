@@ -138,10 +138,12 @@ def test_verdicts_json_keeps_rows_seeds_and_claims(tmp_path):
     found = cells(stopped="cap", still_improving=False, lr=0.005,
                   lr_grid=[[0.0025, 5.1], [0.005, 4.9], [0.01, 5.3]],
                   curve=[[100, 6.0], [200, 5.0]], commit="abc1234")
+    found[3].lr = 0.0025  # the runner keeps the rate it chose for a row on the row's cells
     entry = verdicts(SPEC, found, {}, "toy", 3)
     assert set(entry["rows"]) == {"a", "b", "c"}
     a = entry["rows"]["a"]
     assert a["lr"] == 0.005 and a["lr_grid"][1] == [0.005, 4.9]
+    assert entry["rows"]["b"]["lr"] == 0.0025
     assert a["seeds"][0] == {"seed": 1, "stopped": "cap", "still_improving": False,
                              "updates": 400.0, "curve": [[100, 6.0], [200, 5.0]],
                              "figures": {"score": 9.9, "valid_nll": 3.9, "cost": 0.9},
