@@ -79,23 +79,6 @@ def _import_criterions() -> None:
         raise
 
 
-def _mark_as_user_dir() -> None:
-    """Tell fairseq's ``import_user_module`` this folder is already imported.
-
-    fairseq refuses to import a ``--user-dir`` whose module name is already in ``sys.modules``
-    ("not globally unique"), which would make ``import relu_former`` followed by
-    ``--user-dir relu_former`` fail in one process. fairseq keeps the imported user dirs in
-    ``import_user_module.memo``; adding our path there makes the second import a no-op.
-    """
-    from fairseq import utils
-
-    memo = getattr(utils.import_user_module, "memo", None)
-    if memo is None:
-        memo = set()
-        utils.import_user_module.memo = memo
-    memo.add(PACKAGE_DIR)
-
-
 allow_fairseq_checkpoint_globals()
 guard_checkpoint_files()
 read_config_strings_as_literals()
@@ -109,7 +92,6 @@ check_parsed_command_lines()
 check_data_files()
 check_checkpoint_dictionaries()
 upgrade_old_sparse_k_checkpoints()
-_mark_as_user_dir()
 _import_criterions()
 
 import relu_former.pyramidion.model  # noqa: E402,F401  (registers pyramidion and its archs)
