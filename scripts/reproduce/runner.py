@@ -12,6 +12,7 @@ the cells already finished are stored.
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import re
@@ -20,7 +21,7 @@ import subprocess
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Dict, List, Sequence
 
@@ -68,6 +69,11 @@ class Cell:
     parent: Cell | None = None
     result: Dict | None = None
     steps: List[Step] = field(default_factory=list)
+    lr: float | None = None  # its learning rate, where the table chooses one per row
+    # the row's rate grid, [[rate, seed 1's best valid nll], ...] (rows that choose a rate)
+    lr_grid: List[List[float]] | None = None
+    search: bool = False  # a grid cell: trained, decoded only if its rate is chosen
+    trained: Dict | None = None  # the grid cell's result this cell continues (it decodes)
 
 
 @dataclass
@@ -115,23 +121,64 @@ def selected_rows(spec: TableSpec, only: Sequence[str] | None,
     return [row for row in rows if row.key in wanted]
 
 
-def plan(spec: TableSpec, options: RunOptions, data: Dict) -> List[Cell]:
-    """Every cell with its key; a child's key includes its parent's."""
+# how a row's rate is chosen, not what a cell trains: left out of the cells' keys
+SEARCH_KEYS = ("lr_grid", "lr_limits")
+
+
+def at_rate(settings: Dict, lr: float | None) -> Dict:
+    """The settings a cell trains with: the table's, at its row's rate ``lr`` when the table
+    chooses one per row (``lr_grid``)."""
+    if lr is None:
+        return settings
+    return {**{k: v for k, v in settings.items() if k not in SEARCH_KEYS}, "lr": lr}
+
+
+def make_cell(spec: TableSpec, options: RunOptions, data: Dict, row: Row, seed: int,
+              lr: float | None, parent: Cell | None) -> Cell:
+    """One cell with its key (a child's includes its parent's) and its cache folder."""
     kind = kind_module(spec.kind)
+    settings = at_rate(spec.settings(options.scale), lr)
+    described = kind.cell_settings(spec, row, seed, options.scale, settings, data)
+    described["parent"] = parent.key if parent else None
+    key = settings_key(described)
+    folder = CellCache(options.work / "cells" / options.scale).folder(spec.name, row.key, seed,
+                                                                     key)
+    return Cell(row, seed, key, folder, parent, lr=lr)
+
+
+def plan(spec: TableSpec, options: RunOptions, data: Dict,
+         rates: Dict[str, float] | None = None) -> List[Cell]:
+    """Every cell of the table, a row's at its chosen rate (``rates``; a row that starts from
+    another trains at that one's)."""
     settings = spec.settings(options.scale)
-    cache = CellCache(options.work / "cells" / options.scale)
     cells: Dict[tuple, Cell] = {}
     use_parents = settings.get("use_parents", True)
     for row in sorted(selected_rows(spec, options.rows, settings),
                       key=lambda r: depth(spec, r)):
         for seed in range(1, options.seeds + 1):
             parent = cells[row.parent, seed] if row.parent and use_parents else None
-            described = kind.cell_settings(spec, row, seed, options.scale, settings, data)
-            described["parent"] = parent.key if parent else None
-            key = settings_key(described)
-            cells[row.key, seed] = Cell(row, seed, key,
-                                        cache.folder(spec.name, row.key, seed, key), parent)
+            lr = parent.lr if parent is not None else (rates or {}).get(row.key)
+            cells[row.key, seed] = make_cell(spec, options, data, row, seed, lr, parent)
     return list(cells.values())
+
+
+def best_nll(cell: Cell) -> float:
+    """The best valid nll of a finished cell (infinite for one that diverged)."""
+    figures = cell.result["figures"] if cell.result else {}
+    value = float(figures.get("valid_nll", math.nan))
+    return math.inf if figures.get("diverged") or not math.isfinite(value) else value
+
+
+def widened(grid: List[float], nll: Dict[float, float], limits: Sequence[float]) -> float | None:
+    """The rate to add to ``grid`` when its best (lowest ``nll``) is at an edge: half the
+    lowest or twice the highest, if that stays within ``limits``; None when the best is
+    inside, or the next rate would pass a limit."""
+    best = min(grid, key=lambda lr: nll[lr])
+    if best == grid[0] and best / 2 >= limits[0] * (1 - 1e-9):
+        return best / 2
+    if best == grid[-1] and best * 2 <= limits[1] * (1 + 1e-9):
+        return best * 2
+    return None
 
 
 def children_cpu() -> float:
@@ -208,96 +255,196 @@ def print_dry_run(cell: Cell, say: Callable[[str], None]) -> None:
             say("\n".join(f"    {line}" for line in text.splitlines()))
 
 
-def run_table(spec: TableSpec, options: RunOptions) -> tuple[List[Cell], Dict]:
-    """Run (or, with ``dry_run``, print; with ``collect_only``, only read) every cell."""
-    kind = kind_module(spec.kind)
-    settings = spec.settings(options.scale)
-    data = kind.prepare(spec, options.scale, settings, options.work, options.say)
-    cells = plan(spec, options, data)
-    cache = CellCache(options.work)
-    def make_steps(cell: Cell) -> None:
+class TableRun:
+    """The cells of one call: looked up in the cache, run (or printed, or collected from
+    logs), ``max_new_cells`` counted over every phase of the call."""
+
+    def __init__(self, spec: TableSpec, options: RunOptions) -> None:
+        self.spec, self.options = spec, options
+        self.kind = kind_module(spec.kind)
+        self.settings = spec.settings(options.scale)
+        self.data = self.kind.prepare(spec, options.scale, self.settings, options.work,
+                                      options.say)
+        self.cache = CellCache(options.work)
+        self.started = 0
+        self.commit_id = ""
+        self.printed: set = set()  # keys of the cells a dry run printed
+
+    def settings_of(self, cell: Cell) -> Dict:
+        return at_rate(self.settings, cell.lr)
+
+    def row_of(self, cell: Cell) -> Row:
+        # a grid cell is trained like a starting point: not decoded
+        return replace(cell.row, hidden=True) if cell.search else cell.row
+
+    def make_steps(self, cell: Cell) -> None:
         # built just before the cell runs: a continuation reads its parent's figures
-        cell.steps = kind.steps(spec, cell.row, cell.seed, options.scale, settings, data,
-                                cell.folder, cell.parent.folder if cell.parent else None)
+        cell.steps = self.kind.steps(self.spec, self.row_of(cell), cell.seed,
+                                     self.options.scale, self.settings_of(cell), self.data,
+                                     cell.folder, cell.parent.folder if cell.parent else None)
 
-    for cell in cells:
-        cell.result = cache.get(cell.folder, cell.key)
-    if options.dry_run:
+    def lookup(self, cells: Sequence[Cell]) -> None:
+        """Each cell's stored result; a grid cell's (not decoded) stands only for a grid
+        cell."""
         for cell in cells:
-            make_steps(cell)
-            print_dry_run(cell, options.say)
-        return cells, data
-    if options.collect_only:
-        for cell in cells:
-            if cell.result is not None or not cell.folder.is_dir():
-                continue
-            try:
-                figures = kind.collect(spec, cell.row, cell.folder)
-            except (FileNotFoundError, KeyError, ValueError) as error:
-                # a killed or still running cell: its logs are not complete
-                options.say(f"  {cell.folder.name}: no complete logs ({error})")
-                continue
-            cell.result = cache.put(cell.folder, cell.key, {
-                "figures": figures, "seconds": None, **training(cell.folder, settings)})
-        return cells, data
-    todo = [cell for cell in cells if cell.result is None]
-    options.say(f"{spec.name}: {len(cells) - len(todo)} of {len(cells)} cells cached, "
-                f"{len(todo)} to run")
-    started = [0]
-    commit_id = commit()  # the code the cells of this call run
+            found = self.cache.get(cell.folder, cell.key)
+            cell.result = None if found and found.get("search") and not cell.search else found
+            cell.trained = found if found and cell.result is None else None
 
-    def run_cell(cell: Cell) -> None:
-        if options.max_new_cells is not None and started[0] >= options.max_new_cells:
+    def handle(self, cells: Sequence[Cell]) -> None:
+        """Print, collect from logs or run the cells that have no result."""
+        todo = [cell for cell in cells if cell.result is None]
+        if self.options.dry_run:  # every cell's commands, each cell once
+            for cell in cells:
+                if (cell.key, cell.search) not in self.printed:
+                    self.printed.add((cell.key, cell.search))
+                    self.make_steps(cell)
+                    print_dry_run(cell, self.options.say)
+        elif self.options.collect_only:
+            for cell in todo:
+                self.collect(cell)
+        elif todo:
+            self.run(todo)
+
+    def collect(self, cell: Cell) -> None:
+        if not cell.folder.is_dir():
+            return
+        try:
+            figures = self.kind.collect(self.spec, self.row_of(cell), cell.folder)
+        except (FileNotFoundError, KeyError, ValueError) as error:
+            # a killed or still running cell: its logs are not complete
+            self.options.say(f"  {cell.folder.name}: no complete logs ({error})")
+            return
+        cell.result = self.cache.put(cell.folder, cell.key, {
+            "figures": figures, "seconds": None, "search": cell.search,
+            **training(cell.folder, self.settings_of(cell))})
+
+    def run_cell(self, cell: Cell) -> None:
+        options = self.options
+        if options.max_new_cells is not None and self.started >= options.max_new_cells:
             raise BudgetSpent(f"stopped after {options.max_new_cells} new cells")
-        started[0] += 1
+        self.started += 1
         if cell.parent is not None and cell.parent.result is None:
             raise CellFailed(f"{cell.folder.name}: its parent {cell.parent.folder.name} has "
                              "no result")
         cell.folder.mkdir(parents=True, exist_ok=True)
-        begin = time.monotonic()
-        options.say(f"  run {cell.row.key} seed {cell.seed}")
+        # a chosen grid cell's time includes its training's
+        begin = time.monotonic() - ((cell.trained or {}).get("seconds") or 0.0)
+        rate = f" at lr {cell.lr:g}" if cell.lr is not None else ""
+        options.say(f"  run {cell.row.key} seed {cell.seed}{rate}")
         cpu: Dict[str, float] = {}
         if cell.parent is not None and cell.parent.result["figures"].get("diverged"):
             figures = {"diverged": 1.0, "reason": "its starting point diverged"}
         else:
-            make_steps(cell)
+            self.make_steps(cell)
+            done = set()
+            if cell.trained is not None:  # a chosen grid cell: its training steps ran
+                done = {step.log for step in self.kind.steps(
+                    self.spec, replace(cell.row, hidden=True), cell.seed, options.scale,
+                    self.settings_of(cell), self.data, cell.folder, None)}
             try:
                 for step in cell.steps:
-                    cpu[step.log] = run_step(step, cell.folder, options.threads)
-                figures = kind.collect(spec, cell.row, cell.folder)
+                    cpu[step.log] = (cell.trained.get("cpu_seconds") or 0.0) / len(done) if (
+                        step.log in done) else run_step(step, cell.folder, options.threads)
+                figures = self.kind.collect(self.spec, self.row_of(cell), cell.folder)
             except Diverged as stopped:
                 options.say(f"  {cell.row.key} seed {cell.seed} diverged: {stopped.reason}")
                 figures = {"diverged": 1.0, "reason": stopped.reason}
         add_cpu_figures(figures, cpu)
-        cell.result = cache.put(cell.folder, cell.key, {
+        cell.result = self.cache.put(cell.folder, cell.key, {
             "figures": figures, "seconds": round(time.monotonic() - begin, 1),
-            "cpu_seconds": round(sum(cpu.values()), 1),
+            "cpu_seconds": round(sum(cpu.values()), 1), "search": cell.search,
             "row": cell.row.key, "seed": cell.seed, "machine": platform.node(),
-            "commit": commit_id, "load_average": [round(v, 1) for v in os.getloadavg()],
-            "finished_at": round(time.time(), 1), **training(cell.folder, settings)})
-        options.say(f"  done {cell.row.key} seed {cell.seed} in {cell.result['seconds']} s")
+            "commit": self.commit_id, "load_average": [round(v, 1) for v in os.getloadavg()],
+            "finished_at": round(time.time(), 1),
+            **training(cell.folder, self.settings_of(cell))})
+        options.say(f"  done {cell.row.key} seed {cell.seed}{rate} in "
+                    f"{cell.result['seconds']} s")
 
-    # A cell starts as soon as its parent has finished, not after its parent's whole wave:
-    # parents are submitted first and the pool starts cells in order, so a child waits only
-    # for a parent that is already running. After an error no new cell starts.
-    submitted: Dict[int, Future] = {}
-    stopped = threading.Event()
+    def run(self, todo: Sequence[Cell]) -> None:
+        """Run ``todo``, ``jobs`` at a time. A cell starts as soon as its parent has
+        finished, not after its parent's whole wave: parents are submitted first and the pool
+        starts cells in order, so a child waits only for a parent that is already running.
+        After an error no new cell starts."""
+        self.commit_id = self.commit_id or commit()  # the code the cells of this call run
+        submitted: Dict[int, Future] = {}
+        stopped = threading.Event()
 
-    def after_parent(cell: Cell) -> None:
-        if cell.parent is not None and id(cell.parent) in submitted:
-            submitted[id(cell.parent)].exception()  # waits; its error is raised by its future
-        if stopped.is_set():
-            return
-        try:
-            run_cell(cell)
-        except BaseException:
-            stopped.set()
-            raise
+        def after_parent(cell: Cell) -> None:
+            if cell.parent is not None and id(cell.parent) in submitted:
+                submitted[id(cell.parent)].exception()  # waits; its error is raised by its own
+            if stopped.is_set():
+                return
+            try:
+                self.run_cell(cell)
+            except BaseException:
+                stopped.set()
+                raise
 
-    ordered = sorted(todo, key=cell_depth)
-    with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
-        for cell in ordered:
-            submitted[id(cell)] = pool.submit(after_parent, cell)
-        for cell in ordered:
-            submitted[id(cell)].result()
-    return cells, data
+        ordered = sorted(todo, key=cell_depth)
+        with ThreadPoolExecutor(max_workers=max(1, self.options.jobs)) as pool:
+            for cell in ordered:
+                submitted[id(cell)] = pool.submit(after_parent, cell)
+            for cell in ordered:
+                submitted[id(cell)].result()
+
+    def choose_rates(self) -> tuple[Dict[str, float], Dict[str, List[List[float]]]]:
+        """Each trained row's rate, the best valid nll of seed 1 over the settings'
+        ``lr_grid``, widened while the best is at an edge (:func:`widened`); and each row's
+        grid, ``[[rate, best valid nll], ...]`` (None for a diverged cell). A row whose grid
+        has not finished (a dry run, or collecting logs) gets its best rate so far."""
+        settings = self.settings
+        if "lr_grid" not in settings:
+            return {}, {}
+        use_parents = settings.get("use_parents", True)
+        rows = [row for row in selected_rows(self.spec, self.options.rows, settings)
+                if row.parent is None or not use_parents]
+        grids = {row.key: sorted(settings["lr_grid"]) for row in rows}
+        limits = settings.get("lr_limits", (0.0, math.inf))
+        rates: Dict[str, float] = {}
+        points: Dict[str, List[List[float]]] = {}
+        while rows:
+            cells = {row.key: [replace(make_cell(self.spec, self.options, self.data, row, 1, lr,
+                                                 None), search=True)
+                               for lr in grids[row.key]] for row in rows}
+            found = [cell for row_cells in cells.values() for cell in row_cells]
+            self.lookup(found)
+            self.options.say(f"{self.spec.name}: rate grids, {len(found)} cells at seed 1")
+            self.handle(found)
+            widening = []
+            for row in rows:
+                nll = {cell.lr: best_nll(cell) for cell in cells[row.key]
+                       if cell.result is not None}
+                points[row.key] = [[lr, value if math.isfinite(value) else None]
+                                   for lr, value in sorted(nll.items())]
+                if len(nll) < len(grids[row.key]):
+                    rates[row.key] = min(nll, key=nll.get) if nll else settings["lr"]
+                    continue
+                more = widened(grids[row.key], nll, limits)
+                if more is None:
+                    rates[row.key] = min(grids[row.key], key=nll.get)
+                else:
+                    grids[row.key] = sorted([*grids[row.key], more])
+                    widening.append(row)
+            rows = widening
+        return rates, points
+
+
+def run_table(spec: TableSpec, options: RunOptions) -> tuple[List[Cell], Dict]:
+    """Run (or, with ``dry_run``, print; with ``collect_only``, only read) every cell; a
+    table with an ``lr_grid`` first chooses each trained row's rate on seed 1."""
+    table = TableRun(spec, options)
+    rates, grids = table.choose_rates()
+    cells = plan(spec, options, table.data, rates)
+    for cell in cells:
+        root = cell
+        while root.parent is not None:
+            root = root.parent
+        cell.lr_grid = grids.get(root.row.key)
+    table.lookup(cells)
+    if not (options.dry_run or options.collect_only):
+        todo = [cell for cell in cells if cell.result is None]
+        options.say(f"{spec.name}: {len(cells) - len(todo)} of {len(cells)} cells cached, "
+                    f"{len(todo)} to run")
+    table.handle(cells)
+    return cells, table.data

@@ -26,7 +26,11 @@ def parsers():
 
 
 @pytest.mark.parametrize("name", FAIRSEQ_TABLES)
-def test_every_toy_command_parses(name, parsers, tmp_path):
+def test_every_toy_command_parses(name, parsers, tmp_path, monkeypatch):
+    from scripts.reproduce.kinds import translation
+
+    # the fake data has no training split to count an epoch's batches in
+    monkeypatch.setattr(translation, "epoch_updates", lambda *_: 285)
     spec = TABLES[name]
     kind = kind_module(spec.kind)
     settings = spec.settings("toy")
@@ -48,12 +52,20 @@ def test_every_toy_command_parses(name, parsers, tmp_path):
             parsed = parsers.parse_args_and_arch(parser, input_args=args)
             assert parsed.seed == 1
             if program != "fairseq-train":
+                # a plateau run decodes its best validated model
+                best = "patience" in settings
+                assert parsed.path.endswith("checkpoint_best.pt" if best else "_last.pt")
                 continue
             # the table's depths reach fairseq (the decoder's may differ from the encoder's)
             assert parsed.encoder_layers == settings["layers"]
             assert parsed.decoder_layers == settings.get("decoder_layers", settings["layers"])
             if parent is not None:
                 assert parsed.finetune_from_model == str(parent / "checkpoint_last.pt")
+            if "patience" in settings:  # to a plateau: validated every half epoch
+                assert (parsed.patience, parsed.max_epoch, parsed.max_update) == (
+                    settings["patience"], settings["max_epoch"], 0)
+                assert parsed.validate_interval_updates == parsed.save_interval_updates == 142
+                assert parsed.best_checkpoint_metric == "nll_loss"
 
 
 def test_every_ablation_command_parses():

@@ -1,15 +1,22 @@
 """The training protocol of the reproduction tables: a validation curve and a stop reason read
-from fairseq-train's log, a stopped training resumed from its own checkpoint."""
+from fairseq-train's log, a stopped training resumed from its own checkpoint, each row's
+learning rate chosen on seed 1 from a grid."""
 
 from __future__ import annotations
 
+import json
+import math
 import sys
+from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 
+from scripts.reproduce import runner
 from scripts.reproduce.kinds import Step
 from scripts.reproduce.log_figures import train_figures, training_record
-from scripts.reproduce.runner import run_step
+from scripts.reproduce.runner import RunOptions, run_step, run_table
+from scripts.reproduce.spec import Metric, Row, TableSpec
 
 
 def fairseq_log(valid: list, stopped_early: bool = False, done: bool = True) -> str:
@@ -77,3 +84,86 @@ def test_a_stopped_training_continues_after_its_log_and_a_finished_one_is_not_re
     stamp = (tmp_path / "train.log").stat().st_mtime_ns
     assert run_step(fake_training(tmp_path, True), tmp_path, 1) == pytest.approx(cpu, abs=0.01)
     assert (tmp_path / "train.log").stat().st_mtime_ns == stamp  # finished: not run again
+
+
+# ---- each row's rate, chosen on seed 1 from a grid --------------------------------------
+
+
+def grid_kind(calls: list, best: dict):
+    """A kind whose valid nll is lowest at the rate ``best[row]`` (squared log2 distance),
+    seed-dependent by a little; 'train' and 'decode' are counted per (row, seed, rate)."""
+
+    def prepare(spec, scale, settings, work, say):
+        return {"description": "synthetic"}
+
+    def cell_settings(spec, row, seed, scale, settings, data):
+        return {"settings": dict(settings), "row": row.key, "seed": seed}
+
+    def steps(spec, row, seed, scale, settings, data, folder, parent):
+        lr = settings["lr"]
+
+        def train() -> None:
+            calls.append(("train", row.key, seed, lr))
+            nll = 1.0 + math.log2(lr / best[row.key]) ** 2 + 0.01 * seed
+            (folder / "nll.json").write_text(json.dumps(nll))
+
+        def decode() -> None:
+            calls.append(("decode", row.key, seed, lr))
+            (folder / "bleu.json").write_text(json.dumps(10.0 * lr))
+
+        return [Step("nll.json", call=train)] + ([] if row.hidden else
+                                                 [Step("bleu.json", call=decode)])
+
+    def collect(spec, row, folder):
+        figures = {"valid_nll": json.loads((folder / "nll.json").read_text())}
+        if not row.hidden:
+            figures["bleu"] = json.loads((folder / "bleu.json").read_text())
+        return figures
+
+    return SimpleNamespace(prepare=prepare, cell_settings=cell_settings, steps=steps,
+                           collect=collect)
+
+
+GRID_SPEC = TableSpec(
+    name="grid", title="a table that chooses rates", paper="Nobody, Table 2", claim="-",
+    kind="translation", metrics=(Metric("bleu", "BLEU"),),
+    rows=(Row("a", "A"), Row("b", "B")),
+    toy={"lr": 5.0, "lr_grid": [2.0, 4.0, 8.0], "lr_limits": [1.0, 64.0]})
+
+
+@pytest.fixture
+def grid(monkeypatch):
+    state = SimpleNamespace(calls=[], best={"a": 4.0, "b": 32.0})
+    monkeypatch.setattr(runner, "kind_module", lambda name: grid_kind(state.calls, state.best))
+    return state
+
+
+def test_each_row_trains_at_its_best_rate_of_seed_1(grid, tmp_path):
+    options = RunOptions(seeds=3, work=tmp_path, say=lambda _: None)
+    cells, _ = run_table(GRID_SPEC, options)
+    trained = {(row, seed, lr) for step, row, seed, lr in grid.calls if step == "train"}
+    # a: 4 is inside the grid; b: best at 8, widened to 16, 32 and 64, where 32 is inside
+    assert {(lr, seed) for row, seed, lr in trained if row == "a"} == {
+        (2.0, 1), (4.0, 1), (8.0, 1), (4.0, 2), (4.0, 3)}
+    assert {(lr, seed) for row, seed, lr in trained if row == "b"} == {
+        (2.0, 1), (4.0, 1), (8.0, 1), (16.0, 1), (32.0, 1), (64.0, 1), (32.0, 2), (32.0, 3)}
+    assert len(trained) == len([c for c in grid.calls if c[0] == "train"])  # each once
+    # only the chosen cells are decoded; seed 1's grid cell is decoded, not trained again
+    assert sorted(c[1:] for c in grid.calls if c[0] == "decode") == [
+        ("a", 1, 4.0), ("a", 2, 4.0), ("a", 3, 4.0), ("b", 1, 32.0), ("b", 2, 32.0),
+        ("b", 3, 32.0)]
+    assert {(c.row.key, c.seed): c.result["lr"] for c in cells} == {
+        (row, seed): {"a": 4.0, "b": 32.0}[row] for row in "ab" for seed in (1, 2, 3)}
+    b = next(c for c in cells if c.row.key == "b")
+    assert [lr for lr, _ in b.lr_grid] == [2.0, 4.0, 8.0, 16.0, 32.0, 64.0]
+    assert b.lr_grid[4][1] == pytest.approx(1.01) and b.result["figures"]["bleu"] == 320.0
+    grid.calls.clear()
+    run_table(GRID_SPEC, options)
+    assert grid.calls == []  # everything cached, the grid too
+
+
+def test_the_grid_stops_widening_at_its_limits(grid, tmp_path):
+    spec = replace(GRID_SPEC, toy={**GRID_SPEC.toy, "lr_limits": [2.0, 8.0]})
+    cells, _ = run_table(spec, RunOptions(seeds=1, work=tmp_path, say=lambda _: None))
+    assert {c.row.key: c.lr for c in cells} == {"a": 4.0, "b": 8.0}
+    assert len(next(c for c in cells if c.row.key == "b").lr_grid) == 3
