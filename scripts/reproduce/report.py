@@ -153,23 +153,26 @@ def write_verdicts(store: Path, name: str, entry: Mapping[str, Any]) -> Dict[str
 
 
 def summary_section(found: Dict[str, Dict], specs: Sequence[TableSpec]) -> str:
-    """The closing note: every table's claims and their verdicts at the scale run."""
+    """The closing note: every table's claims, their verdicts at the scale run and the
+    verdicts they replace."""
     start, end = markers("summary")
     rows = []
     for spec in specs:
         name, entry = spec.name, found.get(spec.name)
         if entry is None:
-            rows += [[f"`{name}` ({spec.paper})", claim.claim, NOT_RUN, "-"]
+            rows += [[f"`{name}` ({spec.paper})", claim.claim, NOT_RUN, "-", "-"]
                      for claim in spec.comparisons]
             continue
         for claim in entry["claims"]:
             rows.append([f"`{name}` ({entry['paper']})", claim["claim"], claim["verdict"],
+                         claim.get("replaces", "-"),
                          f"{entry['scale']}, {entry['seeds']} seed(s), {entry['cells']} cells"])
     return "\n".join([start, "## Closing note: the papers' claims at our scale\n",
                       "Per claim: *holds*, *reversed*, *not resolved*, or refused with its "
                       "reason (*not run*, *not meaningful*, *not resolved: still learning*), "
                       "by the protocol at the top of this page.\n",
-                      markdown_table(["table", "paper's claim", "verdict", "run"], rows), end])
+                      markdown_table(["table", "paper's claim", "verdict", "replaces", "run"],
+                                     rows), end])
 
 
 def curve_plot(spec: TableSpec, table: Dict[tuple, Spread], path: Path) -> Path | None:

@@ -210,3 +210,18 @@ def test_a_new_verdict_is_shown_beside_the_one_it_replaces(tmp_path):
     again = verdicts(SPEC, cells(stopped=None), {}, "toy", 3)
     assert note_replaced(doc, "t", again) == {"a beats b": "reversed"}
     assert "replaces" not in section(SPEC, cells(), {}, "toy", 3, "cmd")
+
+
+def test_the_closing_note_lists_each_verdict_beside_the_one_it_replaces():
+    from scripts.reproduce.report import summary_section
+
+    entry = {"paper": "P", "scale": "toy", "seeds": 3, "cells": "9 of 9",
+             "claims": [{"claim": "a beats b", "verdict": "not resolved: still learning",
+                         "replaces": "reversed"}, {"claim": "a is cheaper", "verdict": "holds"}]}
+    text = summary_section({"t": entry}, [SPEC])
+    assert "| table | paper's claim | verdict | replaces | run |" in text
+    assert ("| `t` (P) | a beats b | not resolved: still learning | reversed | toy, 3 seed(s), "
+            "9 of 9 cells |") in text
+    assert "| `t` (P) | a is cheaper | holds | - |" in text
+    assert "| `t` (P) | a beats b | not yet run at toy scale in this repository | - | - |" in \
+        summary_section({}, [SPEC])
