@@ -37,7 +37,7 @@ DOC_HEADER = """# Reproduction tables
 Each section below is one table or figure of the three papers, rebuilt by one command,
 `python -m scripts.reproduce NAME` (`make reproduce TABLE=NAME`). Numbers are as measured,
 never tuned away; a section whose table has not been run says so and shows only the paper's
-figures. The closing note at the end lists every claim and its outcome.
+figures. The closing note at the end lists every claim and its verdict.
 
 ## How the tables are built
 
@@ -49,10 +49,10 @@ figures. The closing note at the end lists every claim and its outcome.
   cells it changes.
 - **Seeds.** `--seeds N` (default 3) trains every row with seeds 1..N; a cell of a table is the
   mean ± sample standard deviation over the seeds that finished.
-- **Direction rule.** For a claim "A beats B", d = mean(A) - mean(B) (sign flipped where lower
-  is better) and its standard error SE = sqrt(s_A^2/n_A + s_B^2/n_B). The claim *holds* when
-  d > 2 SE, is *reversed* when d < -2 SE and is otherwise *not resolved at this scale*; with
-  fewer than two seeds on a side nothing is resolved.
+- **Verdicts.** Per claim Welch's t-test (two-sided at 5%; a parity claim is non-inferiority
+  within its margin, one-sided at 2.5%), Holm-corrected over the table's claims; a claim whose
+  rows have not finished learning (a seed stopped at its cap), read no model, or have fewer
+  than 3 seeds gets no verdict and says why (`python -m scripts.reproduce.direction --help`).
 - **Scales.** `--scale toy` (default): offline corpora (the gettext catalogs of French, a
   catalog language the demo does not use; the machine's manual pages), small models, minutes
   per cell. `--scale paper`: the recipes' prepared data and the papers' settings; `--dry-run`
