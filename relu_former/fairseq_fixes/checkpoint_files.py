@@ -1,11 +1,11 @@
 """Checkpoint files that are whole: written atomically, checked when read, resumed from safely.
 
-fairseq 0.12 writes the first checkpoint of a save (``checkpoint_1_300.pt``, say) through a
-temporary name and a rename, but then *copies* it to the other names (``checkpoint_last.pt``,
-``checkpoint_best.pt``) in place. A job killed during that copy (a pre-empted cluster job, a
-Ctrl-C) leaves a truncated ``checkpoint_last.pt``, and the same command, run again to resume,
-crashes in ``torch.load`` with a zip error. The fixes, installed by :func:`guard_checkpoint_files`
-when fairseq loads the plugin:
+fairseq-fixed 0.12.3.1 (as fairseq 0.12.x) writes the first checkpoint of a save
+(``checkpoint_1_300.pt``, say) through a temporary name and a rename, but then *copies* it to
+the other names (``checkpoint_last.pt``, ``checkpoint_best.pt``) in place. A job killed during
+that copy (a pre-empted cluster job, a Ctrl-C) leaves a truncated ``checkpoint_last.pt``, and
+the same command, run again to resume, crashes in ``torch.load`` with a zip error. The fixes,
+installed by :func:`guard_checkpoint_files` when fairseq loads the plugin:
 
 - the copies are written atomically too (a temporary name in the same folder, then
   ``os.replace``), so a kill leaves the previous ``checkpoint_last.pt`` intact;
@@ -27,8 +27,12 @@ when fairseq loads the plugin:
 
 fairseq offers no hook for any of this, so the plugin replaces four attributes of
 ``fairseq.checkpoint_utils``: ``PathManager`` (there only; its ``copy`` becomes atomic for local
-files), ``load_checkpoint_to_cpu``, ``load_checkpoint`` and ``torch_persistent_save`` (all
-wrapped, with the same signature). Each replacement is marked, so installing twice is harmless.
+files, and only where a probe copy shows it writing in place), ``load_checkpoint_to_cpu``,
+``load_checkpoint`` and ``torch_persistent_save`` (all wrapped, with the same signature). The
+wrappers need no probe: for a whole file, a resume with ``checkpoint_last.pt`` intact and a
+save that succeeds, they call fairseq's function unchanged; torch 2.13 loads a zip member
+whose bytes fail their CRC without a word, so the check before loading stays. Each
+replacement is marked, so installing twice is harmless.
 """
 
 from __future__ import annotations
@@ -147,9 +151,22 @@ def _remove_interrupted_copies(save_dir: str) -> None:
             pass
 
 
+def copies_in_place(path_manager) -> bool:
+    """Probe: whether ``path_manager.copy`` rewrites an existing local file in place (its inode
+    kept), as fairseq 0.12's ``shutil.copyfile`` does, so that a kill mid-copy leaves it cut."""
+    with tempfile.TemporaryDirectory() as folder:
+        src, dst = os.path.join(folder, "src"), os.path.join(folder, "dst")
+        for path in (src, dst):
+            with open(path, "w") as handle:
+                handle.write(path)
+        inode = os.stat(dst).st_ino
+        path_manager.copy(src, dst, overwrite=True)
+        return os.stat(dst).st_ino == inode
+
+
 def _install_atomic_copy(checkpoint_utils) -> None:
     base = checkpoint_utils.PathManager
-    if getattr(base, "copies_atomically", False):
+    if getattr(base, "copies_atomically", False) or not copies_in_place(base):
         return
 
     class AtomicCopyPathManager(base):

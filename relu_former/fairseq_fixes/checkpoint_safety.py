@@ -1,11 +1,12 @@
 """Safe loading of fairseq checkpoints under torch's ``weights_only`` unpickler.
 
-torch >= 2.6 loads checkpoints with ``weights_only=True``: only tensors, containers and
+fairseq-fixed 0.12.3.1 (as fairseq 0.12.x) calls ``torch.load`` without ``weights_only``, and
+torch >= 2.6 (2.13 here) then loads with ``weights_only=True``: only tensors, containers and
 explicitly allowlisted classes may be unpickled, so a checkpoint cannot run code on load.
-fairseq checkpoints also hold an ``argparse.Namespace`` (legacy ``args``), omegaconf
-containers (``cfg``) and a few plain-Python types in ``extra_state``. We allowlist exactly
-those classes, not the whole unpickler, so anything else (a pickled function, say) is still
-refused with ``UnpicklingError``.
+fairseq checkpoints also hold an ``argparse.Namespace`` (legacy ``args``), omegaconf containers
+(``cfg``) and a few plain-Python types in ``extra_state``. We allowlist exactly those classes,
+not the whole unpickler, so anything else (a pickled function, say) is still refused with
+``UnpicklingError``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """A checkpoint is never loaded into a model whose dictionary lists other words in its places.
 
-fairseq matches a checkpoint to a model by tensor shapes only. Fine-tuning
-(``--finetune-from-model``, ``--restore-file``) on data binarized with another dictionary of
-the same size, the same words in another order say, loads without a word, and every embedding
-row then belongs to another word: the run trains from a scrambled start and nothing says so.
+fairseq-fixed 0.12.3.1 (as every fairseq 0.12) matches a checkpoint to a model by tensor shapes
+only. Fine-tuning (``--finetune-from-model``, ``--restore-file``) on data binarized with
+another dictionary of the same size, the same words in another order say, loads without a word,
+and every embedding row then belongs to another word: the run trains from a scrambled start and
+nothing says so.
 
 With the plugin loaded:
 
@@ -18,7 +19,8 @@ With the plugin loaded:
 fairseq offers no hook for either, so the plugin wraps ``Trainer.state_dict`` and
 ``Trainer.load_checkpoint`` (same signatures, marked, so installing twice is harmless); the
 flag is added to the parser by :mod:`relu_former.fairseq_fixes.parse_checks`, which passes it
-on in an environment variable so that spawned distributed workers see it too.
+on in an environment variable so that spawned distributed workers see it too. There is no
+probe: this is a check fairseq does not make, and matching dictionaries load unchanged.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """``fairseq-interactive`` survives an input line longer than the model accepts.
 
-fairseq 0.12's interactive loop batches each buffer of input lines with the model's maximum
-positions; one line longer than ``--max-source-positions`` (after tokenisation and BPE) makes
-the batch filter raise, and the whole session ends with a traceback: every sentence typed or
-piped after it is lost. With the plugin loaded, such a line is instead
+fairseq-fixed 0.12.3.1's interactive loop (as fairseq 0.12.x's) batches each buffer of input
+lines with the model's maximum positions; one line longer than ``--max-source-positions``
+(after tokenisation and BPE) makes the batch filter raise, and the whole session ends with a
+traceback: every sentence typed or piped after it is lost. With the plugin loaded, such a line
+is instead
 
 - truncated to the source limit (its first ``limit - 1`` tokens and the end-of-sentence
   token) when ``--truncate-source`` is given, as the training data is under that flag;
@@ -19,7 +20,7 @@ onto the first word, which then is not in the dictionary and translates as ``<un
 fairseq offers no hook here, so the plugin wraps ``fairseq_cli.interactive.make_batches`` (the
 module attribute that the loop looks up for every buffer) when that module is already loaded,
 i.e. when the command being run is ``fairseq-interactive``. The wrapper changes nothing for
-lines within the limit.
+lines within the limit, so it needs no probe (one would need a model and a task).
 """
 
 from __future__ import annotations

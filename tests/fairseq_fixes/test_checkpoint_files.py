@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import re
 import sys
+import types
 
 import pytest
 import torch
 
-from relu_former.fairseq_fixes.checkpoint_files import checkpoint_problem
+from relu_former.fairseq_fixes.checkpoint_files import (
+    _install_atomic_copy,
+    atomic_copy,
+    checkpoint_problem,
+    copies_in_place,
+)
 
 from helpers import USER_DIR, fairseq_command, loaded_updates, run_command
 
@@ -58,6 +64,23 @@ def test_copy_replaces_the_target_whole(tmp_path):
     assert last.read_bytes() == new.read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint_1_6.pt",
                                                           "checkpoint_last.pt"]
+
+
+def test_atomic_copy_is_installed_only_where_fairseq_copies_in_place():
+    from fairseq import checkpoint_utils
+    from fairseq.file_io import PathManager
+
+    import relu_former.plugin  # noqa: F401
+
+    assert copies_in_place(PathManager)  # this fairseq's fault: the probe sees it
+    assert not copies_in_place(checkpoint_utils.PathManager)  # repaired
+
+    class AtomicPathManager(PathManager):  # a fairseq that copies atomically is left alone
+        copy = staticmethod(lambda src, dst, overwrite=False: atomic_copy(src, dst) or True)
+
+    fairseq_without_the_fault = types.SimpleNamespace(PathManager=AtomicPathManager)
+    _install_atomic_copy(fairseq_without_the_fault)
+    assert fairseq_without_the_fault.PathManager is AtomicPathManager
 
 
 def test_checkpoint_problem_tells_whole_from_damaged(tmp_path):
