@@ -87,6 +87,12 @@ def below_no_model(spec: TableSpec, cells: Sequence, row: str,
     return None
 
 
+def update_span(updates: Sequence[Any]) -> str:
+    """"400" or "350-420" for the recorded update counts (None and NaN left out), else ""."""
+    found = sorted(int(u) for u in updates if isinstance(u, (int, float)) and math.isfinite(u))
+    return "-".join(str(u) for u in sorted({found[0], found[-1]})) if found else ""
+
+
 def still_learning(spec: TableSpec, cells: Sequence, row: str) -> str | None:
     """Why ``row`` may still be learning (a seed not stopped at a plateau), or None."""
     found = finished(cells, row)
@@ -94,10 +100,7 @@ def still_learning(spec: TableSpec, cells: Sequence, row: str) -> str | None:
     capped = [cell for cell, stop in zip(found, stops) if stop != "plateau"]
     if not capped:
         return None
-    updates = sorted({int(u) for cell in capped
-                      if isinstance(u := learning_field(cell, "updates"), (int, float))
-                      and math.isfinite(u)})
-    span = "-".join(str(u) for u in sorted({updates[0], updates[-1]})) if updates else ""
+    span = update_span([learning_field(cell, "updates") for cell in capped])
     after = f" after {span} updates" if span else ""
     label = spec.row(row).label
     if any(stop == "cap" for stop in stops):

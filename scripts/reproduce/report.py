@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Mapping, Sequence
 
 from scripts.common.atomic_files import write_text_atomic
 from scripts.common.plotting import line_plot, markdown_table
-from scripts.reproduce.claims import judge, learning_field
+from scripts.reproduce.claims import judge, learning_field, update_span
 from scripts.reproduce.direction import Spread, spread
 from scripts.reproduce.spec import TableSpec, family, shown_rows
 
@@ -130,6 +130,35 @@ def row_records(spec: TableSpec, cells: Sequence) -> Dict[str, Dict[str, Any]]:
     return records
 
 
+def learning_table(records: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """Per row: its rate, the rate grid (seed 1's best valid nll at each rate), how its seeds
+    stopped and their updates; None when no cell recorded any of it."""
+    if not any(record["lr"] is not None or any(seed["stopped"] for seed in record["seeds"])
+               for record in records.values()):
+        return None
+    rows = []
+    for record in records.values():
+        stops = [seed["stopped"] or "no record" for seed in record["seeds"]]
+        grid = ", ".join(f"{lr:g}: " + number(plain(nll), 2) for lr, nll in record["lr_grid"])
+        rows.append([record["label"], "-" if record["lr"] is None else f"{record['lr']:g}",
+                     grid or "-",
+                     ", ".join(f"{stops.count(s)} {s}" for s in sorted(set(stops))) or "-",
+                     update_span([seed["updates"] for seed in record["seeds"]]) or "-"])
+    return markdown_table(["row", "rate", "rate grid (seed 1's valid nll)", "stopped",
+                           "updates"], rows)
+
+
+def plain(value: Any) -> Any:
+    """``value`` for strict JSON: NaN and infinities (a diverged seed's figures) as None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
 def verdicts(spec: TableSpec, cells: Sequence, data: Mapping[str, Any], scale: str,
              seeds: int) -> Dict[str, Any]:
     """What ``verdicts.json`` keeps of one table: its rows and its judged claims."""
@@ -147,8 +176,9 @@ def write_verdicts(store: Path, name: str, entry: Mapping[str, Any]) -> Dict[str
     with open(store.parent / f".{store.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         found = json.loads(store.read_text()) if store.is_file() else {}
-        found[name] = entry
-        write_text_atomic(store, json.dumps(found, indent=1, sort_keys=True) + "\n")
+        found[name] = plain(entry)
+        write_text_atomic(store, json.dumps(found, indent=1, sort_keys=True,
+                                            allow_nan=False) + "\n")
     return found
 
 
@@ -259,6 +289,11 @@ def section(spec: TableSpec, cells: Sequence, data: Dict, scale: str, seeds: int
         lines.append(f"Results: {NOT_RUN} (scale {scale}). The command above runs it; the "
                      "paper's figures are listed for comparison.\n")
     lines += [result_table(spec, table, diverged_seeds(cells)), ""]
+    learning = learning_table(row_records(spec, cells)) if done else None
+    if learning is not None:
+        lines += ["How each row learnt: its learning rate (chosen on seed 1 from the grid by "
+                  "valid nll), how its seeds stopped (`plateau`: valid nll stopped improving; "
+                  "`cap`: the epoch cap came first) and their updates.\n", learning, ""]
     if data.get("references"):
         lines += [data["references"], ""]
     if spec.comparisons and not done:

@@ -225,3 +225,24 @@ def test_the_closing_note_lists_each_verdict_beside_the_one_it_replaces():
     assert "| `t` (P) | a is cheaper | holds | - |" in text
     assert "| `t` (P) | a beats b | not yet run at toy scale in this repository | - | - |" in \
         summary_section({}, [SPEC])
+
+
+def test_the_section_shows_how_each_row_learnt_and_the_json_stays_strict(tmp_path):
+    from scripts.reproduce.report import section
+
+    found = cells(stopped="plateau", lr=0.005, lr_grid=[[0.0025, 5.1], [0.005, 4.9],
+                                                        [0.01, float("nan")]])
+    found[4].result.update(stopped="cap", updates=520.0)  # b, seed 2
+    found[0].result["figures"]["score"] = float("nan")  # a seed without a score
+    text = section(SPEC, found, {}, "toy", 3, "cmd")
+    assert "| row | rate | rate grid (seed 1's valid nll) | stopped | updates |" in text
+    assert "| A | 0.005 | 0.0025: 5.10, 0.005: 4.90, 0.01: - | 3 plateau | 400 |" in text
+    assert "| B | 0.005 | 0.0025: 5.10, 0.005: 4.90, 0.01: - | 1 cap, 2 plateau | 400-520 |" in text
+    store = tmp_path / "verdicts.json"
+    write_verdicts(store, "t", verdicts(SPEC, found, {}, "toy", 3))
+    stored = json.loads(store.read_text())  # strict JSON: no NaN
+    assert "NaN" not in store.read_text()
+    assert stored["t"]["rows"]["a"]["seeds"][0]["figures"]["score"] is None
+    assert stored["t"]["rows"]["a"]["lr_grid"][2] == [0.01, None]
+    # cells trained before any of it was recorded: no such table
+    assert "rate grid" not in section(SPEC, cells(stopped=None), {}, "toy", 3, "cmd")
