@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 from types import TracebackType
-from typing import Type
+from typing import NoReturn, Type
 
 
 class CommandLineError(ValueError):
@@ -88,6 +88,16 @@ def is_fairseq_command() -> bool:
             or os.path.basename(os.path.dirname(script)) == "fairseq_cli")
 
 
+def exit_with_one_line(error: CommandLineError) -> NoReturn:
+    """Print ``error`` as ``PROG: error: MESSAGE``, as argparse does, and exit with its
+    status."""
+    prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "fairseq"
+    sys.stdout.flush()
+    sys.stderr.write(f"{prog}: error: {error}\n")
+    sys.stderr.flush()
+    os._exit(error.exit_status)
+
+
 def install_cli_error_hook() -> None:
     """Print an uncaught ``CommandLineError`` as ``PROG: error: MESSAGE`` and exit."""
     previous = sys.excepthook
@@ -100,11 +110,7 @@ def install_cli_error_hook() -> None:
         if found is None:
             previous(kind, error, traceback)
             return
-        prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "fairseq"
-        sys.stdout.flush()
-        sys.stderr.write(f"{prog}: error: {found}\n")
-        sys.stderr.flush()
-        os._exit(found.exit_status)
+        exit_with_one_line(found)
 
     hook._relu_former_hook = True  # type: ignore[attr-defined]
     sys.excepthook = hook

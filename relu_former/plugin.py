@@ -8,7 +8,8 @@ files named), stops fairseq-fixed from dropping the last batch of a data set
 that a run ending mid-epoch does not abort at exit (``batch_thread_exit``), lets
 ``fairseq-interactive`` skip or truncate an over-long line instead of ending the session
 (``interactive_input``), checks each parsed command line as a whole (``parse_checks``:
-non-finite floats, half precision on CPU, ignored combinations), names an incomplete
+non-finite floats, half precision on CPU, ignored combinations), runs the same checks on
+the configs of ``fairseq-hydra-train`` (``hydra_checks``), names an incomplete
 binarized data file with its fix (``data_files``), and refuses a checkpoint
 trained with another dictionary than the data's (``dictionary_check``), and loads checkpoints
 saved with the criteria's old ``sparse_k`` (``sparse_softmax/old_checkpoints``). Only in
@@ -30,6 +31,7 @@ from relu_former.fairseq_fixes.checkpoint_files import guard_checkpoint_files
 from relu_former.fairseq_fixes.checkpoint_safety import allow_fairseq_checkpoint_globals
 from relu_former.fairseq_fixes.data_files import check_data_files
 from relu_former.fairseq_fixes.dictionary_check import check_checkpoint_dictionaries
+from relu_former.fairseq_fixes.hydra_checks import check_hydra_configs
 from relu_former.fairseq_fixes.interactive_input import bound_interactive_input
 from relu_former.fairseq_fixes.last_batch import keep_last_batch
 from relu_former.fairseq_fixes.literal_config import read_config_strings_as_literals
@@ -89,6 +91,7 @@ keep_last_batch()
 stop_batch_threads_at_exit()
 bound_interactive_input()
 check_parsed_command_lines()
+check_hydra_configs()
 check_data_files()
 check_checkpoint_dictionaries()
 upgrade_old_sparse_k_checkpoints()

@@ -45,6 +45,20 @@ TINY_TRAIN_ARGS = [
 ]  # fmt: skip
 
 
+# fairseq-hydra-train overrides for the toy corpus (its languages): the tiny model, one update
+HYDRA_TINY_OVERRIDES = [
+    "++common.cpu=true", "++common.log_format=simple", "++common.log_interval=1",
+    "++optimization.max_update=1", "++optimization.update_freq=[1]",
+    "++dataset.max_tokens=400", "++dataset.num_workers=0",
+    "++dataset.disable_validation=true", "++checkpoint.no_save=true",
+    "task.source_lang=de", "task.target_lang=en",
+    "++model.encoder_layers=2", "++model.decoder_layers=1",
+    "++model.encoder_embed_dim=16", "++model.decoder_embed_dim=16",
+    "++model.encoder_ffn_embed_dim=32", "++model.decoder_ffn_embed_dim=32",
+    "++model.encoder_attention_heads=2", "++model.decoder_attention_heads=2",
+]  # fmt: skip
+
+
 class ForkServer:
     """This test process's ``fairseq_fork_server``: started with the environment of the first
     command it runs, it serves the commands whose start-up environment matches it."""

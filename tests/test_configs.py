@@ -13,23 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO_ROOT, run_command
+from helpers import HYDRA_TINY_OVERRIDES, REPO_ROOT, run_command
 
 CONFIGS = sorted((REPO_ROOT / "configs").glob("*.yaml"))
 POOLING_ARCHS = ("pyramidion_base", "transpooler_base", "transpooler_4x", "deep_pyramidion")
-
-# shrink the model and stop after one update; languages of the shared toy corpus
-SHRINK = [
-    "++common.cpu=true", "++common.log_format=simple", "++common.log_interval=1",
-    "++optimization.max_update=1", "++optimization.update_freq=[1]",
-    "++dataset.max_tokens=400", "++dataset.num_workers=0",
-    "++dataset.disable_validation=true", "++checkpoint.no_save=true",
-    "task.source_lang=de", "task.target_lang=en",
-    "++model.encoder_layers=2", "++model.decoder_layers=1",
-    "++model.encoder_embed_dim=16", "++model.decoder_embed_dim=16",
-    "++model.encoder_ffn_embed_dim=32", "++model.decoder_ffn_embed_dim=32",
-    "++model.encoder_attention_heads=2", "++model.decoder_attention_heads=2",
-]  # fmt: skip
 
 
 def recipe_line(config: Path) -> tuple[dict, Path, str]:
@@ -83,7 +70,7 @@ def hydra_runs(toy_data_bin: Path, tmp_path_factory) -> dict:
         jobs.append((config.stem, [
             "--config-dir", str(REPO_ROOT / "configs"), "--config-name", config.stem,
             f"task.data={toy_data_bin}", f"common.user_dir={REPO_ROOT / 'relu_former'}",
-            f"++checkpoint.save_dir={work / config.stem}", *SHRINK, *extra,
+            f"++checkpoint.save_dir={work / config.stem}", *HYDRA_TINY_OVERRIDES, *extra,
         ]))
     listing = work / "jobs.json"
     listing.write_text(json.dumps(jobs))

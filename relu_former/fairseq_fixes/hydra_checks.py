@@ -1,0 +1,145 @@
+"""The command-line checks for configs that no parser saw: ``fairseq-hydra-train``'s.
+
+``fairseq-hydra-train`` builds its config with hydra and never calls fairseq's parser, so the
+checks :mod:`relu_former.fairseq_fixes.parse_checks` runs there did not run:
+``model.dropout=nan`` trained with dropout silently off, and ``++common.cpu=true
+++common.fp16=true`` ended in a 140-line CUDA assertion. Both programs train through
+``fairseq_cli.train.main``, which imports the user dir (the plugin) and then calls
+``add_defaults(cfg)`` on the whole config; :func:`check_hydra_configs` wraps that call and
+runs the parse checks on the config: the model flags' own types and choices on the model
+values it sets, then ``check_precision`` and ``check_command_line`` on the config flattened
+into one namespace with the architecture's defaults filled in, as fairseq's parser does for a
+command line. A config made from a parsed command line (fairseq keeps that namespace as its
+``model``) was checked by the parser already and is passed on.
+
+An error names the config key (``model.dropout``), not the flag, and in fairseq's programs
+ends the run in one line with exit status 2, as the parser would (hydra would print the
+traceback); a Python caller gets the ``OptionError``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import re
+import sys
+from typing import Any, Callable
+
+from relu_former import flag_types
+from relu_former.errors import OptionError, exit_with_one_line, is_fairseq_command
+from relu_former.fairseq_fixes.parse_checks import (
+    PRECISION_FIELDS,
+    check_command_line,
+    check_precision,
+)
+from relu_former.fairseq_fixes.wrap_once import wrap_once
+
+_FLAG = re.compile(r"--([a-z0-9][a-z0-9-]*)")
+
+
+def flatten_config(cfg: Any) -> tuple[argparse.Namespace, dict[str, str], set[str]]:
+    """The config as a parsed command line: every field in one namespace (the model's
+    filled in with its architecture's defaults), the group each field is set in (the model's
+    first, then fairseq's order of groups) and the model fields the config sets (not None),
+    spelled as flags: what a command line would have typed."""
+    from fairseq.dataclass.configs import FairseqConfig
+    from fairseq.models import ARCH_CONFIG_REGISTRY
+    from omegaconf import OmegaConf
+
+    groups = OmegaConf.to_container(cfg, resolve=True)
+    model = groups.get("model") if isinstance(groups.get("model"), dict) else {}
+    where: dict[str, str] = {}
+    for group in ("model", *FairseqConfig.__dataclass_fields__):
+        for name in groups[group] if isinstance(groups.get(group), dict) else ():
+            if not name.startswith("_"):
+                where.setdefault(name, group)
+    args = argparse.Namespace(**{name: groups[group][name] for name, group in where.items()})
+    arch = model.get("_name")
+    if arch in ARCH_CONFIG_REGISTRY:
+        args.arch = arch
+        ARCH_CONFIG_REGISTRY[arch](args)  # fills only what is unset, as for a command line
+    for name in vars(args):
+        where.setdefault(name, "model")
+    typed = {"--" + name.replace("_", "-") for name, value in model.items()
+             if value is not None and not name.startswith("_")}
+    return args, where, typed
+
+
+def in_config_keys(message: str, where: dict[str, str]) -> str:
+    """``message`` with each ``--flag`` of a config field spelled as its key (``model.x_y``)."""
+
+    def key(match: re.Match) -> str:
+        name = match.group(1).replace("-", "_")
+        return f"{where[name]}.{name}" if name in where else match.group(0)
+
+    return _FLAG.sub(key, message)
+
+
+def check_model_values(model: dict) -> None:
+    """What fairseq's parser checks flag by flag, on the model values a config sets: the
+    plugin's argparse types (``relu_former.flag_types``) and every flag's choices."""
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    model_class = ARCH_MODEL_REGISTRY.get(model.get("_name"))
+    if model_class is None:
+        return
+    parser = argparse.ArgumentParser(add_help=False)
+    model_class.add_args(parser)
+    for action in parser._actions:
+        value = model.get(action.dest)
+        if value is None or not action.option_strings:
+            continue
+        flag = action.option_strings[0]
+        if getattr(action.type, "__module__", None) == flag_types.__name__:
+            try:
+                action.type(str(value))
+            except argparse.ArgumentTypeError as error:
+                raise OptionError(flag, str(error)) from None
+        if action.choices is not None and value not in action.choices:
+            raise OptionError(flag, f"{value!r} is not one of "
+                              f"{', '.join(map(str, action.choices))}")
+
+
+def check_config(cfg: Any) -> None:
+    """Raise ``OptionError``, naming the config key, for the first problem the parse checks
+    find in a config built without fairseq's parser."""
+    from omegaconf import OmegaConf
+
+    args, where, typed = flatten_config(cfg)
+    try:
+        model = cfg.get("model")
+        check_model_values(OmegaConf.to_container(model) if OmegaConf.is_config(model) else {})
+        check_precision({name for name in PRECISION_FIELDS if getattr(args, name, False)})
+        check_command_line(args, typed)
+    except OptionError as error:
+        key = in_config_keys(error.flag, where)
+        raise OptionError(key, in_config_keys(str(error), where)) from None
+
+
+def _from_parsed_command_line(cfg: Any) -> bool:
+    return any(isinstance(cfg.get(group), argparse.Namespace) for group in cfg)
+
+
+def _checking(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def add_defaults(cfg) -> None:
+        if not _from_parsed_command_line(cfg):
+            try:
+                check_config(cfg)
+            except OptionError as error:
+                if not is_fairseq_command():
+                    raise
+                exit_with_one_line(error)
+        return original(cfg)
+
+    return add_defaults
+
+
+def check_hydra_configs() -> None:
+    """Wrap ``add_defaults`` where ``fairseq_cli.train`` calls it (idempotent)."""
+    from fairseq.dataclass import initialize
+
+    wrap_once(initialize, "add_defaults", _checking)  # for a train module imported later
+    train = sys.modules.get("fairseq_cli.train")  # never imported here: it sets up logging
+    if train is not None:
+        wrap_once(train, "add_defaults", _checking)
