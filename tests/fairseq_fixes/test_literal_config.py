@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import sys
 import warnings
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from fairseq import options, utils
 from fairseq.models import ARCH_CONFIG_REGISTRY
 
 import relu_former.plugin  # noqa: F401  (installs the fix)
+from relu_former.fairseq_fixes import literal_config
 from relu_former.fairseq_fixes.literal_config import (
     EVALUATED_FIELDS,
     UnsafeConfigError,
@@ -38,6 +40,22 @@ def test_each_eval_function_refuses_code(module, tmp_path):
         with pytest.raises(UnsafeConfigError, match=r"is not a plain list.*write it as a literal"):
             call(getattr(module, name))
         assert not marker.exists(), name
+
+
+def test_no_fairseq_module_keeps_an_evaluating_copy():
+    """Modules that did ``from fairseq.utils import eval_bool`` hold the replacement too."""
+    import fairseq.data.multilingual.multilingual_data_manager as manager
+    from fairseq.dataclass import utils as dataclass_utils
+
+    safe = {id(literal_config.eval_str_list), id(literal_config.eval_str_dict),
+            id(literal_config.eval_bool),
+            id(dataclass_utils.eval_str_list)}  # fairseq's own, already ast.literal_eval
+    assert id(manager.eval_str_dict) in safe and id(utils.eval_bool) in safe
+    holders = [(name, attr) for name, module in list(sys.modules.items())
+               if name.startswith("fairseq") for attr in ("eval_str_list", "eval_str_dict",
+                                                          "eval_bool")
+               if hasattr(module, attr) and id(getattr(module, attr)) not in safe]
+    assert not holders
 
 
 def test_the_literals_fairseq_uses_still_parse():
