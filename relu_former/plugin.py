@@ -3,7 +3,10 @@
 Registers every architecture, criterion and task with fairseq, allowlists the globals that
 fairseq checkpoints need for ``weights_only`` loading, keeps checkpoint files whole
 (``checkpoint_files``: atomic copies, resume past a damaged ``checkpoint_last.pt``, corrupt
-files named), stops fairseq-fixed from dropping the last batch of a data set
+files named), reads the config strings fairseq would ``eval`` as literals only, so a
+checkpoint's config cannot run code (``literal_config``), locks a save directory for the
+training that uses it (``save_dir_lock``), stops fairseq-fixed from dropping the last batch of
+a data set
 (``last_batch``), stops fairseq's background batch thread before the interpreter exits, so
 that a run ending mid-epoch does not abort at exit (``batch_thread_exit``), lets
 ``fairseq-interactive`` skip or truncate an over-long line instead of ending the session
