@@ -137,7 +137,7 @@ def learning_table(records: Mapping[str, Mapping[str, Any]]) -> str | None:
                for record in records.values()):
         return None
     rows = []
-    for record in records.values():
+    for record in (record for record in records.values() if record["seeds"]):
         stops = [seed["stopped"] or "no record" for seed in record["seeds"]]
         grid = ", ".join(f"{lr:g}: " + number(plain(nll), 2) for lr, nll in record["lr_grid"])
         rows.append([record["label"], "-" if record["lr"] is None else f"{record['lr']:g}",
@@ -293,7 +293,7 @@ def section(spec: TableSpec, cells: Sequence, data: Dict, scale: str, seeds: int
     if learning is not None:
         lines += ["How each row learnt: its learning rate (chosen on seed 1 from the grid by "
                   "valid nll), how its seeds stopped (`plateau`: valid nll stopped improving; "
-                  "`cap`: the epoch cap came first) and their updates.\n", learning, ""]
+                  "`cap`: its update or epoch cap came first) and their updates.\n", learning, ""]
     if data.get("references"):
         lines += [data["references"], ""]
     if spec.comparisons and not done:

@@ -234,8 +234,9 @@ def test_the_section_shows_how_each_row_learnt_and_the_json_stays_strict(tmp_pat
                                                         [0.01, float("nan")]])
     found[4].result.update(stopped="cap", updates=520.0)  # b, seed 2
     found[0].result["figures"]["score"] = float("nan")  # a seed without a score
-    text = section(SPEC, found, {}, "toy", 3, "cmd")
+    text = section(SPEC, found[:6], {}, "toy", 3, "cmd")  # c not run: not listed
     assert "| row | rate | rate grid (seed 1's valid nll) | stopped | updates |" in text
+    assert "| C |" not in text.split("rate grid")[1]
     assert "| A | 0.005 | 0.0025: 5.10, 0.005: 4.90, 0.01: - | 3 plateau | 400 |" in text
     assert "| B | 0.005 | 0.0025: 5.10, 0.005: 4.90, 0.01: - | 1 cap, 2 plateau | 400-520 |" in text
     store = tmp_path / "verdicts.json"
