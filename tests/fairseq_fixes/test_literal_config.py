@@ -105,8 +105,9 @@ def test_every_field_fairseq_evaluates_is_checked():
 
 
 def test_fairseq_architecture_defaults_are_plain():
-    """Checkpoints of fairseq's own models (fconv's ``"[(512, 3)] * 20"``, wav2vec's conv
-    lists) are not refused: every evaluated string an architecture sets is plain data."""
+    """Checkpoints of fairseq's own models (fconv's ``"[(512, 3)] * 20"``, the LSTMs'
+    ``"10000,50000,200000"``) are not refused: every evaluated string an architecture sets is
+    plain data."""
     checked = 0
     for arch, set_defaults in ARCH_CONFIG_REGISTRY.items():
         args = argparse.Namespace()
@@ -118,6 +119,11 @@ def test_fairseq_architecture_defaults_are_plain():
             if field in EVALUATED_FIELDS and isinstance(value, str):
                 assert is_plain_expression(value), (arch, field, value)
                 checked += 1
+            # and the replaced eval_* read the ones fairseq passes to them
+            if field.startswith("adaptive_") and isinstance(value, str):
+                assert utils.eval_str_list(value, int) == [int(n) for n in value.split(",")]
+            if field == "decoder_attention" and value in ("True", "False", "1", "0"):
+                assert utils.eval_bool(value) is (value in ("True", "1"))
     assert checked > 20
 
 
