@@ -88,7 +88,8 @@ def below_no_model(spec: TableSpec, cells: Sequence, row: str,
 
 
 def update_span(updates: Sequence[Any]) -> str:
-    """"400" or "350-420" for the recorded update counts (None and NaN left out), else ""."""
+    """The recorded update counts as a span, e.g. 400 or 350-420 (None and NaN left out);
+    empty when none was recorded."""
     found = sorted(int(u) for u in updates if isinstance(u, (int, float)) and math.isfinite(u))
     return "-".join(str(u) for u in sorted({found[0], found[-1]})) if found else ""
 
