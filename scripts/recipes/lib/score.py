@@ -32,6 +32,11 @@ _LINE = re.compile(r"^([HTS])-(\d+)\t(.*)$")
 _FAIRSEQ_BLEU = re.compile(r"BLEU4? = ([\d.]+)")
 
 
+class ScoreInputError(ValueError):
+    """A generate log and references that cannot be scored together (skipped sentences, line
+    counts that differ); the command line prints it as one line."""
+
+
 def parse_generate(lines: Sequence[str], sources: dict[int, str] | None = None
                    ) -> tuple[list[int], list[str], list[str]]:
     """Sentence ids, hypotheses and references of a fairseq-generate log, in id order.
@@ -53,7 +58,7 @@ def parse_generate(lines: Sequence[str], sources: dict[int, str] | None = None
         elif sources is not None:
             sources[ident] = rest
     if not hyps:
-        raise ValueError("no H- lines: is this a fairseq-generate output?")
+        raise ScoreInputError("no H- lines: is this a fairseq-generate output?")
     ids = sorted(hyps)
     return ids, [hyps[i] for i in ids], [refs.get(i, "") for i in ids]
 
@@ -131,7 +136,7 @@ def rouge_scores(hypotheses: Sequence[str], references: Sequence[str], *, lsum: 
     from rouge_score import rouge_scorer
 
     if len(hypotheses) != len(references):
-        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
+        raise ScoreInputError(f"{len(hypotheses)} hypotheses but {len(references)} references")
     kinds = list(ROUGE_TYPES) + (["rougeLsum"] if lsum else [])
     scorer = rouge_scorer.RougeScorer(kinds, use_stemmer=True)
     totals = dict.fromkeys(kinds, 0.0)
@@ -155,17 +160,18 @@ def score(generate_output: Path, metric: str, *, references: Path | None = None,
     sources: dict[int, str] = {}
     ids, hyps, refs = parse_generate(lines, sources)
     if expected_sentences is not None and len(ids) != expected_sentences:
-        raise ValueError(f"{generate_output} has {len(ids)} hypotheses, the subset "
-                         f"{expected_sentences} sentences: sentences were skipped")
+        raise ScoreInputError(f"{generate_output} has {len(ids)} hypotheses, the subset "
+                              f"{expected_sentences} sentences: sentences were skipped")
     raw_refs = None
     if references is not None:
         all_refs = read_lines(references)
         if max(ids) >= len(all_refs):
-            raise ValueError(f"{references} has {len(all_refs)} lines but the generate log has "
-                             f"sentence id {max(ids)}: wrong reference file?")
+            raise ScoreInputError(f"{references} has {len(all_refs)} lines but the generate log "
+                                  f"has sentence id {max(ids)}: wrong reference file?")
         if len(ids) != len(all_refs):
-            raise ValueError(f"the generate log has {len(ids)} hypotheses but {references} has "
-                             f"{len(all_refs)} references: sentences were skipped")
+            raise ScoreInputError(f"the generate log {generate_output} has {len(ids)} hypotheses "
+                                  f"but {references} has {len(all_refs)} references: sentences "
+                                  "were skipped, or the references are of another set")
         raw_refs = [all_refs[i] for i in ids]
     result: dict = {"sentences": len(ids), "generate_output": str(generate_output)}
     fairseq_bleu = [m.group(1) for m in map(_FAIRSEQ_BLEU.search, lines) if m]
@@ -196,7 +202,8 @@ def score(generate_output: Path, metric: str, *, references: Path | None = None,
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m scripts.recipes.lib.score",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("generate_output", type=Path, help="stdout of fairseq-generate")
     parser.add_argument("--metric", choices=["bleu", "rouge"], required=True,
                         help="BLEU (translation, question generation) or ROUGE (summaries)")
@@ -220,10 +227,14 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="fail unless the log has this many hypotheses")
     parser.add_argument("--out", type=Path, required=True, help="JSON results file")
     a = parser.parse_args(argv)
-    result = score(a.generate_output, a.metric, references=a.references,
-                   detok_lang=a.detok_lang, lowercase=a.lowercase, compounds=a.split_compounds,
-                   bleu_orders=a.bleu_orders, expected_sentences=a.expected_sentences,
-                   rouge_lsum=a.rouge_lsum, multi_reference=a.multi_reference)
+    try:
+        result = score(a.generate_output, a.metric, references=a.references,
+                       detok_lang=a.detok_lang, lowercase=a.lowercase,
+                       compounds=a.split_compounds, bleu_orders=a.bleu_orders,
+                       expected_sentences=a.expected_sentences, rouge_lsum=a.rouge_lsum,
+                       multi_reference=a.multi_reference)
+    except ScoreInputError as error:  # no score at all rather than one of a subset
+        parser.exit(1, f"{parser.prog}: error: {error}\n")
     text = json.dumps(result, indent=2)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = a.out.with_name(f".{a.out.name}.tmp{os.getpid()}")

@@ -708,6 +708,24 @@ def test_multi_reference_bleu_groups_questions_of_one_input(tmp_path: Path):
     assert bleu_scores(["a b c d"], [["x", "a b c d"]])["bleu4_tokenized"] == 100.0
 
 
+def test_scoring_fewer_hypotheses_than_references_is_refused_in_one_line(tmp_path: Path):
+    """fairseq-score scores 50 system lines against 200 references without a word; the
+    recipes' scorer refuses, in one line naming both files, and writes no result."""
+    log = [line for i in range(50) for line in (f"T-{i}\tw{i} x", f"H-{i}\t-0.5\tw{i} x")]
+    generated, references = tmp_path / "generate-test.txt", tmp_path / "test.ref"
+    generated.write_text("\n".join(log) + "\n")
+    references.write_text("".join(f"w{i} x\n" for i in range(200)))
+    out = tmp_path / "score-test.json"
+    proc = run_command([sys.executable, "-m", "scripts.recipes.lib.score", generated,
+                        "--metric", "bleu", "--references", references, "--out", out],
+                       cwd=REPO_ROOT, check=False)
+    assert proc.returncode == 1 and not out.exists()
+    assert proc.stderr.splitlines() == [
+        f"python -m scripts.recipes.lib.score: error: the generate log {generated} has 50 "
+        f"hypotheses but {references} has 200 references: sentences were skipped, or the "
+        "references are of another set"]
+
+
 def test_rouge_scores_with_lsum():
     from scripts.recipes.lib.score import rouge_scores
 
