@@ -218,4 +218,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # Ctrl-C: one line instead of a traceback; 130 = 128 + SIGINT
+        print("python -m scripts.reproduce: stopped by an interrupt; the cells that finished "
+              "are kept, and the same command resumes from them", file=sys.stderr)
+        sys.exit(130)

@@ -1,0 +1,45 @@
+"""Ctrl-C on ``python -m scripts.reproduce``: one line saying it stopped and that the same
+command resumes, exit status 130, no traceback."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from helpers import REPO_ROOT
+
+STOPPED = ("python -m scripts.reproduce: stopped by an interrupt; the cells that finished are "
+           "kept, and the same command resumes from them")
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_with_one_line_and_status_130(tmp_path):
+    work = tmp_path / "work"
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), OMP_NUM_THREADS="1")
+    # a session of its own, so that the interrupt reaches it and its children as Ctrl-C in a
+    # terminal reaches the foreground process group
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scripts.reproduce", "relu_former_table4", "--scale", "tiny",
+         "--seeds", "1", "--work", str(work), "--out", str(tmp_path / "reproduction.md")],
+        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not work.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.0)  # inside its work by now (data preparation, then training)
+        assert proc.poll() is None, proc.communicate()
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    assert err.splitlines()[-1] == STOPPED
