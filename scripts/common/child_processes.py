@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
+import time
 from pathlib import Path
 from typing import Callable, Dict, Sequence
 
@@ -40,9 +42,11 @@ def child_env(threads: int) -> Dict[str, str]:
 
 
 def stream(command: Sequence[object], log_path: Path, on_line: Callable[[str], None],
-           env: Dict[str, str], append: bool = False) -> tuple[int, float]:
+           env: Dict[str, str], append: bool = False,
+           deadline: float | None = None) -> tuple[int, float]:
     """Run a command, tee its merged output to ``log_path`` (after what it holds, with
-    ``append``), feed each line to ``on_line``.
+    ``append``), feed each line to ``on_line``; terminate it at ``deadline`` (a
+    ``time.monotonic()`` time), if it is still running then.
 
     Returns the exit status and the CPU seconds (user + system) the process used: unlike
     wall-clock time, the CPU time of a run hardly changes when other processes load the
@@ -52,9 +56,25 @@ def stream(command: Sequence[object], log_path: Path, on_line: Callable[[str], N
     with open(log_path, "a" if append else "w", encoding="utf-8") as log, subprocess.Popen(
             [str(c) for c in command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True, env=env, cwd=REPO_ROOT) as proc:
+        guard, running = threading.Lock(), [True]
+
+        def stop() -> None:
+            with guard:  # never signal the pid once it is reaped (it may be reused)
+                if running[0]:
+                    proc.terminate()
+
+        timer = None if deadline is None else threading.Timer(
+            max(0.0, deadline - time.monotonic()), stop)
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
         for line in proc.stdout:
             log.write(line)
             on_line(line.rstrip("\n"))
+        with guard:
+            running[0] = False
+        if timer is not None:
+            timer.cancel()
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
     return proc.returncode, usage.ru_utime + usage.ru_stime

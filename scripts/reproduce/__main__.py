@@ -9,7 +9,10 @@ cell by cell, written to ``docs/reproduction.md``.
     python -m scripts.reproduce relu_former_table4 --set lang=de --set max_update=400
 
 A killed or interrupted run resumes where it stopped (finished cells are read from the
-cache in WORK/cells); a changed setting (``--set``) gives new cells only to what it changes.
+cache in WORK/cells, or from their records beside the report, docs/reproduction/cells/, on
+another machine or a fresh clone); a changed setting (``--set``) gives new cells only to what
+it changes. ``--budget-minutes N`` stops a call after N minutes (a running training is
+stopped and continues from its last checkpoint next time): a table is completed over calls.
 """
 
 from __future__ import annotations
@@ -42,11 +45,28 @@ figures. The closing note at the end lists every claim and its verdict.
 ## How the tables are built
 
 - **Cells.** A cell is one row of a table at one seed. Its key is a SHA-256 of every setting
-  that determines it (model and training flags, data, budget, seed, and the key of the cell it
-  starts from); its figures are written to `reproduce_out/cells/SCALE/TABLE/ROW-seedS-KEY/
-  result.json` through a temporary name the moment it finishes. A killed run resumes where it
-  stopped; changing a setting (`--set KEY=VALUE`, or a row's flags) gives new keys only to the
-  cells it changes.
+  that determines it (model and training flags, data, budget, seed, learning rate, and the key
+  of the cell it starts from); its figures are written to `reproduce_out/cells/SCALE/TABLE/
+  ROW-seedS-KEY/result.json` through a temporary name the moment it finishes. A killed run
+  resumes where it stopped (a training stopped half-way continues from its last checkpoint);
+  changing a setting (`--set KEY=VALUE`, or a row's flags) gives new keys only to the cells it
+  changes.
+- **Tables that span sessions.** Each finished cell is also kept as a small JSON beside the
+  report, `reproduction/cells/SCALE/TABLE/ROW-seedS[-lrRATE].json` (its figures, validation
+  curve, rate, why it stopped, commit and key; no checkpoint), meant to be committed: a run on
+  another machine or a fresh clone takes every cell whose record has the same key from there
+  instead of training it. `--budget-minutes N` ends a call after N minutes: no cell starts
+  after that, a running training is stopped (it continues from its last checkpoint in the
+  next call on the same `--work`), the report shows what finished, and the call exits 1; the
+  same command continues the table. One call of a table at a time may use a work folder (a
+  second is refused, naming the folder and the other run's pid), and a data folder that this
+  program did not write is never deleted.
+- **Rates and plateaus at toy scale.** ReLUFormer Table 4 and the memory study
+  (`scripts/reproduce/tables/toy_settings.py`, `SENTENCE_PLATEAU`): the grid's cells are
+  seed-1 cells trained and not decoded (the chosen one is then decoded); the grid widens by a
+  factor 2 within 1e-4 to 4e-2; validation and a checkpoint every half epoch (142 updates of
+  2,048 tokens on the French catalogs), a patience of 4 validations (2 epochs) and a cap of 20
+  epochs. The other trained tables still run their fixed budgets.
 - **Seeds.** `--seeds N` (default 3) trains every row with seeds 1..N; a cell of a table is the
   mean ± sample standard deviation over the seeds that finished.
 - **Verdicts.** Per claim Welch's t-test (two-sided at 5%; a parity claim is non-inferiority
@@ -146,6 +166,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--collect-only", action="store_true",
                         help="run nothing; build the table from the logs already in the "
                              "cells' folders (e.g. copied back from a cluster)")
+    parser.add_argument("--budget-minutes", type=float, default=None, metavar="N",
+                        help="stop after N minutes (wall clock): no cell starts after that, "
+                             "a running training is stopped and continues from its last "
+                             "checkpoint in the next call; exits 1 with the finished cells "
+                             "in the report")
     parser.add_argument("--max-new-cells", type=int, default=None,
                         help="stop after running this many new cells (a budget)")
     parser.add_argument("--no-report", action="store_true",
@@ -157,6 +182,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("TABLE is required (see --list)")
     if args.seeds < 1 or args.jobs < 1 or args.threads < 1:
         parser.error("--seeds, --jobs and --threads must be at least 1")
+    if args.budget_minutes is not None and not args.budget_minutes >= 0:
+        parser.error("--budget-minutes must be 0 or more")
     spec = TABLES[args.table]
     args.overrides = {}
     for item in args.set:
@@ -191,7 +218,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     def say(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
+    deadline = None if args.budget_minutes is None else (
+        time.monotonic() + 60 * args.budget_minutes)
+    # each finished cell is also kept beside the report, so that a table is completed over
+    # sessions and machines (the checkpoints stay in --work)
+    records = args.out.parent / "reproduction" / "cells" / args.scale
     options = RunOptions(scale=args.scale, seeds=args.seeds, work=args.work, jobs=args.jobs,
+                         deadline=deadline, records=records,
                          threads=args.threads, dry_run=args.dry_run,
                          collect_only=args.collect_only, max_new_cells=args.max_new_cells,
                          rows=args.rows, say=print if args.dry_run else say)

@@ -2,21 +2,27 @@
 
 The folder is named by a hash of the settings that shape the data, so two tables (or two
 runs) with the same data settings share it and a changed setting builds a new one. A
-``data.json`` stamp, written last and atomically, marks a finished build; a folder without
-it was left by a stopped build and is built again from scratch.
+``data.json`` stamp, written last and atomically, marks a finished build. A build holds a
+lock beside the folder (a second run that needs the same data meanwhile is refused, naming
+the folder and the builder's pid) and marks the folder as its own (``building``) first: a
+folder with that mark and no stamp was left by a stopped build and is built again; a folder
+without either was not written here and is never deleted.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any, Callable, Dict, Mapping
 
 from scripts.common.atomic_files import write_text_atomic
+from scripts.common.folder_lock import FolderInUse, folder_lock
 from scripts.reproduce.cell_cache import settings_key
 
 STAMP = "data.json"
+BUILDING = "building"  # this program's mark on a folder it is building
 
 
 def shared_data(work: Path, prefix: str, data_settings: Mapping[str, Any],
@@ -28,10 +34,19 @@ def shared_data(work: Path, prefix: str, data_settings: Mapping[str, Any],
     stamp = folder / STAMP
     if stamp.is_file():
         return json.loads(stamp.read_text())
-    if folder.exists():
-        shutil.rmtree(folder)  # a build stopped half-way
-    say(f"building {prefix} data in {folder}")
-    folder.mkdir(parents=True)
-    info = {**build(folder), "folder": str(folder)}
-    write_text_atomic(stamp, json.dumps(info, indent=1))
+    with folder_lock(folder.with_name(folder.name + ".lock"), f"the data folder {folder}"):
+        if stamp.is_file():  # finished by the run that held the lock
+            return json.loads(stamp.read_text())
+        if folder.exists():
+            if not (folder / BUILDING).is_file():
+                raise FolderInUse(f"{folder} holds no finished build ({STAMP}) and was not "
+                                  "written by scripts.reproduce; move it away or give "
+                                  "another --work folder")
+            shutil.rmtree(folder)  # this program's build, stopped half-way
+        say(f"building {prefix} data in {folder}")
+        folder.mkdir(parents=True)
+        (folder / BUILDING).write_text(f"{os.getpid()}\n")
+        info = {**build(folder), "folder": str(folder)}
+        write_text_atomic(stamp, json.dumps(info, indent=1))
+        (folder / BUILDING).unlink()
     return info

@@ -1,13 +1,17 @@
 """Runs the cells of one table: every shown and hidden row at every seed, through the cache.
 
-Order: rows without a parent first (every seed), then the rows that start from them, ...;
-up to ``jobs`` cells run at once, each process with ``threads`` threads, and a cell starts as
-soon as its own parent has finished. A
-finished cell's figures are stored at once (:class:`~scripts.reproduce.cell_cache.CellCache`);
-one already stored under the same key is not run again, so a killed run resumes where it
-stopped. ``max_new_cells`` stops after that many new cells (a budget, and the tests' way of
-killing a run mid-way); a failing step stops the run with the cell and its log named, after
-the cells already finished are stored.
+Order: a table with an ``lr_grid`` first trains seed 1 of each row at every rate of the grid
+(widened while the best is at an edge) and keeps the rate of the best valid nll for the row;
+then rows without a parent (every seed), then the rows that start from them, ...; up to
+``jobs`` cells run at once, each process with ``threads`` threads, and a cell starts as soon
+as its own parent has finished. A finished cell's figures are stored at once
+(:class:`~scripts.reproduce.cell_cache.CellCache`) and, with ``records``, kept beside the
+report (:class:`~scripts.reproduce.cell_records.CellRecords`); one already stored under the
+same key, here or in the records, is not run again, so a killed run resumes where it
+stopped, on this machine or another. ``max_new_cells`` stops after that many new cells and
+``deadline`` at a time (a running training is stopped, and continues from its last
+checkpoint next time); a failing step stops the run with the cell and its log named, after
+the cells already finished are stored. A work folder runs one call of a table at a time.
 """
 
 from __future__ import annotations
@@ -27,8 +31,10 @@ from typing import Callable, Dict, List, Sequence
 
 from scripts.common.atomic_files import write_text_atomic
 from scripts.common.child_processes import child_env, stream
+from scripts.common.folder_lock import folder_lock
 from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce.cell_cache import CellCache, settings_key
+from scripts.reproduce.cell_records import CellRecords
 from scripts.reproduce.kinds import Step, kind_module
 from scripts.reproduce.log_figures import training_record
 from scripts.reproduce.report import commit
@@ -55,7 +61,11 @@ class Diverged(Exception):
 
 
 class BudgetSpent(RuntimeError):
-    """``max_new_cells`` cells were run; the rest are left for the next call."""
+    """``max_new_cells`` cells were run, or the time budget is spent (a running training
+    was stopped, to continue from its last checkpoint); the rest is left for the next call."""
+
+
+TIME_SPENT = "the time budget (--budget-minutes) is spent; the same command continues"
 
 
 @dataclass
@@ -74,6 +84,7 @@ class Cell:
     lr_grid: List[List[float]] | None = None
     search: bool = False  # a grid cell: trained, decoded only if its rate is chosen
     trained: Dict | None = None  # the grid cell's result this cell continues (it decodes)
+    from_record: bool = False  # its result is the repository's record (no checkpoint here)
 
 
 @dataclass
@@ -88,6 +99,8 @@ class RunOptions:
     max_new_cells: int | None = None
     rows: Sequence[str] | None = None   # only these shown rows (and their parents)
     say: Callable[[str], None] = print
+    deadline: float | None = None  # time.monotonic() at which the call stops (a budget)
+    records: Path | None = None  # finished cells kept in the repository (cell_records.py)
 
 
 def depth(spec: TableSpec, row: Row) -> int:
@@ -186,12 +199,13 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_step(step: Step, folder: Path, threads: int) -> float:
+def run_step(step: Step, folder: Path, threads: int, deadline: float | None = None) -> float:
     """Run one step; returns the CPU seconds its process (or, in-process, this thread) used.
 
     A training step whose log says it finished is not run again (a cell stopped while
     decoding); one stopped half-way continues from the ``checkpoint_last.pt`` it saved
-    (fairseq-train's own resumption), after the log it had written."""
+    (fairseq-train's own resumption), after the log it had written. A subprocess still
+    running at ``deadline`` is stopped (:class:`BudgetSpent`)."""
     if step.call is not None:
         # this thread's time plus that of the processes the call waited for (exact with
         # --jobs 1; with several cells at once their children's times mix)
@@ -206,10 +220,12 @@ def run_step(step: Step, folder: Path, threads: int) -> float:
         return before
     # the child's own CPU time (wait4), right even when several cells run at once
     code, cpu = stream(step.argv, log, lambda _: None, {**child_env(threads), **step.env},
-                       append=resumed)
+                       append=resumed, deadline=deadline)
     cpu += before
     if step.trains:
         write_text_atomic(spent, f"{cpu:.2f}\n")
+    if code and deadline is not None and time.monotonic() >= deadline:
+        raise BudgetSpent(TIME_SPENT)
     if code:
         text = log.read_text(encoding="utf-8", errors="replace")
         tail = text[-1500:]
@@ -266,6 +282,7 @@ class TableRun:
         self.data = self.kind.prepare(spec, options.scale, self.settings, options.work,
                                       options.say)
         self.cache = CellCache(options.work)
+        self.records = CellRecords(options.records) if options.records else None
         self.started = 0
         self.commit_id = ""
         self.printed: set = set()  # keys of the cells a dry run printed
@@ -283,13 +300,39 @@ class TableRun:
                                      self.options.scale, self.settings_of(cell), self.data,
                                      cell.folder, cell.parent.folder if cell.parent else None)
 
+    def record_path(self, cell: Cell) -> Path:
+        return self.records.path(self.spec.name, cell.row.key, cell.seed, cell.lr)
+
+    def store(self, cell: Cell, result: Dict) -> None:
+        cell.result = self.cache.put(cell.folder, cell.key, result)
+        if self.records is not None:
+            self.records.put(self.record_path(cell), cell.result)
+
     def lookup(self, cells: Sequence[Cell]) -> None:
-        """Each cell's stored result; a grid cell's (not decoded) stands only for a grid
-        cell."""
+        """Each cell's stored result, from the work folder or else the records; a grid cell's
+        (not decoded) stands only for a grid cell."""
         for cell in cells:
             found = self.cache.get(cell.folder, cell.key)
+            cell.from_record = found is None and self.records is not None
+            if cell.from_record:
+                found = self.records.get(self.record_path(cell), cell.key)
             cell.result = None if found and found.get("search") and not cell.search else found
-            cell.trained = found if found and cell.result is None else None
+            # a grid cell trained here is decoded from its checkpoint, one recorded elsewhere
+            # trained again
+            cell.trained = found if found and cell.result is None and not cell.from_record \
+                else None
+
+    def starting_points(self, todo: List[Cell]) -> List[Cell]:
+        """``todo`` and the recorded cells they start from whose checkpoints are not here
+        (trained again)."""
+        todo = list(todo)
+        for cell in todo:  # grows while it is walked: a parent's parent too
+            parent = cell.parent
+            if (parent is not None and parent.result is not None and parent.from_record
+                    and not parent.folder.is_dir()):
+                parent.result = None
+                todo.append(parent)
+        return todo
 
     def handle(self, cells: Sequence[Cell]) -> None:
         """Print, collect from logs or run the cells that have no result."""
@@ -304,7 +347,7 @@ class TableRun:
             for cell in todo:
                 self.collect(cell)
         elif todo:
-            self.run(todo)
+            self.run(self.starting_points(todo))
 
     def collect(self, cell: Cell) -> None:
         if not cell.folder.is_dir():
@@ -315,7 +358,7 @@ class TableRun:
             # a killed or still running cell: its logs are not complete
             self.options.say(f"  {cell.folder.name}: no complete logs ({error})")
             return
-        cell.result = self.cache.put(cell.folder, cell.key, {
+        self.store(cell, {
             "figures": figures, "seconds": None, "search": cell.search,
             **training(cell.folder, self.settings_of(cell))})
 
@@ -323,6 +366,8 @@ class TableRun:
         options = self.options
         if options.max_new_cells is not None and self.started >= options.max_new_cells:
             raise BudgetSpent(f"stopped after {options.max_new_cells} new cells")
+        if options.deadline is not None and time.monotonic() >= options.deadline:
+            raise BudgetSpent(TIME_SPENT)
         self.started += 1
         if cell.parent is not None and cell.parent.result is None:
             raise CellFailed(f"{cell.folder.name}: its parent {cell.parent.folder.name} has "
@@ -345,13 +390,14 @@ class TableRun:
             try:
                 for step in cell.steps:
                     cpu[step.log] = (cell.trained.get("cpu_seconds") or 0.0) / len(done) if (
-                        step.log in done) else run_step(step, cell.folder, options.threads)
+                        step.log in done) else run_step(step, cell.folder, options.threads,
+                                                        options.deadline)
                 figures = self.kind.collect(self.spec, self.row_of(cell), cell.folder)
             except Diverged as stopped:
                 options.say(f"  {cell.row.key} seed {cell.seed} diverged: {stopped.reason}")
                 figures = {"diverged": 1.0, "reason": stopped.reason}
         add_cpu_figures(figures, cpu)
-        cell.result = self.cache.put(cell.folder, cell.key, {
+        self.store(cell, {
             "figures": figures, "seconds": round(time.monotonic() - begin, 1),
             "cpu_seconds": round(sum(cpu.values()), 1), "search": cell.search,
             "row": cell.row.key, "seed": cell.seed, "machine": platform.node(),
@@ -432,7 +478,14 @@ class TableRun:
 
 def run_table(spec: TableSpec, options: RunOptions) -> tuple[List[Cell], Dict]:
     """Run (or, with ``dry_run``, print; with ``collect_only``, only read) every cell; a
-    table with an ``lr_grid`` first chooses each trained row's rate on seed 1."""
+    table with an ``lr_grid`` first chooses each trained row's rate on seed 1. One run of a
+    table at a time in a work folder: a second is refused (:class:`FolderInUse`)."""
+    with folder_lock(options.work / "locks" / f"{spec.name}.lock",
+                     f"{options.work} ({spec.name})"):
+        return _run_table(spec, options)
+
+
+def _run_table(spec: TableSpec, options: RunOptions) -> tuple[List[Cell], Dict]:
     table = TableRun(spec, options)
     rates, grids = table.choose_rates()
     cells = plan(spec, options, table.data, rates)

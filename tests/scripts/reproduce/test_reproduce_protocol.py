@@ -1,21 +1,28 @@
 """The training protocol of the reproduction tables: a validation curve and a stop reason read
 from fairseq-train's log, a stopped training resumed from its own checkpoint, each row's
-learning rate chosen on seed 1 from a grid."""
+learning rate chosen on seed 1 from a grid, a time budget, finished cells kept as records
+beside the report, and one run of a table at a time in a work folder."""
 
 from __future__ import annotations
 
 import json
 import math
+import subprocess
 import sys
+import time
 from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 
+from scripts.common.folder_lock import FolderInUse
+from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce import runner
+from scripts.reproduce.cell_cache import settings_key
+from scripts.reproduce.data_folder import BUILDING, STAMP, shared_data
 from scripts.reproduce.kinds import Step
 from scripts.reproduce.log_figures import train_figures, training_record
-from scripts.reproduce.runner import RunOptions, run_step, run_table
+from scripts.reproduce.runner import BudgetSpent, RunOptions, run_step, run_table
 from scripts.reproduce.spec import Metric, Row, TableSpec
 
 
@@ -97,7 +104,7 @@ def grid_kind(calls: list, best: dict):
         return {"description": "synthetic"}
 
     def cell_settings(spec, row, seed, scale, settings, data):
-        return {"settings": dict(settings), "row": row.key, "seed": seed}
+        return {"settings": dict(settings), "row": row.key, "flags": row.flags, "seed": seed}
 
     def steps(spec, row, seed, scale, settings, data, folder, parent):
         lr = settings["lr"]
@@ -167,3 +174,81 @@ def test_the_grid_stops_widening_at_its_limits(grid, tmp_path):
     cells, _ = run_table(spec, RunOptions(seeds=1, work=tmp_path, say=lambda _: None))
     assert {c.row.key: c.lr for c in cells} == {"a": 4.0, "b": 8.0}
     assert len(next(c for c in cells if c.row.key == "b").lr_grid) == 3
+
+
+# ---- tables that span sessions: a time budget, records beside the report, a lock ---------
+
+
+def test_a_time_budget_stops_a_running_training_which_continues_next_time(tmp_path):
+    (tmp_path / "checkpoint_last.pt").write_bytes(b"saved")  # as a training saves it
+    slow = Step("train.log", trains=True, argv=[
+        sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"])
+    began = time.monotonic()
+    with pytest.raises(BudgetSpent, match="time budget"):
+        run_step(slow, tmp_path, 1, deadline=time.monotonic() + 1.0)
+    assert time.monotonic() - began < 20  # stopped, not waited for
+    assert (tmp_path / "train.log").read_text() == "started\n"
+    run_step(fake_training(tmp_path, True), tmp_path, 1)  # the next call: after its log
+    assert (tmp_path / "train.log").read_text().startswith("started\ntrained a bit\n")
+
+
+def test_finished_cells_are_taken_from_the_records_on_a_fresh_work_folder(grid, tmp_path):
+    records = tmp_path / "records"
+    first = RunOptions(seeds=2, work=tmp_path / "one", say=lambda _: None, records=records)
+    cells, _ = run_table(GRID_SPEC, first)
+    stored = sorted(p.name for p in (records / "grid").iterdir())
+    # a: its grid of 3 at seed 1, seed 2 at 4; b: its widened grid of 6, seed 2 at 32
+    assert len(stored) == 4 + 7 and {"a-seed2-lr4.json", "b-seed2-lr32.json"} <= set(stored)
+    assert json.loads((records / "grid" / "b-seed1-lr32.json").read_text())["lr"] == 32.0
+    grid.calls.clear()
+    again, _ = run_table(GRID_SPEC, replace(first, work=tmp_path / "two"))
+    assert grid.calls == []  # nothing trained on the new machine
+    assert [c.result["figures"] for c in again] == [c.result["figures"] for c in cells]
+    # a record of other settings is not taken: that cell runs again
+    changed = replace(GRID_SPEC, rows=(replace(GRID_SPEC.rows[0], flags=("--x",)),
+                                       GRID_SPEC.rows[1]))
+    run_table(changed, replace(first, work=tmp_path / "three"))
+    assert {row for _, row, _, _ in grid.calls} == {"a"}
+
+
+def test_a_second_run_of_a_table_on_one_work_folder_is_refused(grid, tmp_path):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; "
+         "from scripts.common.folder_lock import folder_lock\n"
+         f"with folder_lock(Path({str(tmp_path / 'locks' / 'grid.lock')!r}), 'x'):\n"
+         "    print('locked', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        with pytest.raises(FolderInUse) as refused:
+            run_table(GRID_SPEC, RunOptions(work=tmp_path, say=lambda _: None))
+        message = str(refused.value)
+        assert "\n" not in message
+        assert str(tmp_path) in message and f"pid {holder.pid}" in message
+        assert not (tmp_path / "cells").exists()  # nothing ran
+    finally:
+        holder.kill()
+        holder.wait()
+    run_table(replace(GRID_SPEC, toy={**GRID_SPEC.toy, "lr_grid": [4.0]}),
+              RunOptions(seeds=1, work=tmp_path, say=lambda _: None))  # free again
+
+
+def test_a_data_folder_not_written_here_is_never_deleted(tmp_path):
+    def build(folder):
+        (folder / "corpus.txt").write_text("built\n")
+        return {"description": "built"}
+
+    key = settings_key({"a": 1})[:12]
+    foreign = tmp_path / "data" / f"x-{key}"
+    foreign.mkdir(parents=True)
+    (foreign / "thesis.tex").write_text("mine")
+    with pytest.raises(FolderInUse, match="not written by scripts.reproduce"):
+        shared_data(tmp_path, "x", {"a": 1}, build, lambda _: None)
+    assert (foreign / "thesis.tex").read_text() == "mine"
+    # a build of this program's that stopped half-way is built again
+    (foreign / "thesis.tex").unlink()
+    (foreign / BUILDING).write_text("123\n")
+    (foreign / "half.txt").write_text("half")
+    info = shared_data(tmp_path, "x", {"a": 1}, build, lambda _: None)
+    assert info["description"] == "built" and sorted(p.name for p in foreign.iterdir()) == [
+        "corpus.txt", STAMP]

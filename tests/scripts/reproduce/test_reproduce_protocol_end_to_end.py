@@ -1,0 +1,86 @@
+"""The training protocol end to end, through the real fairseq command line on a fixture
+catalog: Table 4's tiny scale chooses a row's rate from a 3-point grid and trains to a
+plateau; a time budget stops a table, which the same command completes; a fresh work folder
+takes the finished cells from the records beside the report instead of training them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from scripts.reproduce.__main__ import main
+from scripts.reproduce.tables import TABLES
+
+from catalog_fixtures import write_fixture_catalogs
+
+pytestmark = pytest.mark.slow
+TABLE = "relu_former_table4"
+
+
+def arguments(tmp_path: Path, work: str = "work", *extra: str) -> list:
+    locale = write_fixture_catalogs(tmp_path / "locale", "fr")
+    return [TABLE, "--scale", "tiny", "--seeds", "1", "--rows", "transformer", "--set",
+            f"locale_dir={locale}", *extra, "--work", str(tmp_path / work),
+            "--out", str(tmp_path / "reproduction.md")]
+
+
+def records(tmp_path: Path) -> dict:
+    folder = tmp_path / "reproduction" / "cells" / "tiny" / TABLE
+    return {path.name: json.loads(path.read_text()) for path in folder.glob("*.json")}
+
+
+def row_line(tmp_path: Path) -> str:
+    text = (tmp_path / "reproduction.md").read_text()
+    return next(line for line in text.splitlines() if line.startswith("| Transformer"))
+
+
+def test_a_row_takes_its_best_rate_of_a_grid_and_trains_to_a_plateau(tmp_path):
+    assert main(arguments(tmp_path)) == 0
+    found = records(tmp_path)
+    grid = TABLES[TABLE].settings("tiny")["lr_grid"]
+    assert sorted(found) == sorted(f"transformer-seed1-lr{lr:g}.json" for lr in grid)
+    nll = {record["lr"]: record["figures"]["valid_nll"] for record in found.values()}
+    chosen = min(nll, key=nll.get)
+    decoded = [record for record in found.values() if not record["search"]]
+    assert [record["lr"] for record in decoded] == [chosen]  # only the chosen one decoded
+    assert decoded[0]["figures"]["bleu"] >= 0
+    # every cell's curve: validations at rising updates, the table's nll the best of them
+    for record in found.values():
+        updates = [update for update, _ in record["curve"]]
+        assert updates == sorted(set(updates)) and record["updates"] >= updates[-1]
+        assert record["figures"]["valid_nll"] == min(nll for _, nll in record["curve"])
+    plateaus = [record for record in found.values() if record["stopped"] == "plateau"]
+    assert plateaus and all(len(record["curve"]) >= 3 for record in plateaus)
+    assert not any(record["still_improving"] for record in plateaus)
+    # the decoded model is the best validated one
+    cell = next((tmp_path / "work").glob(f"cells/tiny/{TABLE}/transformer-seed1-*/"
+                                         "generate-test-beam2.txt"))
+    assert "checkpoint_best.pt" in cell.read_text()
+
+
+def test_a_time_budget_stops_the_table_and_a_fresh_clone_takes_the_records(tmp_path, capsys):
+    one_rate = ["--set", "lr_grid=[0.04]", "--set", "lr_limits=[0.04,0.04]"]
+    spent = "the time budget (--budget-minutes) is spent"
+    # no time: the data is built, no cell starts
+    assert main(arguments(tmp_path, "work", *one_rate, "--budget-minutes", "0")) == 1
+    assert spent in capsys.readouterr().err
+    assert not list((tmp_path / "work").rglob("train.log"))
+    # 2 seconds: fairseq-train is stopped before it has finished (it takes longer to start)
+    assert main(arguments(tmp_path, "work", *one_rate, "--budget-minutes", "0.033")) == 1
+    assert spent in capsys.readouterr().err
+    (log,) = (tmp_path / "work").rglob("train.log")
+    assert "done training" not in log.read_text()
+    assert records(tmp_path) == {}
+    assert main(arguments(tmp_path, "work", *one_rate)) == 0  # the same command completes it
+    (record,) = records(tmp_path).values()
+    assert record["lr"] == 0.04 and not record["search"] and len(record["curve"]) >= 3
+    updates = [update for update, _ in record["curve"]]
+    assert updates == sorted(set(updates))
+    row = row_line(tmp_path)
+    # a fresh clone: another work folder, the records beside the report
+    assert main(arguments(tmp_path, "fresh", *one_rate)) == 0
+    assert not list((tmp_path / "fresh").rglob("train.log"))  # nothing trained again
+    assert "1 of 1 cells finished" in (tmp_path / "reproduction.md").read_text()
+    assert row_line(tmp_path) == row  # the same figures
