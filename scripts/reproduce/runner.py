@@ -261,7 +261,9 @@ def training(folder: Path, settings: Dict) -> Dict:
 
 
 def print_dry_run(cell: Cell, say: Callable[[str], None]) -> None:
-    say(f"# {cell.row.key}, seed {cell.seed} -> {cell.folder}")
+    rate = "" if cell.lr is None else (
+        f"  (lr {cell.lr:g}{', a rate of the grid: not decoded' if cell.search else ''})")
+    say(f"# {cell.row.key}, seed {cell.seed} -> {cell.folder}{rate}")
     for step in cell.steps:
         say(step.describe())
         if step.dry_run is not None:

@@ -169,6 +169,18 @@ def test_each_row_trains_at_its_best_rate_of_seed_1(grid, tmp_path):
     assert grid.calls == []  # everything cached, the grid too
 
 
+def test_a_dry_run_names_each_cell_s_rate(grid, tmp_path):
+    said = []
+    run_table(GRID_SPEC, RunOptions(seeds=2, work=tmp_path, dry_run=True, say=said.append))
+    headers = [line for line in said if line.startswith("# a,")]
+    # the grid (trained only), then seed 1 decoded and seed 2, at the rate the table has
+    # until the grid is run
+    assert [line.split("  ", 1)[1] for line in headers] == [
+        "(lr 2, a rate of the grid: not decoded)", "(lr 4, a rate of the grid: not decoded)",
+        "(lr 8, a rate of the grid: not decoded)", "(lr 5)", "(lr 5)"]
+    assert grid.calls == []
+
+
 def test_the_grid_stops_widening_at_its_limits(grid, tmp_path):
     spec = replace(GRID_SPEC, toy={**GRID_SPEC.toy, "lr_limits": [2.0, 8.0]})
     cells, _ = run_table(spec, RunOptions(seeds=1, work=tmp_path, say=lambda _: None))
