@@ -59,6 +59,17 @@ HYDRA_TINY_OVERRIDES = [
 ]  # fmt: skip
 
 
+def tiny_hydra_train(data_bin: Path, save_dir: Path, *overrides: str,
+                     config: str = "iwslt14_de_en_relu_former") -> subprocess.CompletedProcess:
+    """``fairseq-hydra-train`` with a config of ``configs/`` on the toy corpus, the tiny model
+    and ``overrides``, run in ``save_dir``'s parent; not checked."""
+    return run_command([
+        fairseq_command("fairseq-hydra-train"), "--config-dir", REPO_ROOT / "configs",
+        "--config-name", config, f"task.data={data_bin}", f"common.user_dir={USER_DIR}",
+        f"++checkpoint.save_dir={save_dir}", *HYDRA_TINY_OVERRIDES, *overrides,
+    ], check=False, cwd=save_dir.parent)
+
+
 class ForkServer:
     """This test process's ``fairseq_fork_server``: started with the environment of the first
     command it runs, it serves the commands whose start-up environment matches it."""

@@ -10,7 +10,8 @@ fairseq-generate builds the model from the config saved *in the checkpoint*, so 
 holding nothing but plain data (all the safe ``weights_only`` loader lets through) could run
 any code: ``cfg.model.adaptive_softmax_cutoff = "__import__('os').system(...) or [4]"``.
 
-Two fixes, installed by :func:`read_config_strings_as_literals` when fairseq loads the plugin:
+Three fixes, installed by :func:`read_config_strings_as_literals` when fairseq loads the
+plugin:
 
 - the three ``eval_*`` functions are replaced, in ``fairseq.utils`` and in every fairseq
   module that imported them by name, by ones that read a string with ``ast.literal_eval``
@@ -20,10 +21,14 @@ Two fixes, installed by :func:`read_config_strings_as_literals` when fairseq loa
   (:data:`EVALUATED_FIELDS`) that holds a string other than a literal, or literals joined
   by ``+``, ``-`` and ``*`` (what ``fconv``'s ``"[(512, 3)] * 20"`` needs), refuses the
   checkpoint with ``UnsafeCheckpointError``, naming the file and the field, before fairseq
-  builds anything from it.
+  builds anything from it;
+- the same check runs on the config of every model, optimizer and criterion fairseq builds
+  (``models.build_model``, ``optim.build_optimizer``, ``criterions.build_criterion``), so a
+  hydra config or command line holding code there is refused with ``UnsafeConfigError``,
+  naming the field.
 
-Values typed on one's own command line or in one's own hydra config are not checked beyond the
-first fix: fairseq's raw ``eval`` calls there run what the user wrote.
+Left as they are: ``--model-overrides``, which ``fairseq-validate`` and ``fairseq-eval-lm``
+``eval`` in their own ``main`` before anything is built.
 """
 
 from __future__ import annotations
@@ -34,7 +39,12 @@ import functools
 import sys
 from typing import Any, Callable, Iterator
 
-from relu_former.errors import CommandLineError, UnsafeCheckpointError
+from relu_former.errors import (
+    CommandLineError,
+    UnsafeCheckpointError,
+    exit_with_one_line,
+    is_fairseq_command,
+)
 from relu_former.fairseq_fixes.wrap_once import wrap_once
 
 # The fields that fairseq 0.12 (outside fairseq/examples) passes to eval, eval_str_list,
@@ -64,14 +74,18 @@ def shortened(text: str) -> str:
 
 
 class UnsafeConfigError(CommandLineError):
-    """A config string fairseq would evaluate that is not a plain literal."""
+    """A config string fairseq would evaluate that is not a plain literal; the message names
+    the field when it is known."""
 
-    def __init__(self, text: str) -> None:
-        self.text = text
+    exit_status = 2  # a bad flag or config value, as argparse's
+
+    def __init__(self, text: str, field: str | None = None) -> None:
+        self.text, self.field = text, field
+        named = f"{field}: the value" if field else "the config value"
         super().__init__(
-            f"the config value {shortened(text)} is not a plain list, tuple, dict, number, "
-            "bool or None, and fairseq would run it as code: write it as a literal, such as "
-            "[4] or (0.9, 0.98)")
+            f"{named} {shortened(text)} is not a plain list, tuple, dict, number, bool or "
+            "None, and fairseq would run it as code: write it as a literal, such as [4] or "
+            "(0.9, 0.98)")
 
 
 def literal(text: str) -> Any:
@@ -137,19 +151,17 @@ def _string_fields(value: Any, where: str) -> Iterator[tuple[str, str]]:
         yield where, value
 
 
-def code_in_config(state: dict) -> tuple[str, str] | None:
-    """The first field of a checkpoint's ``cfg`` or ``args`` that fairseq evaluates and that
-    holds a string that is not plain data, as (dotted name, string); None when there is none."""
+def code_in_config(config: Any, where: str) -> tuple[str, str] | None:
+    """The first field under ``config`` (a config, namespace or dict called ``where``) that
+    fairseq evaluates and that holds a string that is not plain data, as (dotted name,
+    string); None when there is none."""
     from omegaconf import OmegaConf
 
-    for key in ("cfg", "args"):
-        config = state.get(key)
-        if OmegaConf.is_config(config):
-            config = OmegaConf.to_container(config, resolve=False)
-        for where, text in _string_fields(config, key):
-            field = where.rsplit(".", 1)[-1]
-            if field in EVALUATED_FIELDS and not is_plain_expression(text):
-                return where, text
+    if OmegaConf.is_config(config):
+        config = OmegaConf.to_container(config, resolve=False)
+    for name, text in _string_fields(config, where):
+        if name.rsplit(".", 1)[-1] in EVALUATED_FIELDS and not is_plain_expression(text):
+            return name, text
     return None
 
 
@@ -160,7 +172,8 @@ def _refusing_code_in_config(original: Callable) -> Callable:
     def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
         state = original(path, arg_overrides=arg_overrides,
                          load_on_all_ranks=load_on_all_ranks)
-        found = code_in_config(state)
+        found = code_in_config(state.get("cfg"), "cfg") or code_in_config(state.get("args"),
+                                                                         "args")
         if found is not None:
             where, text = found
             raise UnsafeCheckpointError(
@@ -171,8 +184,37 @@ def _refusing_code_in_config(original: Callable) -> Callable:
     return load_checkpoint_to_cpu
 
 
+def _refusing_code_in(group: str) -> Callable[[Callable], Callable]:
+    """A wrapper of fairseq's ``build_<group>(cfg, ...)`` that refuses code in ``cfg``."""
+
+    def wrapper(original: Callable) -> Callable:
+        @functools.wraps(original)
+        def build(cfg, *args, **kwargs):
+            found = code_in_config(cfg, group)
+            if found is not None:
+                where, text = found
+                if isinstance(cfg, argparse.Namespace):  # parsed flags: name the flag
+                    where = "--" + where.rsplit(".", 1)[-1].replace("_", "-")
+                if is_fairseq_command():  # fairseq-hydra-train would print a traceback
+                    exit_with_one_line(UnsafeConfigError(text, where))
+                raise UnsafeConfigError(text, where)
+            return original(cfg, *args, **kwargs)
+
+        return build
+
+    return wrapper
+
+
+# made once, so that wrap_once recognises them when the plugin is loaded again
+_BUILDERS = {("models", "build_model"): _refusing_code_in("model"),
+             ("optim", "build_optimizer"): _refusing_code_in("optimizer"),
+             ("criterions", "build_criterion"): _refusing_code_in("criterion")}
+
+
 def read_config_strings_as_literals() -> None:
-    """Install both fixes (idempotent)."""
+    """Install the fixes (idempotent)."""
+    import importlib
+
     from fairseq import checkpoint_utils, utils
 
     for name, replacement in _REPLACEMENTS.items():
@@ -185,3 +227,5 @@ def read_config_strings_as_literals() -> None:
                     and getattr(module, name, None) is original:
                 setattr(module, name, replacement)
     wrap_once(checkpoint_utils, "load_checkpoint_to_cpu", _refusing_code_in_config)
+    for (package, name), wrapper in _BUILDERS.items():
+        wrap_once(importlib.import_module(f"fairseq.{package}"), name, wrapper)

@@ -11,7 +11,7 @@ import relu_former.plugin  # noqa: F401  (registers the architectures the config
 from relu_former.errors import OptionError
 from relu_former.fairseq_fixes.hydra_checks import check_config
 
-from helpers import HYDRA_TINY_OVERRIDES, REPO_ROOT, USER_DIR, fairseq_command, run_command
+from helpers import tiny_hydra_train
 
 
 @pytest.mark.slow
@@ -24,12 +24,7 @@ from helpers import HYDRA_TINY_OVERRIDES, REPO_ROOT, USER_DIR, fairseq_command, 
 ])
 def test_hydra_train_runs_the_parse_checks(overrides, message, toy_data_bin, tmp_path):
     save = tmp_path / "ckpt"
-    proc = run_command([
-        fairseq_command("fairseq-hydra-train"), "--config-dir", REPO_ROOT / "configs",
-        "--config-name", "iwslt14_de_en_relu_former", f"task.data={toy_data_bin}",
-        f"common.user_dir={USER_DIR}", f"++checkpoint.save_dir={save}",
-        *HYDRA_TINY_OVERRIDES, "++checkpoint.no_save=false", *overrides,
-    ], check=False, cwd=tmp_path)
+    proc = tiny_hydra_train(toy_data_bin, save, "++checkpoint.no_save=false", *overrides)
     assert proc.returncode == 2, (proc.stdout + proc.stderr)[-3000:]
     assert "Traceback" not in proc.stderr
     last = proc.stderr.strip().splitlines()[-1]

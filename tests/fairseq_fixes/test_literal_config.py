@@ -13,6 +13,7 @@ import pytest
 import torch
 from fairseq import options, utils
 from fairseq.models import ARCH_CONFIG_REGISTRY
+from omegaconf import OmegaConf
 
 import relu_former.plugin  # noqa: F401  (installs the fix)
 from relu_former.fairseq_fixes import literal_config
@@ -22,6 +23,8 @@ from relu_former.fairseq_fixes.literal_config import (
     code_in_config,
     is_plain_expression,
 )
+
+from helpers import tiny_hydra_train
 
 FAIRSEQ_ROOT = Path(utils.__file__).resolve().parent
 
@@ -130,13 +133,12 @@ def test_fairseq_architecture_defaults_are_plain():
 def test_code_in_config_names_the_field():
     cfg = {"model": {"_name": "relu_former", "adaptive_softmax_cutoff": "[4]",
                      "encoder_layers": "[(512, 3)] * 20", "save_dir": "runs/exp (2)"}}
-    assert code_in_config({"cfg": cfg, "args": None}) is None
+    assert code_in_config(cfg, "cfg") is None
     cfg["model"]["adaptive_softmax_cutoff"] = "__import__('os').getcwd() or [4]"
-    assert code_in_config({"cfg": cfg}) == ("cfg.model.adaptive_softmax_cutoff",
-                                            "__import__('os').getcwd() or [4]")
+    assert code_in_config(OmegaConf.create(cfg), "cfg") == (
+        "cfg.model.adaptive_softmax_cutoff", "__import__('os').getcwd() or [4]")
     args = argparse.Namespace(arch="fconv", decoder_attention="(lambda: 1)()")
-    assert code_in_config({"cfg": None, "args": args}) == ("args.decoder_attention",
-                                                           "(lambda: 1)()")
+    assert code_in_config(args, "args") == ("args.decoder_attention", "(lambda: 1)()")
 
 
 @pytest.mark.slow
@@ -155,4 +157,33 @@ def test_generate_refuses_a_checkpoint_whose_config_holds_code(fairseq_run, tmp_
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith(f"fairseq-generate: error: checkpoint {ckpt} is refused: it holds "
                            "in cfg.model.adaptive_softmax_cutoff the string"), last
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flag", ["--adam-betas", "--adaptive-softmax-cutoff"])
+def test_train_refuses_code_in_a_flag_fairseq_evaluates(flag, fairseq_run, tmp_path):
+    """A flag value (or hydra config value) holding code is refused before it runs; fairseq
+    reads --adaptive-softmax-cutoff with ast.literal_eval already, argparse names it."""
+    marker = tmp_path / "ran"
+    proc = fairseq_run.train(flag, _code(marker), arch="relu_former", check=False)
+    assert not marker.exists(), "the code in the flag ran"
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    if flag == "--adam-betas":
+        assert last.startswith(f"fairseq-train: error: {flag}: the value "), last
+    else:
+        assert f"argument {flag}: invalid" in last, last
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_hydra_train_refuses_code_in_a_config_value(toy_data_bin, tmp_path):
+    marker = tmp_path / "ran"
+    proc = tiny_hydra_train(toy_data_bin, tmp_path / "ckpt",
+                            f'optimizer.adam_betas="{_code(marker)}"')
+    assert not marker.exists(), "the code in the config ran"
+    assert proc.returncode == 2, (proc.stdout + proc.stderr)[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("fairseq-hydra-train: error: optimizer.adam_betas: the value "), last
     assert "Traceback" not in proc.stderr
