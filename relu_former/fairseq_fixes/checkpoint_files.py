@@ -166,12 +166,10 @@ def copies_in_place(path_manager) -> bool:
 
 def _install_atomic_copy(checkpoint_utils) -> None:
     base = checkpoint_utils.PathManager
-    if getattr(base, "copies_atomically", False) or not copies_in_place(base):
+    if not copies_in_place(base):  # this fairseq's copy is atomic, or ours is installed
         return
 
     class AtomicCopyPathManager(base):
-        copies_atomically = True
-
         @staticmethod
         def copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
             if not (_is_local(src_path) and _is_local(dst_path)):

@@ -32,6 +32,8 @@ from typing import Callable, Iterator
 
 import torch
 
+from relu_former.fairseq_fixes.wrap_once import wrap_once
+
 logger = logging.getLogger(__name__)
 
 
@@ -58,8 +60,6 @@ def strip_byte_order_mark(line: str) -> str:
 def bound_make_batches(make_batches: Callable) -> Callable:
     """``make_batches`` of fairseq-interactive, skipping or truncating over-long lines (and
     removing byte-order marks)."""
-    if getattr(make_batches, "bounds_long_lines", False):
-        return make_batches
     lines_seen = [0]  # lines of earlier buffers: the S- number of this buffer's first line
 
     @functools.wraps(make_batches)
@@ -106,7 +106,6 @@ def bound_make_batches(make_batches: Callable) -> Callable:
             dataset_cfg.skip_invalid_size_inputs_valid_test = strict
             del task.get_interactive_tokens_and_lengths
 
-    bounded.bounds_long_lines = True
     return bounded
 
 
@@ -118,4 +117,4 @@ def bound_interactive_input() -> None:
         if module is None or getattr(spec, "name", name) != "fairseq_cli.interactive":
             continue
         if callable(getattr(module, "make_batches", None)):
-            module.make_batches = bound_make_batches(module.make_batches)
+            wrap_once(module, "make_batches", bound_make_batches)

@@ -29,13 +29,14 @@ def _drops_last_batch(batch_by_size) -> bool:
 def keep_last_batch() -> bool:
     """Patch ``fairseq.data.data_utils.batch_by_size`` if it drops sentences; True if patched.
 
-    Idempotent. ``FairseqDataset.batch_by_size`` looks the function up on the module at every
-    call, so replacing the module attribute reaches every dataset.
+    Idempotent: once patched, the probe finds no drop. ``FairseqDataset.batch_by_size`` looks
+    the function up on the module at every call, so replacing the module attribute reaches
+    every dataset.
     """
     from fairseq.data import data_utils
 
     original = data_utils.batch_by_size
-    if getattr(original, "keeps_last_batch", False) or not _drops_last_batch(original):
+    if not _drops_last_batch(original):
         return False
 
     @functools.wraps(original)
@@ -54,6 +55,5 @@ def keep_last_batch() -> bool:
             batches = list(batches) + [indices[covered:]]
         return batches
 
-    batch_by_size.keeps_last_batch = True
     data_utils.batch_by_size = batch_by_size
     return True

@@ -24,6 +24,7 @@ from typing import Callable, Sequence
 
 from relu_former.errors import OptionError
 from relu_former.fairseq_fixes.dictionary_check import ACCEPT_ENV, ACCEPT_FLAG
+from relu_former.fairseq_fixes.wrap_once import wrap_once
 from relu_former.flag_types import non_finite_floats
 
 # the flags check_precision reads: --cpu, then fairseq's half-precision flags
@@ -132,9 +133,4 @@ def check_parsed_command_lines() -> None:
     """Wrap ``fairseq.options.parse_args_and_arch`` once (idempotent)."""
     from fairseq import options
 
-    original = options.parse_args_and_arch
-    if getattr(original, "_relu_former_checked", False):
-        return
-    wrapped = _checking(original)
-    wrapped._relu_former_checked = True
-    options.parse_args_and_arch = wrapped
+    wrap_once(options, "parse_args_and_arch", _checking)
