@@ -16,7 +16,8 @@ the configs of ``fairseq-hydra-train`` (``hydra_checks``), names an incomplete
 binarized data file with its fix (``data_files``), cuts and bounds the sources of
 ``fairseq-generate`` at the checkpoint's own limit unless
 ``--max-source-positions`` is typed (``saved_source_limit``), and refuses a checkpoint
-trained with another dictionary than the data's (``dictionary_check``), and loads checkpoints
+trained with another dictionary than the data's (``dictionary_check``), refuses to resume a
+checkpoint with flags that change what its weights mean (``resume_check``), and loads checkpoints
 saved with the criteria's old ``sparse_k`` (``sparse_softmax/old_checkpoints``). Only in
 fairseq's own commands does it replace ``sys.excepthook``, to print the plugin's errors as one
 line (``errors.is_fairseq_command``).
@@ -41,6 +42,7 @@ from relu_former.fairseq_fixes.interactive_input import bound_interactive_input
 from relu_former.fairseq_fixes.last_batch import keep_last_batch
 from relu_former.fairseq_fixes.literal_config import read_config_strings_as_literals
 from relu_former.fairseq_fixes.parse_checks import check_parsed_command_lines
+from relu_former.fairseq_fixes.resume_check import check_resumed_models
 from relu_former.fairseq_fixes.save_dir_lock import lock_save_dirs
 from relu_former.fairseq_fixes.saved_source_limit import use_saved_source_limit
 from relu_former.sparse_softmax.old_checkpoints import upgrade_old_sparse_k_checkpoints
@@ -101,6 +103,7 @@ check_hydra_configs()
 check_data_files()
 check_checkpoint_dictionaries()
 use_saved_source_limit()
+check_resumed_models()
 upgrade_old_sparse_k_checkpoints()
 _import_criterions()
 
