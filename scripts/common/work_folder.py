@@ -72,19 +72,32 @@ class WorkFolder:
 OWNER_STAMP = ".written-by-relu-former"
 
 
+def _stamp(work: Path) -> None:
+    write_text_atomic(work / OWNER_STAMP, "OUT/work of a relu-former script: the next fresh "
+                                          "run empties this folder\n")
+
+
 def empty_own_folder(work: Path) -> None:
     """Make ``work`` an empty folder stamped as the program's own, deleting what an earlier
     run wrote there; exit naming the folder if it holds anything but is not stamped."""
-    stamp = work / OWNER_STAMP
-    if work.exists() and not stamp.is_file() and (not work.is_dir() or any(work.iterdir())):
+    if work.exists() and not (work / OWNER_STAMP).is_file() \
+            and (not work.is_dir() or any(work.iterdir())):
         raise SystemExit(f"--out: {work} holds files this program did not write (it has no "
                          f"{OWNER_STAMP}), and a fresh run empties OUT/work: move them away "
                          "or give another --out")
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
-    write_text_atomic(stamp, "OUT/work of a relu-former script: the next fresh run empties "
-                             "this folder\n")
+    _stamp(work)
+
+
+def _recorded_settings(path: Path) -> dict | None:
+    """The settings a run recorded in ``path``, or None when it holds none."""
+    try:
+        recorded = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return recorded if isinstance(recorded, dict) else None
 
 
 def open_work_folder(work: Path, settings: Dict[str, str], resume: bool) -> bool:
@@ -94,9 +107,12 @@ def open_work_folder(work: Path, settings: Dict[str, str], resume: bool) -> bool
     finds other settings there.
     """
     stamp = work / "settings.json"
-    resume = resume and stamp.is_file()
-    if resume and json.loads(stamp.read_text()) != settings:
-        raise SystemExit(f"--resume: {work} was made with {stamp.read_text()}, not "
+    recorded = _recorded_settings(stamp)
+    if recorded is not None and recorded.keys() == settings.keys():
+        _stamp(work)  # this program's folder, written before it stamped its folders
+    resume = resume and recorded is not None
+    if resume and recorded != settings:
+        raise SystemExit(f"--resume: {work} was made with {json.dumps(recorded)}, not "
                          f"{json.dumps(settings)}; drop --resume to start afresh")
     if not resume:
         empty_own_folder(work)

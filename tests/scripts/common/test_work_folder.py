@@ -51,9 +51,17 @@ def test_a_folder_the_program_did_not_write_is_refused_not_emptied(tmp_path):
     empty_own_folder(work)  # stamped: the program's own, emptied
     assert sorted(p.name for p in work.iterdir()) == [OWNER_STAMP]
 
+    earlier = tmp_path / "earlier"  # made by a version that did not stamp its folder yet
+    earlier.mkdir()
+    (earlier / "settings.json").write_text('{"scale": "tiny"}')
+    (earlier / "corpus.txt").write_text("x")
+    assert open_work_folder(earlier, {"scale": "default"}, resume=False) is False
+    assert sorted(p.name for p in earlier.iterdir()) == [OWNER_STAMP, "settings.json"]
+
     mine = tmp_path / "mine"
     (mine / "thesis").mkdir(parents=True)
     (mine / "thesis" / "chapter1.tex").write_text("my thesis")
+    (mine / "settings.json").write_text('{"editor": "vim"}')  # not a run's settings
     for call in (lambda: empty_own_folder(mine),
                  lambda: open_work_folder(mine, {"scale": "tiny"}, resume=False)):
         with pytest.raises(SystemExit, match=f"^--out: {mine} holds files this program did "
