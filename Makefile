@@ -25,7 +25,8 @@ $(VENV)/bin/python:
 # parts against them with --no-build-isolation; --no-deps keeps its metadata (torchaudio) from
 # pulling a second torch, and requirements.txt lists its runtime dependencies instead
 # (docs/install.md). The stamp makes a second run a no-op.
-$(STAMP): requirements.txt requirements-dev.txt constraints.txt setup.py | $(VENV)/bin/python
+$(STAMP): requirements.txt requirements-dev.txt constraints.txt setup.py \
+		relu_former/relu_attention/kernels/relu_attention_cpu.cpp | $(VENV)/bin/python
 	$(PIP_INSTALL) torch cython numpy setuptools wheel
 	$(PY) -c "import fairseq" 2>/dev/null || \
 		$(PIP_INSTALL) --no-deps --no-build-isolation fairseq-fixed==0.12.3.1

@@ -10,9 +10,31 @@ only) and fairseq is not declared at all: two distributions provide the ``fairse
 (fairseq 0.12.2 and fairseq-fixed, the one that imports on Python 3.11), and declaring either
 would make pip fetch it, with fairseq-fixed's metadata pulling torchaudio and a second torch.
 docs/install.md gives the commands.
+
+The CPU kernel of ReLU attention (``relu_former/relu_attention/kernels/relu_attention_cpu.cpp``)
+is compiled against the installed torch, so it is built only where torch is importable at
+build time (``pip install --no-build-isolation``); without it the plugin runs the same sums
+through torch operations (the ``tiled`` backend).
 """
 
 from setuptools import setup
+
+
+def compiled_kernels() -> dict:
+    """setup() arguments that build the C++ ReLU attention kernel, if torch is importable."""
+    try:
+        from torch.utils.cpp_extension import BuildExtension, CppExtension
+    except ImportError:
+        return {}
+    kernel = CppExtension(
+        "relu_former.relu_attention.kernels._relu_attention_cpu",
+        ["relu_former/relu_attention/kernels/relu_attention_cpu.cpp"],
+        # -fno-trapping-math lets the compiler vectorise the elementwise loops over a tile
+        # (measured 40x on the ReLU-derivative loop); torch builds itself with it too
+        extra_compile_args=["-O3", "-fno-trapping-math"],
+    )
+    return {"ext_modules": [kernel], "cmdclass": {"build_ext": BuildExtension}}
+
 
 setup(
     name="relu-former",
@@ -31,4 +53,5 @@ setup(
     package_dir={"relu_former": "relu_former", "relu_former.criterions": "criterions"},
     install_requires=["torch>=2.4", "numpy", "omegaconf>=2.0"],
     extras_require={"entmax": ["entmax"]},
+    **compiled_kernels(),
 )

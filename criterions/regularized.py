@@ -16,7 +16,6 @@ around their own forward, ``reduce_attention_metrics`` from their ``reduce_metri
 fields of ``AttentionRegularizerConfig`` in their config.
 """
 
-import contextlib
 import functools
 import logging
 from dataclasses import dataclass, field
@@ -44,10 +43,6 @@ from relu_former.relu_attention.regularisers import (
     LOG_KEYS,
     MARGIN_SIDES,
     regularizer_terms,
-)
-from relu_former.relu_attention.statistics import (
-    collect_attention_statistics,
-    requested_attention_statistics,
 )
 
 logger = logging.getLogger(__name__)
@@ -134,8 +129,8 @@ def add_attention_regularizers(model: torch.nn.Module, loss: torch.Tensor, sampl
     Writes sums into ``logging_output`` for ``reduce_attention_metrics``; when the model
     recorded nothing (no request, evaluation mode), ``loss`` is returned unchanged.
     """
-    statistics = collect_attention_statistics(
-        model, _choice(cfg, "attention_norm_row_sum", NORM_ROW_SUMS))
+    statistics = model.attention_statistics(
+        _choice(cfg, "attention_norm_row_sum", NORM_ROW_SUMS))
     if not statistics:
         return loss
     terms = regularizer_terms(
@@ -186,12 +181,6 @@ def reduce_attention_metrics(logging_outputs: Sequence[Dict[str, Any]]) -> None:
                                sample_size, round=4)
 
 
-def statistics_request(model: torch.nn.Module) -> contextlib.AbstractContextManager:
-    """The model's own request (``requested_attention_statistics``), or the generic one."""
-    request = getattr(model, "requested_attention_statistics", None)
-    return request() if callable(request) else requested_attention_statistics(model)
-
-
 class AttentionRegularized:
     """Criterion mixin: ReLUFormer's regularisers around the criterion's own forward.
 
@@ -204,7 +193,12 @@ class AttentionRegularized:
         """``forward()`` -> (loss, sample_size, logging_output), with the regularisers added."""
         if not model.training:
             return forward()
-        with statistics_request(model):
+        if not hasattr(model, "requested_attention_statistics"):
+            raise OptionError("--arch", "the attention regularisers need a model that records "
+                              "attention statistics (--arch relu_former* or pyramidion*), "
+                              f"not {type(model).__name__}; choose such a model or a "
+                              "criterion without them")
+        with model.requested_attention_statistics():
             loss, sample_size, logging_output = forward()
             loss = add_attention_regularizers(model, loss, sample_size, logging_output,
                                               self.cfg)

@@ -33,11 +33,14 @@ Public functions (q, k, v (B, H, T, D); masks as in ``kernels.common``):
     rela_attention(q, k, v, gain, *, eps=1e-6, key_padding_mask=None, attn_mask=None,
                    backend="auto", key_chunk_size=0, dropout_p=0.0, need_weights=False,
                    need_statistics=False, query_padding_mask=None) -> AttentionResult
-    attention(q, k, v, activation, **options) -> AttentionResult
-        Looks ``activation`` up in ``ATTENTION_FUNCTIONS``: ``relu_attention`` (options
-        gamma, backend, key_chunk_size, variance_reduction), ``rela_attention`` (options
-        rela_gain, rela_eps, backend, key_chunk_size) or ``normalized_attention`` (which
-        needs whole rows and reads neither backend nor key_chunk_size).
+        ``backend`` is a name of ``kernels.dispatch`` or a ``BoundBackend`` already checked.
+    bind_attention(activation, *, backend="auto", key_chunk_size=0,
+                   variance_reduction=True, rela_eps=1e-6) -> function
+        Checks every option once and returns the activation's function with them bound
+        (a ``functools.partial``, so no extra call per use): ``relu_attention`` (called with
+        gamma), ``rela_attention`` (called with gain) or ``normalized_attention`` (which needs
+        whole rows and reads neither backend nor key_chunk_size), each called with
+        (q, k, v, masks...).
 
 Statistics (``need_statistics``) are computed only when asked for: without them relu/rela
 compute U alone and softmax runs fused.
@@ -45,8 +48,9 @@ compute U alone and softmax runs fused.
 
 from __future__ import annotations
 
+import functools
 import importlib
-from typing import Any, Callable, Dict, NamedTuple, Tuple
+from typing import Any, Callable, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -64,7 +68,7 @@ from relu_former.relu_attention.kernels.common import (
     visible_keys,
     xlogx_sum,
 )
-from relu_former.relu_attention.kernels.dispatch import relu_sums
+from relu_former.relu_attention.kernels.dispatch import BoundBackend
 from relu_former.relu_attention.kernels.reference import relu_scores
 from relu_former.relu_attention.regularisers import row_validity, statistics_from_sums
 
@@ -104,7 +108,7 @@ def _normalize(scores: Tensor, activation: str) -> Tensor:
     return _entmax_function(activation)(scores, dim=-1)
 
 
-def normalized_attention(q: Tensor, k: Tensor, v: Tensor, activation: str, *,
+def normalized_attention(q: Tensor, k: Tensor, v: Tensor, activation: str = "softmax", *,
                          key_padding_mask: Tensor | None = None,
                          attn_mask: Tensor | None = None, dropout_p: float = 0.0,
                          need_weights: bool = False, need_statistics: bool = False,
@@ -172,12 +176,18 @@ def _normalized_statistics(weights: Tensor, key_padding_mask: Tensor | None,
     return statistics_from_sums(row_sum, xlogx, zeros, n, valid, regularizable=False)
 
 
-def _weights_backend(backend: str, key_chunk_size: int, need_weights: bool) -> Tuple[str, int]:
-    """Weights asked for with grad enabled come from the reference backend (dense: with
-    gradient, e.g. for an alignment loss); without grad they are recomputed after the pass."""
-    if need_weights and torch.is_grad_enabled() and backend != "reference":
-        return "reference", 0
-    return backend, key_chunk_size
+# Weights asked for with grad enabled come from the dense reference backend (with gradient,
+# e.g. for an alignment loss); without grad they are recomputed after the pass.
+DENSE = BoundBackend("reference")
+
+
+def _kernel(backend: str | BoundBackend, key_chunk_size: int, q: Tensor, dropout_p: float,
+            need_weights: bool) -> Callable[..., Any]:
+    if need_weights and torch.is_grad_enabled():
+        backend = DENSE
+    elif not isinstance(backend, BoundBackend):
+        backend = BoundBackend(backend, key_chunk_size)
+    return backend.kernel(q, dropout_p)
 
 
 def _row_statistics(sums, n: Tensor, shape: Tuple[int, int, int],
@@ -191,7 +201,8 @@ def _row_statistics(sums, n: Tensor, shape: Tuple[int, int, int],
 def relu_attention(q: Tensor, k: Tensor, v: Tensor, *,
                    key_padding_mask: Tensor | None = None,
                    attn_mask: Tensor | None = None, gamma: Gamma = 1.0,
-                   backend: str = "auto", key_chunk_size: int = 0, dropout_p: float = 0.0,
+                   backend: str | BoundBackend = "auto", key_chunk_size: int = 0,
+                   dropout_p: float = 0.0,
                    need_weights: bool = False, need_statistics: bool = False,
                    query_padding_mask: Tensor | None = None,
                    variance_reduction: bool = True) -> AttentionResult:
@@ -207,10 +218,9 @@ def relu_attention(q: Tensor, k: Tensor, v: Tensor, *,
     batch, heads, tgt_len, _ = q.shape
     n = count_visible_keys(key_padding_mask, attn_mask, tgt_len, k.size(-2))
     n = n.to(device=q.device, dtype=stat_dtype(q))
-    backend, key_chunk_size = _weights_backend(backend, key_chunk_size, need_weights)
-    sums = relu_sums(q, k, v, backend=backend, key_chunk_size=key_chunk_size,
-                     key_padding_mask=key_padding_mask, attn_mask=attn_mask,
-                     dropout_p=dropout_p, need_sums=need_statistics)
+    kernel = _kernel(backend, key_chunk_size, q, dropout_p, need_weights)
+    sums = kernel(q, k, v, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
+                  dropout_p=dropout_p, need_sums=need_statistics)
     factor = variance_factor(n, gamma) if variance_reduction else torch.ones_like(n)
     out = sums.u * factor.unsqueeze(-1).to(sums.u.dtype)
     weights = None
@@ -230,8 +240,9 @@ def relu_attention(q: Tensor, k: Tensor, v: Tensor, *,
 
 def rela_attention(q: Tensor, k: Tensor, v: Tensor, gain: Tensor, *, eps: float = 1e-6,
                    key_padding_mask: Tensor | None = None, attn_mask: Tensor | None = None,
-                   backend: str = "auto", key_chunk_size: int = 0, dropout_p: float = 0.0,
-                   need_weights: bool = False, need_statistics: bool = False,
+                   backend: str | BoundBackend = "auto", key_chunk_size: int = 0,
+                   dropout_p: float = 0.0, need_weights: bool = False,
+                   need_statistics: bool = False,
                    query_padding_mask: Tensor | None = None) -> AttentionResult:
     """ReLA: ReLU scores without the variance factor, RMS-normalised output times ``gain``.
 
@@ -240,10 +251,9 @@ def rela_attention(q: Tensor, k: Tensor, v: Tensor, gain: Tensor, *, eps: float 
     The statistics are those of s (logged; ReLA is not regularised).
     """
     batch, heads, tgt_len, _ = q.shape
-    backend, key_chunk_size = _weights_backend(backend, key_chunk_size, need_weights)
-    sums = relu_sums(q, k, v, backend=backend, key_chunk_size=key_chunk_size,
-                     key_padding_mask=key_padding_mask, attn_mask=attn_mask,
-                     dropout_p=dropout_p, need_sums=need_statistics)
+    kernel = _kernel(backend, key_chunk_size, q, dropout_p, need_weights)
+    sums = kernel(q, k, v, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
+                  dropout_p=dropout_p, need_sums=need_statistics)
     u = sums.u
     out = u * torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + eps) * gain
     weights = sums.scores
@@ -260,63 +270,20 @@ def rela_attention(q: Tensor, k: Tensor, v: Tensor, gain: Tensor, *, eps: float 
     return AttentionResult(out, weights if need_weights else None, statistics)
 
 
-class _Options(NamedTuple):
-    """The options of ``attention`` that only some activations read."""
+def bind_attention(activation: str, *, backend: str = "auto", key_chunk_size: int = 0,
+                   variance_reduction: bool = True,
+                   rela_eps: float = 1e-6) -> Callable[..., AttentionResult]:
+    """The attention function of ``activation`` with its options checked and bound once.
 
-    gamma: Gamma
-    backend: str
-    key_chunk_size: int
-    variance_reduction: bool
-    rela_gain: Tensor | None
-    rela_eps: float
-
-
-def _relu(q: Tensor, k: Tensor, v: Tensor, activation: str, options: _Options,
-          masks: Dict[str, Any]) -> AttentionResult:
-    return relu_attention(q, k, v, gamma=options.gamma, backend=options.backend,
-                          key_chunk_size=options.key_chunk_size,
-                          variance_reduction=options.variance_reduction, **masks)
-
-
-def _rela(q: Tensor, k: Tensor, v: Tensor, activation: str, options: _Options,
-          masks: Dict[str, Any]) -> AttentionResult:
-    gain = options.rela_gain
-    if gain is None:
-        gain = torch.ones(q.size(-1), dtype=q.dtype, device=q.device)
-    return rela_attention(q, k, v, gain, eps=options.rela_eps, backend=options.backend,
-                          key_chunk_size=options.key_chunk_size, **masks)
-
-
-def _normalized(q: Tensor, k: Tensor, v: Tensor, activation: str, options: _Options,
-                masks: Dict[str, Any]) -> AttentionResult:
-    return normalized_attention(q, k, v, activation, **masks)
-
-
-# One entry per name of ACTIVATIONS (a test checks they agree).
-ATTENTION_FUNCTIONS: Dict[str, Callable[..., AttentionResult]] = {
-    "relu": _relu,
-    "rela": _rela,
-    **{name: _normalized for name in NORMALIZED},
-}
-
-
-def attention(q: Tensor, k: Tensor, v: Tensor, activation: str, *,
-              key_padding_mask: Tensor | None = None, attn_mask: Tensor | None = None,
-              gamma: Gamma = 1.0, backend: str = "auto", key_chunk_size: int = 0,
-              dropout_p: float = 0.0, need_weights: bool = False,
-              need_statistics: bool = False, query_padding_mask: Tensor | None = None,
-              variance_reduction: bool = True, rela_gain: Tensor | None = None,
-              rela_eps: float = 1e-6) -> AttentionResult:
-    """One interface for every activation of ``ACTIVATIONS`` (see the module docstring).
-
-    ``backend`` and ``key_chunk_size`` choose relu/rela's kernel (``kernels.dispatch``); the
-    normalised activations need whole rows and read neither.
+    relu is then called as f(q, k, v, gamma=..., **masks), rela as f(q, k, v, gain, **masks),
+    the normalised activations as f(q, k, v, **masks); the tensors (a learned gamma, ReLA's
+    gain) are passed per call, so a copied or moved module never holds stale ones.
     """
-    function = ATTENTION_FUNCTIONS.get(activation)
-    if function is None:
-        check_activation(activation)  # raises, naming the flag and the choices
-    masks = dict(key_padding_mask=key_padding_mask, attn_mask=attn_mask, dropout_p=dropout_p,
-                 need_weights=need_weights, need_statistics=need_statistics,
-                 query_padding_mask=query_padding_mask)
-    options = _Options(gamma, backend, key_chunk_size, variance_reduction, rela_gain, rela_eps)
-    return function(q, k, v, activation, options, masks)
+    check_activation(activation)
+    if activation in NORMALIZED:
+        return functools.partial(normalized_attention, activation=activation)
+    bound = BoundBackend(backend, key_chunk_size)
+    if activation == "relu":
+        return functools.partial(relu_attention, backend=bound,
+                                 variance_reduction=variance_reduction)
+    return functools.partial(rela_attention, backend=bound, eps=rela_eps)

@@ -18,12 +18,13 @@ Masks, as fairseq passes them: ``key_padding_mask`` (B, Tk), True/1 = padding; `
 every negative entry (-inf, -1e8) blocks the key. Blocked keys get weight 0 and do not count in
 n_i.
 
-Statistics only on request: while ``need_statistics`` is True (set by
-``relu_former.relu_attention.statistics.requested_attention_statistics``, which a criterion
-enters through the model) each forward stores the per-row figures of ``AttentionStatistics``
-(ReLU row sums S_i and entropies H_i with their gradients, zero counts, n_i), read with
-``attention_statistics()``; leaving the request clears them. Otherwise no statistic is
-computed, in any backend, and softmax runs through torch's fused SDPA.
+Statistics only on request: while ``need_statistics`` is True (``record_statistics``, called
+by the model's ``requested_attention_statistics``, which a criterion enters;
+``relu_former.relu_attention.statistics``) each forward stores the per-row figures of
+``AttentionStatistics`` (ReLU row sums S_i and entropies H_i with their gradients, zero
+counts, n_i), read with ``attention_statistics()``; leaving the request clears them.
+Otherwise no statistic is computed, in any backend, and softmax runs through torch's fused
+SDPA.
 
 ``relu_attention_scaling`` (relu attention only; the ablations of the ReLUFormer paper,
 Table 5):
@@ -59,7 +60,7 @@ from fairseq.modules import LayerNorm, MultiheadAttention
 from fairseq.modules.quant_noise import quant_noise
 from torch import Tensor, nn
 
-from relu_former.relu_attention.activations import attention, check_activation
+from relu_former.relu_attention.activations import bind_attention
 from relu_former.relu_attention.config import (
     DEFAULT_ATTENTION_BACKEND,
     DEFAULT_ATTENTION_KEY_CHUNK_SIZE,
@@ -112,7 +113,6 @@ class ActivationMultiheadAttention(MultiheadAttention):
                  relu_attention_scaling: str = DEFAULT_RELU_ATTENTION_SCALING,
                  attention_backend: str = DEFAULT_ATTENTION_BACKEND,
                  attention_key_chunk_size: int = DEFAULT_ATTENTION_KEY_CHUNK_SIZE):
-        check_activation(activation)
         check_relu_gamma(relu_gamma)
         check_relu_attention_scaling(relu_attention_scaling,
                                      relu_learn_gamma and activation == "relu")
@@ -131,6 +131,13 @@ class ActivationMultiheadAttention(MultiheadAttention):
         self._set_options(activation, relu_gamma, relu_learn_gamma, relu_attention_scaling,
                           attention_backend, attention_key_chunk_size)
         self._build_parameters(embed_dim, num_heads, q_noise, qn_block_size)
+        # the activation's function, every option checked, bound once (activations.py); its
+        # tensors (a learned gamma, ReLA's gain) come per call from ``_attention_parameters``
+        self._attention = bind_attention(
+            activation, backend=attention_backend, key_chunk_size=attention_key_chunk_size,
+            variance_reduction=self.relu_attention_scaling == "factor")
+        self._attention_parameters = {"relu": self._gamma_parameter,
+                                      "rela": self._gain_parameter}.get(activation, dict)
         self.training_weights = False
         self.need_statistics = False
         self._statistics: AttentionStatistics | None = None
@@ -164,10 +171,22 @@ class ActivationMultiheadAttention(MultiheadAttention):
         self.relu_output_norm = (LayerNorm(embed_dim)
                                  if self.relu_attention_scaling == "layernorm" else None)
 
+    def _gamma_parameter(self) -> dict:
+        return {"gamma": self.gamma}
+
+    def _gain_parameter(self) -> dict:
+        return {"gain": self.rela_gain}
+
     @property
     def gamma(self):
         """gamma: the fixed float, or the learned per-head tensor exp(log_gamma)."""
         return self.log_gamma.exp() if self.log_gamma is not None else self.relu_gamma
+
+    def record_statistics(self, on: bool) -> None:
+        """Record the per-row statistics of each forward pass from now on (or stop, and
+        forget the last ones)."""
+        self.need_statistics = on
+        self._statistics = None
 
     def attention_statistics(self, row_sum: str = "scores") -> AttentionStatistics | None:
         """The per-row figures of the last forward pass under ``need_statistics`` (else None).
@@ -306,15 +325,11 @@ class ActivationMultiheadAttention(MultiheadAttention):
         record = self.need_statistics
         dropout_p = (self.dropout_module.p
                      if self.training or self.dropout_module.apply_during_inference else 0.0)
-        result = attention(
-            q, k, v, self.activation, key_padding_mask=padding, attn_mask=blocked,
-            gamma=self.gamma, backend=self.attention_backend,
-            key_chunk_size=self.attention_key_chunk_size, dropout_p=dropout_p,
+        result = self._attention(
+            q, k, v, key_padding_mask=padding, attn_mask=blocked, dropout_p=dropout_p,
             need_weights=need_weights, need_statistics=record,
             query_padding_mask=query_padding_mask if beam == 1 else None,
-            variance_reduction=self.relu_attention_scaling == "factor",
-            rela_gain=self.rela_gain,
-        )
+            **self._attention_parameters())
         self._statistics = result.statistics if record else None
         out, weights = result.out, result.weights
         if beam > 1:

@@ -21,7 +21,7 @@ How it is built, for subclasses (e.g. an encoder that also pools):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, List
 
 from fairseq.distributed import fsdp_wrap
 from fairseq.models import register_model, register_model_architecture
@@ -105,6 +105,9 @@ class ReLUFormerEncoderLayer(_LayerHooks, TransformerEncoderLayerBase):
         super().__init__(cfg, return_fc=return_fc)
         self.activation_fn = memory_activation(self.settings.ffn_activation, self.activation_fn)
 
+    def attention_modules(self) -> List[ActivationMultiheadAttention]:
+        return [self.self_attn]
+
     def build_self_attention(self, embed_dim, cfg):
         return self.plugin_attention(
             "encoder", embed_dim, cfg.encoder.attention_heads, cfg, self_attention=True,
@@ -120,6 +123,9 @@ class ReLUFormerDecoderLayer(_LayerHooks, TransformerDecoderLayerBase):
         super().__init__(cfg, no_encoder_attn=no_encoder_attn, add_bias_kv=add_bias_kv,
                          add_zero_attn=add_zero_attn)
         self.activation_fn = memory_activation(self.settings.ffn_activation, self.activation_fn)
+
+    def attention_modules(self) -> List[ActivationMultiheadAttention]:
+        return [self.self_attn] + ([self.encoder_attn] if self.encoder_attn is not None else [])
 
     def build_self_attention(self, embed_dim, cfg, add_bias_kv=False, add_zero_attn=False):
         return self.plugin_attention(

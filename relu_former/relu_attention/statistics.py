@@ -8,11 +8,10 @@ before leaving it::
         net_output = model(**sample["net_input"])
         statistics = model.attention_statistics(row_sum="scores")
 
-Leaving the request clears the stored figures, so nothing stale survives into the next batch
-and nothing is paid for in a step that did not ask. ``AttentionStatisticsMixin`` gives a
-fairseq model the two methods; the free functions do the same for any module tree that holds
-attention modules (their ``need_statistics`` flag and ``attention_statistics`` method are the
-whole protocol).
+The model asks its layers for their attention modules (``attention_modules()`` of the plugin's
+encoder and decoder layers) and each module switches its own recording on and off
+(``record_statistics``); leaving the request clears the stored figures, so nothing stale
+survives into the next batch and nothing is paid for in a step that did not ask.
 """
 
 from __future__ import annotations
@@ -25,44 +24,29 @@ from torch import nn
 from relu_former.relu_attention.kernels.common import AttentionStatistics
 
 
-def statistics_modules(model: nn.Module) -> List[nn.Module]:
-    """The modules of ``model`` that can record statistics (they have ``need_statistics``)."""
-    return [m for m in model.modules() if hasattr(m, "need_statistics")
-            and callable(getattr(m, "attention_statistics", None))]
-
-
-@contextlib.contextmanager
-def requested_attention_statistics(model: nn.Module) -> Iterator[List[nn.Module]]:
-    """Inside: every attention module of ``model`` records its statistics; after: cleared."""
-    modules = statistics_modules(model)
-    for module in modules:
-        module.need_statistics = True
-    try:
-        yield modules
-    finally:
-        for module in modules:
-            module.need_statistics = False
-            module._statistics = None
-
-
-def collect_attention_statistics(model: nn.Module,
-                                 row_sum: str = "scores") -> List[AttentionStatistics]:
-    """The statistics each attention module recorded in the last forward pass of the request."""
-    found = []
-    for module in statistics_modules(model):
-        stats = module.attention_statistics(row_sum=row_sum)
-        if stats is not None:
-            found.append(stats)
-    return found
-
-
 class AttentionStatisticsMixin:
-    """``requested_attention_statistics()`` and ``attention_statistics()`` on a model."""
+    """``requested_attention_statistics()`` and ``attention_statistics()`` on a fairseq
+    encoder-decoder model whose layers have ``attention_modules()``."""
 
-    def requested_attention_statistics(self) -> contextlib.AbstractContextManager:
-        """A context inside which the model's attention modules record statistics."""
-        return requested_attention_statistics(self)
+    def attention_modules(self) -> List[nn.Module]:
+        """The attention modules of the encoder's and the decoder's layers, in order."""
+        return [module for part in (self.encoder, self.decoder) for layer in part.layers
+                for module in layer.attention_modules()]
+
+    @contextlib.contextmanager
+    def requested_attention_statistics(self) -> Iterator[List[nn.Module]]:
+        """Inside: every attention module records its statistics; after: cleared."""
+        modules = self.attention_modules()
+        for module in modules:
+            module.record_statistics(True)
+        try:
+            yield modules
+        finally:
+            for module in modules:
+                module.record_statistics(False)
 
     def attention_statistics(self, row_sum: str = "scores") -> List[AttentionStatistics]:
         """The figures of the last forward pass inside ``requested_attention_statistics``."""
-        return collect_attention_statistics(self, row_sum)
+        found = (module.attention_statistics(row_sum=row_sum)
+                 for module in self.attention_modules())
+        return [stats for stats in found if stats is not None]

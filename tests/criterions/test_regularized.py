@@ -29,10 +29,7 @@ from relu_former.relu_attention.regularisers import (
     norm_rows,
 )
 from relu_former.relu_attention.regularisers import regularizer_terms as attention_regularizer_terms
-from relu_former.relu_attention.statistics import (
-    AttentionStatisticsMixin,
-    collect_attention_statistics,
-)
+from relu_former.relu_attention.statistics import AttentionStatisticsMixin
 
 E, HEADS = 8, 2
 
@@ -51,6 +48,9 @@ class TwoAttentions(AttentionStatisticsMixin, torch.nn.Module):
         self.second = ActivationMultiheadAttention(E, HEADS, self_attention=True,
                                                    activation=second)
         self.first.need_statistics = self.second.need_statistics = asked
+
+    def attention_modules(self):
+        return [self.first, self.second]
 
     def forward(self, x, padding):
         x = self.first(x, x, x, key_padding_mask=padding)[0]
@@ -255,8 +255,8 @@ def test_log_sums_are_keyed_by_name():
     model = TwoAttentions("relu", "relu").double().train()
     x, padding = inputs()
     model(x, padding)
-    terms = attention_regularizer_terms(collect_attention_statistics(model), 0.7)
-    stats = collect_attention_statistics(model)
+    terms = attention_regularizer_terms(model.attention_statistics(), 0.7)
+    stats = model.attention_statistics()
     valid = stats[0].valid
     assert set(LOG_KEYS) <= set(terms)
     assert terms["attn_rows"] == terms["attn_reg_rows"] == 2 * valid.sum().item()

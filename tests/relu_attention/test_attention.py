@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from fairseq.modules import MultiheadAttention
 
-from relu_former.relu_attention.activations import ACTIVATIONS, ATTENTION_FUNCTIONS, attention
+from relu_former.relu_attention.activations import ACTIVATIONS, bind_attention
 from relu_former.relu_attention.attention import ActivationMultiheadAttention
 
 E, HEADS = 16, 2
@@ -66,8 +66,8 @@ def test_never_takes_the_fused_softmax_path(activation, monkeypatch):
     with torch.no_grad():
         q, k, v = (module._split_heads(p(x)) for p in (module.q_proj, module.k_proj,
                                                        module.v_proj))
-        heads = attention(q, k, v, activation, attn_mask=torch.triu(
-            torch.ones(5, 5, dtype=torch.bool), 1), rela_gain=module.rela_gain).out
+        heads = bind_attention(activation)(q, k, v, attn_mask=torch.triu(
+            torch.ones(5, 5, dtype=torch.bool), 1), **module._attention_parameters()).out
         mixed = heads.permute(2, 0, 1, 3).reshape(5, 2, E)
         if activation == "rela":
             mixed = mixed * torch.sigmoid(module.rela_gate(x))
@@ -255,10 +255,13 @@ def test_bad_settings_name_the_flag(kwargs, message):
         ActivationMultiheadAttention(E, HEADS, self_attention=True, **kwargs)
 
 
-def test_every_activation_has_one_attention_function():
-    assert set(ATTENTION_FUNCTIONS) == set(ACTIVATIONS)
+def test_every_activation_binds_one_attention_function():
+    q, k, v = torch.randn(3, 1, 2, 4, 8)
+    for name in ACTIVATIONS:
+        assert bind_attention(name)(q, k, v, **make(name)._attention_parameters()).out.shape \
+            == q.shape
     with pytest.raises(ValueError, match="--attention-activation 'gelu' is unknown"):
-        attention(*torch.randn(3, 1, 1, 2, 4), "gelu")
+        bind_attention("gelu")
 
 
 def attention_output_variance(scaling, length):

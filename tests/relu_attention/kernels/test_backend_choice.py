@@ -28,10 +28,24 @@ def test_auto_on_cuda(monkeypatch, triton, flex, dropout, want):
     assert dispatch.resolve_backend("auto", on("cuda"), dropout) == want
 
 
-def test_auto_on_the_cpu_is_the_tiled_kernel_even_with_triton(monkeypatch):
+@pytest.mark.parametrize("compiled, want", [(True, "cpp"), (False, "tiled")])
+def test_auto_on_the_cpu_is_the_compiled_kernel_else_tiled_never_triton(monkeypatch, compiled,
+                                                                         want):
     # the interpreter makes triton "available" on the CPU; auto must not pick it there
     monkeypatch.setattr(dispatch, "triton_available", lambda q: True)
-    assert dispatch.resolve_backend("auto", on("cpu"), 0.1) == "tiled"
+    monkeypatch.setattr(dispatch, "compiled_available", lambda q: compiled)
+    for dropout in (0.0, 0.1):
+        assert dispatch.resolve_backend("auto", on("cpu"), dropout) == want
+
+
+def test_a_bound_backend_resolves_auto_once_per_device_and_dropout(monkeypatch):
+    bound = dispatch.BoundBackend("auto")
+    q = torch.zeros(1, 1, 2, 4)
+    first = bound.kernel(q, 0.0)
+    monkeypatch.setattr(dispatch, "resolve_backend", lambda *a: pytest.fail("resolved again"))
+    assert bound.kernel(q, 0.0) is first
+    with pytest.raises(BaseException, match="resolved again"):
+        bound.kernel(q, 0.1)  # dropout on is another kind of input
 
 
 def test_forced_backends_that_cannot_run_say_why():

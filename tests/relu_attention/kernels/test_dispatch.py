@@ -52,7 +52,7 @@ def test_a_chunk_size_the_backend_ignores_is_an_error(name):
 
 def test_unknown_backend_names_the_choices():
     q, k, v, _, _ = inputs()
-    with pytest.raises(ValueError, match="auto, reference, tiled, flex"):
+    with pytest.raises(ValueError, match="auto, reference, tiled, cpp, flex"):
         dispatch.relu_sums(q, k, v, backend="cuda")
 
 

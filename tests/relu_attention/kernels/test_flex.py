@@ -63,6 +63,7 @@ def test_selected_automatically_on_cuda_only(monkeypatch):
     from relu_former.relu_attention.kernels import dispatch
 
     q = torch.zeros(1, 1, 1, 4)
+    monkeypatch.setattr(dispatch, "compiled_available", lambda q: False)
     assert not flex_available(q)
     assert dispatch.resolve_backend("auto", q) == "tiled"
     called = []

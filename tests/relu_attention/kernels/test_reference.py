@@ -14,8 +14,9 @@ import torch
 from relu_former.relu_attention import activations
 from relu_former.relu_attention.activations import (
     ACTIVATIONS,
-    attention,
+    bind_attention,
     check_activation,
+    normalized_attention,
 )
 from relu_former.relu_attention.kernels import dispatch
 from relu_former.relu_attention.kernels import reference as reference_kernel
@@ -273,7 +274,7 @@ def test_variance_stays_near_one_with_the_factor_and_grows_without():
 
 def test_softmax_matches_torch_and_masked_rows_are_zero():
     q, k, v, pad, blocked = case_tensors("left_pad_causal")
-    result = attention(q, k, v, "softmax", key_padding_mask=pad, attn_mask=blocked,
+    result = normalized_attention(q, k, v, "softmax", key_padding_mask=pad, attn_mask=blocked,
                        need_weights=True, need_statistics=True)
     scores = (q @ k.transpose(-1, -2)) / math.sqrt(D)
     mask = blocked[None, None] | pad[:, None, None, :]
@@ -292,7 +293,7 @@ def test_entmax_family_rows_are_sparse_distributions(name):
 
     q, k, v, pad, blocked = case_tensors("right_pad_self")
     q = q * 4  # sharp scores, so the sparse mappings really drop keys
-    result = attention(q, k, v, name, key_padding_mask=pad, need_weights=True,
+    result = normalized_attention(q, k, v, name, key_padding_mask=pad, need_weights=True,
                        need_statistics=True)
     scores = (q @ k.transpose(-1, -2)) / math.sqrt(D)
     for b in range(B):
@@ -320,8 +321,9 @@ def test_rela_is_rms_normalised_relu_output():
 def test_every_activation_one_interface_no_nan_on_empty_rows(name):
     q, k, v, blocked = all_zero_rows()
     leaves = [x.clone().requires_grad_() for x in (q, k, v)]
-    result = attention(*leaves, name, attn_mask=blocked, need_weights=True,
-                       need_statistics=True)
+    gain = {"gain": torch.ones(q.size(-1), dtype=q.dtype)} if name == "rela" else {}
+    result = bind_attention(name)(*leaves, attn_mask=blocked, need_weights=True,
+                                  need_statistics=True, **gain)
     assert result.out.shape == q.shape and result.weights.shape == (B, H, 4, 5)
     result.out.sum().backward()
     assert all(torch.isfinite(x.grad).all() for x in leaves)

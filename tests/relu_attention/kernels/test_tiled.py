@@ -175,10 +175,11 @@ def test_incremental_decoding_equals_the_full_pass():
     q, k, v = make(steps, steps)
     pad = left_pad(steps)
     full = relu_attention(q, k, v, key_padding_mask=pad, attn_mask=causal(steps),
-                          need_statistics=True)
+                          need_statistics=True, backend="tiled")
     for t in range(steps):
         step = relu_attention(q[:, :, t:t + 1], k[:, :, :t + 1], v[:, :, :t + 1],
-                              key_padding_mask=pad[:, :t + 1], need_statistics=True)
+                              key_padding_mask=pad[:, :t + 1], need_statistics=True,
+                              backend="tiled")
         torch.testing.assert_close(step.out, full.out[:, :, t:t + 1], atol=1e-12, rtol=0)
         for name in ("row_sum", "entropy", "zeros", "n"):
             torch.testing.assert_close(getattr(step.statistics, name),
@@ -204,7 +205,8 @@ def test_neither_pass_holds_a_score_matrix():
     n, heads = 512, 2
     q, k, v = (torch.randn(1, heads, n, 16, requires_grad=True) for _ in range(3))
     with LargestTensor() as mode:
-        result = relu_attention(q, k, v, attn_mask=causal(n), need_statistics=True)
+        result = relu_attention(q, k, v, attn_mask=causal(n), need_statistics=True,
+                                backend="tiled")
         loss = result.out.square().sum() + result.statistics.entropy.sum()
         loss.backward()
     bq, bk = tile_shape(heads, n, n)

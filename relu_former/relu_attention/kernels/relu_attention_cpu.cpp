@@ -1,0 +1,387 @@
+// Fused ReLU attention for the CPU: the sums of relu_former/relu_attention/kernels/tiled.py
+// (equations there; ReLUFormer, arXiv 2302.06461), computed tile by tile in compiled code.
+//
+// With s_ij = ReLU(scale q_i . k_j) over the keys j visible to query i, and keep_ij the
+// dropout multiplier (1 without dropout; 0 or 1/(1-p), replayed from a hash of
+// (seed, head, i, j)):
+//
+//   forward   U_i = sum_j keep_ij s_ij v_j   S_i = sum_j s_ij
+//             T_i = sum_j s_ij log s_ij      P_i = #{j: s_ij > 0}       (the last three on request)
+//   backward  g_ij = keep_ij gU_i . v_j + gS_i + gT_i (log s_ij + 1)   where s_ij > 0, else 0
+//             dq_i = scale sum_j g_ij k_j   dk_j = scale sum_i g_ij q_i   dv_j = sum_i keep_ij s_ij gU_i
+//
+// Like the CPU flash kernel of torch's scaled_dot_product_attention, a tile of scores lives
+// only in a per-thread buffer (bq x bk, in the caches) between two matrix products (torch's
+// own BLAS), so nothing Tq x Tk is written to memory. Unlike
+// softmax it needs no running maximum, exponential or rescaling. Threads share out
+// (head, query block) pairs in the forward pass and heads in the backward pass, so every
+// gradient row has one writer. Tiles whose keys are all hidden are skipped.
+//
+// Layout: q (BH, Tq, D), k (BH, Tk, D), v (BH, Tk, Dv), contiguous, float32 or float64.
+// ``padding`` (B, Tk) uint8, 1 = padding key, or empty; ``blocked`` (Bm, Hm, Tq, Tk) uint8,
+// 1 = hidden, Bm in {1, B} and Hm in {1, H}, or empty. BH = B * H with ``heads`` = H.
+
+#include <torch/extension.h>
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace {
+
+// Measured (one thread, forward + backward, head dims 16 and 64, n = 1,024): 64 x 512 tiles
+// within noise of the best of 32-256 x 256-1024; a tile of scores is then 128 KiB in float32.
+constexpr int64_t kQueryBlock = 64;
+constexpr int64_t kKeyBlock = 512;
+
+// The Fortran BLAS entry points of the BLAS torch links (MKL in torch's x86 CPU wheels).
+// torch's own C++ wrappers around them (at::native::cpublas::gemm) are not exported.
+extern "C" {
+void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
+            const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
+            const float* beta, float* c, const int* ldc);
+void dgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
+            const double* alpha, const double* a, const int* lda, const double* b,
+            const int* ldb, const double* beta, double* c, const int* ldc);
+}
+
+inline void blas_gemm(const char* ta, const char* tb, const int* m, const int* n, const int* k,
+                      const float* alpha, const float* a, const int* lda, const float* b,
+                      const int* ldb, const float* beta, float* c, const int* ldc) {
+  sgemm_(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+inline void blas_gemm(const char* ta, const char* tb, const int* m, const int* n, const int* k,
+                      const double* alpha, const double* a, const int* lda, const double* b,
+                      const int* ldb, const double* beta, double* c, const int* ldc) {
+  dgemm_(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// Row-major C (m x n) = alpha op(A) op(B) + beta C, through column-major BLAS: C^T = op(B)^T op(A)^T.
+template <typename T>
+void matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha,
+            const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  const char ta = trans_b ? 'T' : 'N', tb = trans_a ? 'T' : 'N';
+  const int mm = static_cast<int>(n), nn = static_cast<int>(m), kk = static_cast<int>(k);
+  const int la = static_cast<int>(ldb), lb = static_cast<int>(lda), lc = static_cast<int>(ldc);
+  blas_gemm(&ta, &tb, &mm, &nn, &kk, &alpha, b, &la, a, &lb, &beta, c, &lc);
+}
+
+// splitmix64: a stateless hash, so backward draws exactly the forward's dropout decisions.
+inline uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+struct Dropout {
+  double p = 0.0;
+  uint64_t seed = 0;
+  uint64_t threshold = 0;  // keep when the hash's top 32 bits are >= threshold
+  double scale = 1.0;
+
+  Dropout(double p_, int64_t seed_) : p(p_), seed(static_cast<uint64_t>(seed_)) {
+    threshold = static_cast<uint64_t>(p * 4294967296.0);
+    scale = p > 0 ? 1.0 / (1.0 - p) : 1.0;
+  }
+  bool active() const { return p > 0; }
+  // the multiplier of score (bh, i, j): 0 or 1/(1-p)
+  template <typename T>
+  T keep(int64_t bh, int64_t i, int64_t j, int64_t tq, int64_t tk) const {
+    uint64_t index = (static_cast<uint64_t>(bh) * tq + i) * tk + j;
+    return (mix(seed ^ mix(index)) >> 32) >= threshold ? static_cast<T>(scale) : T(0);
+  }
+};
+
+// Which keys a query block may see.
+struct Visibility {
+  const uint8_t* padding;  // (B, Tk) or nullptr
+  const uint8_t* blocked;  // (Bm, Hm, Tq, Tk) or nullptr
+  int64_t heads, tq, tk, mask_batch, mask_heads;
+
+  const uint8_t* padding_row(int64_t bh) const {
+    return padding ? padding + (bh / heads) * tk : nullptr;
+  }
+  const uint8_t* blocked_rows(int64_t bh) const {
+    if (!blocked) return nullptr;
+    int64_t b = mask_batch > 1 ? bh / heads : 0;
+    int64_t h = mask_heads > 1 ? bh % heads : 0;
+    return blocked + (b * mask_heads + h) * tq * tk;
+  }
+  // 0: no key of the tile visible, 1: some, 2: all
+  int tile_state(const uint8_t* pad, const uint8_t* blk, int64_t q0, int64_t q1,
+                 int64_t k0, int64_t k1) const {
+    if (!pad && !blk) return 2;
+    int64_t hidden = 0, total = (q1 - q0) * (k1 - k0);
+    for (int64_t i = q0; i < q1; ++i) {
+      for (int64_t j = k0; j < k1; ++j) {
+        hidden += (pad && pad[j]) || (blk && blk[i * tk + j]);
+      }
+    }
+    return hidden == total ? 0 : (hidden == 0 ? 2 : 1);
+  }
+};
+
+// s = ReLU(scale q k^T) of one tile into buf (bq x bk, leading dim bk), hidden keys zeroed.
+template <typename T>
+void tile_scores(const T* q, const T* k, int64_t d, T scale, int64_t q0, int64_t q1,
+                 int64_t k0, int64_t k1, int state, const uint8_t* pad, const uint8_t* blk,
+                 int64_t tk, T* buf) {
+  const int64_t bq = q1 - q0, bk = k1 - k0;
+  matmul<T>(false, true, bq, bk, d, scale, q + q0 * d, d, k + k0 * d, d, T(0), buf, bk);
+  for (int64_t i = 0; i < bq; ++i) {
+    T* row = buf + i * bk;
+    if (state == 2) {
+      for (int64_t j = 0; j < bk; ++j) row[j] = row[j] > T(0) ? row[j] : T(0);
+      continue;
+    }
+    const uint8_t* brow = blk ? blk + (q0 + i) * tk + k0 : nullptr;
+    for (int64_t j = 0; j < bk; ++j) {
+      bool hidden = (pad && pad[k0 + j]) || (brow && brow[j]);
+      row[j] = (!hidden && row[j] > T(0)) ? row[j] : T(0);
+    }
+  }
+}
+
+template <typename T>
+void forward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                  const Visibility& vis, const Dropout& drop, bool need_sums, at::Tensor& u,
+                  at::Tensor& row_sum, at::Tensor& xlogx, at::Tensor& positives) {
+  const int64_t bh_count = q.size(0), tq = q.size(1), d = q.size(2), tk = k.size(1),
+                dv = v.size(2);
+  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(d)));
+  const T* qp = q.data_ptr<T>();
+  const T* kp = k.data_ptr<T>();
+  const T* vp = v.data_ptr<T>();
+  T* up = u.data_ptr<T>();
+  T* sp = need_sums ? row_sum.data_ptr<T>() : nullptr;
+  T* xp = need_sums ? xlogx.data_ptr<T>() : nullptr;
+  T* pp = need_sums ? positives.data_ptr<T>() : nullptr;
+  const int64_t q_blocks = (tq + kQueryBlock - 1) / kQueryBlock;
+  at::parallel_for(0, bh_count * q_blocks, 1, [&](int64_t begin, int64_t end) {
+    std::vector<T> buf(kQueryBlock * std::min(kKeyBlock, tk));
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t bh = task / q_blocks;
+      const int64_t q0 = (task % q_blocks) * kQueryBlock, q1 = std::min(q0 + kQueryBlock, tq);
+      const T* qh = qp + bh * tq * d;
+      const T* kh = kp + bh * tk * d;
+      const T* vh = vp + bh * tk * dv;
+      T* uh = up + (bh * tq + q0) * dv;
+      const uint8_t* pad = vis.padding_row(bh);
+      const uint8_t* blk = vis.blocked_rows(bh);
+      bool first = true;
+      for (int64_t k0 = 0; k0 < tk; k0 += kKeyBlock) {
+        const int64_t k1 = std::min(k0 + kKeyBlock, tk), bk = k1 - k0;
+        int state = vis.tile_state(pad, blk, q0, q1, k0, k1);
+        if (state == 0) continue;
+        tile_scores<T>(qh, kh, d, scale, q0, q1, k0, k1, state, pad, blk, tk, buf.data());
+        for (int64_t i = 0; i < q1 - q0; ++i) {
+          T* row = buf.data() + i * bk;
+          if (need_sums) {
+            T s_sum = 0, t_sum = 0, p_sum = 0;
+            for (int64_t j = 0; j < bk; ++j) {
+              T s = row[j];
+              if (s > T(0)) {
+                s_sum += s;
+                t_sum += s * std::log(s);
+                p_sum += 1;
+              }
+            }
+            const int64_t r = bh * tq + q0 + i;
+            sp[r] += s_sum;
+            xp[r] += t_sum;
+            pp[r] += p_sum;
+          }
+          if (drop.active()) {
+            for (int64_t j = 0; j < bk; ++j) {
+              if (row[j] != T(0)) row[j] *= drop.keep<T>(bh, q0 + i, k0 + j, tq, tk);
+            }
+          }
+        }
+        // U (bq x dv) += s (bq x bk) v (bk x dv); the first tile overwrites (beta 0)
+        matmul<T>(false, false, q1 - q0, dv, bk, T(1), buf.data(), bk, vh + k0 * dv, dv,
+                  first ? T(0) : T(1), uh, dv);
+        first = false;
+      }
+      if (first) std::fill(uh, uh + (q1 - q0) * dv, T(0));
+    }
+  });
+}
+
+template <typename T>
+void backward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                   const at::Tensor& grad_u, const at::Tensor& grad_row_sum,
+                   const at::Tensor& grad_xlogx, const Visibility& vis, const Dropout& drop,
+                   at::Tensor& dq, at::Tensor& dk, at::Tensor& dv_out) {
+  const int64_t bh_count = q.size(0), tq = q.size(1), d = q.size(2), tk = k.size(1),
+                dv = v.size(2);
+  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(d)));
+  const T* qp = q.data_ptr<T>();
+  const T* kp = k.data_ptr<T>();
+  const T* vp = v.data_ptr<T>();
+  const bool has_u = grad_u.defined(), has_s = grad_row_sum.defined(),
+             has_t = grad_xlogx.defined();
+  const T* gup = has_u ? grad_u.data_ptr<T>() : nullptr;
+  const T* gsp = has_s ? grad_row_sum.data_ptr<T>() : nullptr;
+  const T* gtp = has_t ? grad_xlogx.data_ptr<T>() : nullptr;
+  T* dqp = dq.data_ptr<T>();
+  T* dkp = dk.data_ptr<T>();
+  T* dvp = dv_out.data_ptr<T>();
+  at::parallel_for(0, bh_count, 1, [&](int64_t begin, int64_t end) {
+    const int64_t bk_max = std::min(kKeyBlock, tk);
+    std::vector<T> s_buf(kQueryBlock * bk_max), g_buf(kQueryBlock * bk_max);
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const T* qh = qp + bh * tq * d;
+      const T* kh = kp + bh * tk * d;
+      const T* vh = vp + bh * tk * dv;
+      const T* guh = has_u ? gup + bh * tq * dv : nullptr;
+      T* dqh = dqp + bh * tq * d;
+      T* dkh = dkp + bh * tk * d;
+      T* dvh = dvp + bh * tk * dv;
+      std::fill(dqh, dqh + tq * d, T(0));
+      std::fill(dkh, dkh + tk * d, T(0));
+      std::fill(dvh, dvh + tk * dv, T(0));
+      const uint8_t* pad = vis.padding_row(bh);
+      const uint8_t* blk = vis.blocked_rows(bh);
+      for (int64_t q0 = 0; q0 < tq; q0 += kQueryBlock) {
+        const int64_t q1 = std::min(q0 + kQueryBlock, tq), bq = q1 - q0;
+        for (int64_t k0 = 0; k0 < tk; k0 += kKeyBlock) {
+          const int64_t k1 = std::min(k0 + kKeyBlock, tk), bk = k1 - k0;
+          int state = vis.tile_state(pad, blk, q0, q1, k0, k1);
+          if (state == 0) continue;
+          T* s = s_buf.data();
+          T* g = g_buf.data();
+          tile_scores<T>(qh, kh, d, scale, q0, q1, k0, k1, state, pad, blk, tk, s);
+          if (has_u) {
+            // g = gU v^T (bq x bk)
+            matmul<T>(false, true, bq, bk, dv, T(1), guh + q0 * dv, dv, vh + k0 * dv, dv,
+                      T(0), g, bk);
+          }
+          for (int64_t i = 0; i < bq; ++i) {
+            const int64_t r = bh * tq + q0 + i;
+            const T shift = (has_s ? gsp[r] : T(0)) + (has_t ? gtp[r] : T(0));
+            T* srow = s + i * bk;
+            T* grow = g + i * bk;
+            if (!has_u) std::fill(grow, grow + bk, T(0));
+            if (drop.active()) {  // g times keep; s times keep afterwards, for dv
+              for (int64_t j = 0; j < bk; ++j) {
+                if (srow[j] > T(0)) {
+                  const T keep = drop.keep<T>(bh, q0 + i, k0 + j, tq, tk);
+                  grow[j] = grow[j] * keep + shift + (has_t ? gtp[r] * std::log(srow[j]) : T(0));
+                  srow[j] *= keep;
+                } else {
+                  grow[j] = T(0);
+                }
+              }
+              continue;
+            }
+            if (has_t) {
+              const T g_t = gtp[r];
+              for (int64_t j = 0; j < bk; ++j) {
+                grow[j] += g_t * std::log(std::max(srow[j], std::numeric_limits<T>::min()));
+              }
+            }
+            // ReLU's (and the mask's) derivative: nothing flows where s = 0; branch-free
+            for (int64_t j = 0; j < bk; ++j) {
+              grow[j] = srow[j] > T(0) ? grow[j] + shift : T(0);
+            }
+          }
+          if (has_u) {  // dv (bk x dv) += s^T gU
+            matmul<T>(true, false, bk, dv, bq, T(1), s, bk, guh + q0 * dv, dv, T(1),
+                      dvh + k0 * dv, dv);
+          }
+          // dq (bq x d) += scale g k;  dk (bk x d) += scale g^T q
+          matmul<T>(false, false, bq, d, bk, scale, g, bk, kh + k0 * d, d, T(1),
+                    dqh + q0 * d, d);
+          matmul<T>(true, false, bk, d, bq, scale, g, bk, qh + q0 * d, d, T(1),
+                    dkh + k0 * d, d);
+        }
+      }
+    }
+  });
+}
+
+Visibility visibility(const at::Tensor& padding, const at::Tensor& blocked, int64_t heads,
+                      int64_t tq, int64_t tk) {
+  Visibility vis{nullptr, nullptr, heads, tq, tk, 1, 1};
+  if (padding.defined()) {
+    TORCH_CHECK(padding.dim() == 2 && padding.size(1) == tk && padding.is_contiguous(),
+                "padding must be a contiguous (B, Tk) uint8 tensor");
+    vis.padding = padding.data_ptr<uint8_t>();
+  }
+  if (blocked.defined()) {
+    TORCH_CHECK(blocked.dim() == 4 && blocked.size(2) == tq && blocked.size(3) == tk &&
+                    blocked.is_contiguous(),
+                "blocked must be a contiguous (B|1, H|1, Tq, Tk) uint8 tensor");
+    vis.blocked = blocked.data_ptr<uint8_t>();
+    vis.mask_batch = blocked.size(0);
+    vis.mask_heads = blocked.size(1);
+  }
+  return vis;
+}
+
+void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, "q, k, v must be (BH, T, D)");
+  TORCH_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous(),
+              "q, k, v must be contiguous");
+  TORCH_CHECK(q.scalar_type() == k.scalar_type() && q.scalar_type() == v.scalar_type(),
+              "q, k, v must share their dtype");
+  TORCH_CHECK(q.size(0) == k.size(0) && k.size(0) == v.size(0) && k.size(1) == v.size(1) &&
+                  q.size(2) == k.size(2),
+              "q, k, v shapes disagree");
+}
+
+}  // namespace
+
+std::vector<at::Tensor> relu_sums_forward(const at::Tensor& q, const at::Tensor& k,
+                                          const at::Tensor& v,
+                                          const c10::optional<at::Tensor>& padding,
+                                          const c10::optional<at::Tensor>& blocked,
+                                          int64_t heads, double dropout_p, int64_t seed,
+                                          bool need_sums) {
+  check_inputs(q, k, v);
+  Visibility vis = visibility(padding.value_or(at::Tensor()), blocked.value_or(at::Tensor()),
+                              heads, q.size(1), k.size(1));
+  Dropout drop(dropout_p, seed);
+  at::Tensor u = at::empty({q.size(0), q.size(1), v.size(2)}, q.options());
+  at::Tensor row_sum, xlogx, positives;
+  if (need_sums) {
+    row_sum = at::zeros({q.size(0), q.size(1)}, q.options());
+    xlogx = at::zeros_like(row_sum);
+    positives = at::zeros_like(row_sum);
+  }
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "relu_sums_forward", [&] {
+    forward_impl<scalar_t>(q, k, v, vis, drop, need_sums, u, row_sum, xlogx, positives);
+  });
+  return {u, row_sum, xlogx, positives};
+}
+
+std::vector<at::Tensor> relu_sums_backward(const at::Tensor& q, const at::Tensor& k,
+                                           const at::Tensor& v,
+                                           const c10::optional<at::Tensor>& grad_u,
+                                           const c10::optional<at::Tensor>& grad_row_sum,
+                                           const c10::optional<at::Tensor>& grad_xlogx,
+                                           const c10::optional<at::Tensor>& padding,
+                                           const c10::optional<at::Tensor>& blocked,
+                                           int64_t heads, double dropout_p, int64_t seed) {
+  check_inputs(q, k, v);
+  Visibility vis = visibility(padding.value_or(at::Tensor()), blocked.value_or(at::Tensor()),
+                              heads, q.size(1), k.size(1));
+  Dropout drop(dropout_p, seed);
+  at::Tensor dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "relu_sums_backward", [&] {
+    backward_impl<scalar_t>(q, k, v, grad_u.value_or(at::Tensor()),
+                            grad_row_sum.value_or(at::Tensor()),
+                            grad_xlogx.value_or(at::Tensor()), vis, drop, dq, dk, dv);
+  });
+  return {dq, dk, dv};
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("forward", &relu_sums_forward, "U, S, T, P of fused ReLU attention (CPU)");
+  m.def("backward", &relu_sums_backward, "dq, dk, dv of fused ReLU attention (CPU)");
+}

@@ -1,0 +1,135 @@
+"""The cpp backend (compiled C++ tiles) against the float64 dense reference of test_tiled."""
+
+import math
+
+import pytest
+import torch
+
+from relu_former.relu_attention.activations import relu_attention
+from relu_former.relu_attention.kernels.compiled_cpu import compiled_available, compiled_relu_sums
+from tests.relu_attention.kernels.test_tiled import (
+    CASES,
+    B,
+    H,
+    causal,
+    left_pad,
+    make,
+    reference,
+)
+
+pytestmark = pytest.mark.skipif(not compiled_available(torch.zeros(1)),
+                                reason="the compiled kernel is not built (pip install -e .)")
+
+
+def long_case():
+    """More queries than a 64-query tile and keys than a 512-key tile, so every pass crosses
+    tile borders; a random 4-d mask with rows that see no key, a right-padded batch row."""
+    tgt_len, src_len = 70, 530
+    blocked = torch.rand(B, H, tgt_len, src_len, generator=torch.Generator().manual_seed(1)) < 0.5
+    blocked[:, :, 3] = True
+    pad = torch.zeros(B, src_len, dtype=torch.bool)
+    pad[0, 520:] = True
+    return tgt_len, src_len, pad, blocked
+
+
+ALL_CASES = {**CASES, "long_4d_mask": long_case(),
+             "long_causal_1x1_mask": (600, 600, left_pad(600), causal(600))}
+
+
+def run(q, k, v, pad, blocked, gamma=1.0):
+    result = relu_attention(q, k, v, key_padding_mask=pad, attn_mask=blocked, gamma=gamma,
+                            need_statistics=True, backend="cpp")
+    stats = result.statistics
+    return result.out, stats.row_sum, stats.entropy, stats.zeros, stats.n
+
+
+@pytest.mark.parametrize("name", list(ALL_CASES))
+def test_values_and_gradients_equal_the_float64_reference(name):
+    tgt_len, src_len, pad, blocked = ALL_CASES[name]
+    leaves = [x.requires_grad_() for x in make(tgt_len, src_len)]
+    got = run(*leaves, pad, blocked, gamma=1.3)
+    want = reference(*leaves, pad, blocked, gamma=1.3)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-10)
+    weights = [torch.randn(x.shape, dtype=torch.float64) for x in want[:3]]
+
+    def loss(values):
+        return sum((x * w).sum() for x, w in zip(values[:3], weights))
+
+    got_grads = torch.autograd.grad(loss(got), leaves)
+    for a, b in zip(got_grads, torch.autograd.grad(loss(want), leaves)):
+        torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-10)
+
+
+@pytest.mark.parametrize("name", ["self_left_pad_causal", "cross_right_pad", "single_key",
+                                  "empty_rows_4d_mask"])
+def test_gradcheck_float64(name):
+    tgt_len, src_len, pad, blocked = CASES[name]
+    leaves = tuple(x[:, :2, :, :3].clone().requires_grad_() for x in make(tgt_len, src_len))
+    if blocked is not None and blocked.dim() == 4:
+        blocked = blocked[:, :2]
+
+    def function(q, k, v):
+        sums = compiled_relu_sums(q, k, v, key_padding_mask=pad, attn_mask=blocked)
+        return sums.u, sums.row_sum, sums.xlogx
+
+    assert torch.autograd.gradcheck(function, leaves)
+
+
+def test_gradcheck_with_dropout_replays_the_masks():
+    leaves = tuple(x.clone().requires_grad_() for x in make(6, 7))
+
+    def function(q, k, v):
+        sums = compiled_relu_sums(q, k, v, attn_mask=causal(6, 7), dropout_p=0.4, seed=3)
+        return sums.u, sums.row_sum, sums.xlogx
+
+    assert torch.autograd.gradcheck(function, leaves)
+
+
+def test_dropout_drops_the_given_share_and_keeps_the_expectation():
+    """Every score 1 and every value 1: U_i counts the kept keys, each kept one 1/(1-p)."""
+    p, n = 0.3, 4000
+    q = torch.ones(1, 1, 8, 4) * 2.0  # q . k / sqrt(4) = 1 for every key
+    k = torch.ones(1, 1, n, 4) / 4.0
+    v = torch.ones(1, 1, n, 1)
+    plain = compiled_relu_sums(q, k, v, need_sums=True)
+    dropped = compiled_relu_sums(q, k, v, dropout_p=p, seed=11, need_sums=True)
+    torch.testing.assert_close(dropped.row_sum, plain.row_sum)  # statistics are undropped
+    kept = dropped.u[..., 0] * (1 - p)  # the kept keys of each row
+    # each row keeps Binomial(n, 1 - p) keys: within 5 standard deviations
+    sd = math.sqrt(n * p * (1 - p))
+    assert ((kept - n * (1 - p)).abs() < 5 * sd).all(), kept
+    assert not torch.equal(kept[..., 0], kept[..., 1])  # rows draw their own masks
+    again = compiled_relu_sums(q, k, v, dropout_p=p, seed=11)
+    assert torch.equal(again.u, dropped.u)  # the seed replays the masks
+
+
+def test_float32_and_bfloat16_against_float64():
+    tgt_len, src_len, pad, blocked = ALL_CASES["long_4d_mask"]
+    for dtype, tolerance in ((torch.float32, 1e-5), (torch.bfloat16, 5e-2)):
+        q, k, v = make(tgt_len, src_len, dtype=dtype)
+        got = run(q, k, v, pad, blocked)
+        assert got[0].dtype == dtype
+        for a, b in zip(got, reference(q, k, v, pad, blocked)):
+            torch.testing.assert_close(a.double(), b, atol=tolerance, rtol=tolerance)
+
+
+def test_incremental_decoding_equals_the_full_pass():
+    steps = 9
+    q, k, v = make(steps, steps)
+    pad = left_pad(steps)
+    full = relu_attention(q, k, v, key_padding_mask=pad, attn_mask=causal(steps),
+                          backend="cpp")
+    for t in range(steps):
+        step = relu_attention(q[:, :, t:t + 1], k[:, :, :t + 1], v[:, :, :t + 1],
+                              key_padding_mask=pad[:, :t + 1], backend="cpp")
+        torch.testing.assert_close(step.out, full.out[:, :, t:t + 1], atol=1e-12, rtol=0)
+
+
+def test_without_the_extension_the_backend_names_the_fix(monkeypatch):
+    from relu_former.relu_attention.kernels import compiled_cpu
+
+    monkeypatch.setattr(compiled_cpu, "_extension", lambda: None)
+    q = torch.zeros(1, 1, 2, 4)
+    with pytest.raises(ValueError, match="pip install --no-build-isolation -e ."):
+        compiled_relu_sums(q, q, q)
