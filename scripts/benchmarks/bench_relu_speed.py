@@ -1,0 +1,176 @@
+"""ReLU attention against softmax: one attention's forward+backward, and whole training steps.
+
+Two tables, every ratio measured side by side in this run (interleaved rounds, median):
+
+1. Attention. ``relu_attention`` (the paper's ReLU with its variance factor, the default
+   ``auto`` backend, no statistics) against torch's ``scaled_dot_product_attention`` (the
+   fused softmax kernel fairseq's attention calls), forward + backward, no mask, 4 heads, head
+   sizes 16, 32 and 64, n from 32 to 4,096 with about ``--tokens`` query tokens a call
+   (batch = tokens / n). Target: ReLU / SDPA time at most 1.05 everywhere. Peak tensor memory
+   at the longest n (target at most 1.2x); the compiled kernel's per-thread tile buffers
+   (2 x 64 x 512 scores) are not tensors and are not counted.
+2. Training. ``relu_former_iwslt_de_en`` with ``--attention-activation relu`` (ReLU in every
+   attention: the paper's model) against the same model with ``--attention-activation
+   softmax``, fairseq ``Trainer.train_step`` with label-smoothed cross-entropy, at model
+   width 64 and 256 (4 heads, 2+2 layers), on sentence pairs and on 1,024- and 4,096-token
+   documents, ``--batch-tokens`` target tokens a step. Target: ReLU / softmax words/s at
+   least 0.95.
+
+    python -m scripts.benchmarks.bench_relu_speed --quick            # about a minute
+    python -m scripts.benchmarks.bench_relu_speed --out bench/out    # the full tables
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from relu_former.relu_attention.activations import relu_attention
+from scripts.benchmarks.bench_relu_former_training import (
+    build_trainer,
+    synthetic_batch,
+    write_dictionaries,
+)
+from scripts.common.benchmarking import (
+    BenchmarkParser,
+    finish_report,
+    interleaved_median_seconds,
+    log,
+    peak_memory_bytes,
+    torch_setup,
+)
+from scripts.common.plotting import markdown_table
+
+HEADS = 4
+TIME_TARGET = 1.05
+MEMORY_TARGET = 1.2
+WORDS_TARGET = 0.95
+SIZE = ("--encoder-layers 2 --decoder-layers 2 --encoder-embed-dim {w} --decoder-embed-dim {w} "
+        "--encoder-ffn-embed-dim {f} --decoder-ffn-embed-dim {f} "
+        "--encoder-attention-heads 4 --decoder-attention-heads 4")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = BenchmarkParser(__doc__, "small sizes and few rounds: checks that it runs")
+    parser.add_quick_argument("--lengths", [32, 64, 128, 256, 512, 1024, 2048, 4096],
+                              [32, 256], "sequence lengths of the attention table",
+                              nargs="+", type=int)
+    parser.add_quick_argument("--head-dims", [16, 32, 64], [16], "head sizes of the "
+                              "attention table", nargs="+", type=int)
+    parser.add_quick_argument("--tokens", 8192, 512, "query tokens per attention call "
+                              "(batch = tokens / n, at least 1)", type=int)
+    parser.add_quick_argument("--widths", [64, 256], [64], "model widths of the training "
+                              "table", nargs="+", type=int)
+    parser.add_quick_argument("--documents", [1024, 4096], [128], "document lengths of the "
+                              "training table (a sentence setting of 32 tokens is always run)",
+                              nargs="+", type=int)
+    parser.add_quick_argument("--batch-tokens", 8192, 512, "target tokens per training step",
+                              type=int)
+    parser.add_quick_argument("--rounds", 7, 2, "timed rounds (median)", type=int)
+    parser.add_argument("--vocab", type=int, default=4000,
+                        help="synthetic vocabulary of the training table (default 4000)")
+    parser.add_threads_and_out("write OUT/bench_relu_speed.md",
+                               "torch intra-op threads (default 1; the issue figures use 2)")
+    return parser.parse_args(argv)
+
+
+def attention_rows(args: argparse.Namespace) -> list[list]:
+    rows = []
+    for head_dim in args.head_dims:
+        for n in args.lengths:
+            batch = max(1, args.tokens // n)
+            q, k, v = (torch.randn(batch, HEADS, n, head_dim, requires_grad=True)
+                       for _ in range(3))
+            grad = torch.randn(batch, HEADS, n, head_dim)
+
+            def relu_step(q=q, k=k, v=v, grad=grad):
+                relu_attention(q, k, v).out.backward(grad)
+
+            def sdpa_step(q=q, k=k, v=v, grad=grad):
+                F.scaled_dot_product_attention(q, k, v).backward(grad)
+
+            seconds = interleaved_median_seconds({"relu": relu_step, "sdpa": sdpa_step},
+                                                 rounds=args.rounds, warmup=1)
+            ratio = seconds["relu"] / seconds["sdpa"]
+            memory = ""
+            if n == max(args.lengths):
+                memory = peak_memory_bytes(relu_step) / peak_memory_bytes(sdpa_step)
+            rows.append([head_dim, n, batch, seconds["sdpa"] * 1e3, seconds["relu"] * 1e3,
+                         ratio, "yes" if ratio <= TIME_TARGET else "NO", memory])
+            log(f"attention d={head_dim} n={n}: relu/sdpa {ratio:.2f}")
+    return rows
+
+
+def training_rows(args: argparse.Namespace) -> list[list]:
+    # the attention table imported relu_former before fairseq, so its fairseq half (model
+    # registration) is loaded here explicitly, as for any script that builds fairseq objects
+    import relu_former.plugin  # noqa: F401
+
+    rows = []
+    settings = {"sentences": 32, **{f"{n}-token documents": n for n in args.documents}}
+    with tempfile.TemporaryDirectory(prefix="bench_relu_speed_") as tmp:
+        data = Path(tmp)
+        write_dictionaries(data, args.vocab)
+        for width in args.widths:
+            size = SIZE.format(w=width, f=2 * width).split()
+            criterion = ["--criterion", "label_smoothed_cross_entropy", "--label-smoothing",
+                         "0.1"]
+            trainers = {name: build_trainer(data, "relu_former_iwslt_de_en",
+                                            size + criterion + ["--attention-activation", name],
+                                            max(settings.values()) + 8)
+                        for name in ("relu", "softmax")}
+            dictionary = trainers["relu"].task.target_dictionary
+            for setting, length in settings.items():
+                sample = synthetic_batch(dictionary, length, args.batch_tokens, seed=length)
+                steps = {name: (lambda t=trainer, s=sample: t.train_step([s]))
+                         for name, trainer in trainers.items()}
+                seconds = interleaved_median_seconds(steps, rounds=args.rounds, warmup=1)
+                words = {name: sample["ntokens"] / t for name, t in seconds.items()}
+                ratio = words["relu"] / words["softmax"]
+                rows.append([width, setting, words["softmax"], words["relu"], ratio,
+                             "yes" if ratio >= WORDS_TARGET else "NO"])
+                log(f"training width {width}, {setting}: relu/softmax words/s {ratio:.2f}")
+    return rows
+
+
+def report(args: argparse.Namespace, attention: list[list], training: list[list]) -> str:
+    return "\n".join([
+        "# bench_relu_speed: ReLU attention against softmax\n",
+        f"{torch_setup()}, median of {args.rounds} interleaved rounds after 1 warm-up.\n",
+        "## One attention, forward + backward (ReLU / SDPA time)\n",
+        f"{HEADS} heads, about {args.tokens} query tokens a call, no mask; target time ratio "
+        f"<= {TIME_TARGET}, peak tensor memory ratio at the longest n <= {MEMORY_TARGET}.\n",
+        markdown_table(["head dim", "n", "batch", "SDPA ms", "ReLU ms", "ReLU / SDPA", "met",
+                        "memory ratio"], attention),
+        "## Training words/s (ReLU / softmax attention)\n",
+        f"relu_former_iwslt_de_en, 2+2 layers, 4 heads, FFN 2x width, {args.batch_tokens} "
+        f"target tokens a step, vocabulary {args.vocab}; target ratio >= {WORDS_TARGET}.\n",
+        markdown_table(["width", "data", "softmax words/s", "ReLU words/s", "ReLU / softmax",
+                        "met"], training),
+    ])
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    for name in ("fairseq", "hydra"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=UserWarning)
+    log(f"bench_relu_speed: {torch_setup()}")
+    text = report(args, attention_rows(args), training_rows(args))
+    finish_report(args, "bench_relu_speed", text)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    sys.exit(main())
