@@ -14,10 +14,18 @@ With the plugin loaded:
   checkpoint saved without the plugin, the ``dict.*.txt`` files of the data folder it was
   trained on, when they still exist) are compared with the task's: any difference, another
   order included, stops the run with one line naming the flag, the first differing index and
-  ``--accept-dictionary-change``, the flag that loads it anyway (with a warning).
+  ``--accept-dictionary-change``, the flag that starts from it anyway (with a warning);
+- with that flag, each token embedding and output projection of the checkpoint is rebuilt at
+  the data's dictionary as fairseq reads the file: a word of both dictionaries keeps its row,
+  moved to its index here, and a word new to the data keeps the row the model was initialised
+  with, so another size loads too (fairseq alone ends in "Cannot load model parameters", a
+  size mismatch). It needs a new optimisation (``--finetune-from-model``, or
+  ``--reset-optimizer``): the saved optimizer state holds the embeddings' moments in the old
+  rows, so a resume with it is refused, naming ``--reset-optimizer``.
 
-fairseq offers no hook for either, so the plugin wraps ``Trainer.state_dict`` and
-``Trainer.load_checkpoint`` (same signatures, marked, so installing twice is harmless); the
+fairseq offers no hook for any of it, so the plugin wraps ``Trainer.state_dict``,
+``Trainer.load_checkpoint`` and ``checkpoint_utils.load_checkpoint_to_cpu`` (same signatures,
+marked, so installing twice is harmless); the
 flag is added to the parser by :mod:`relu_former.fairseq_fixes.parse_checks`, which passes it
 on in an environment variable so that spawned distributed workers see it too. There is no
 probe: this is a check fairseq does not make, and matching dictionaries load unchanged.
@@ -118,40 +126,127 @@ def _flag_of(trainer, filename: str) -> str:
     return "--restore-file"
 
 
+def move_embedding_rows(weights: dict, model, dictionaries: dict) -> list[str]:
+    """Give each word of the data its own embedding row of a checkpoint's ``weights``.
+
+    ``dictionaries``: side -> (the checkpoint's symbols, the data's). Each token embedding
+    and output projection (fairseq's ``embed_tokens`` and ``output_projection``; the encoder's
+    belong to the source side, the decoder's to the target) is rebuilt at the data's size: a
+    word of both dictionaries gets its row from the checkpoint, a word new to the data the row
+    ``model`` was initialised with. Returns one line per table, saying what was moved.
+    """
+    fresh = model.state_dict()
+    done = []
+    for name, _ in model.named_modules(remove_duplicate=False):  # shared tables: every name
+        if name.rsplit(".", 1)[-1] not in ("embed_tokens", "output_projection"):
+            continue
+        side = "source" if name.split(".", 1)[0] == "encoder" else "target"
+        if side not in dictionaries:
+            continue
+        saved, current = dictionaries[side]
+        where = {symbol: index for index, symbol in enumerate(saved)}
+        pairs = [(i, where[symbol]) for i, symbol in enumerate(current) if symbol in where]
+        for key in (f"{name}.weight", f"{name}.bias"):
+            old, new = weights.get(key), fresh.get(key)
+            if old is None or new is None or old.size(0) != len(saved) or \
+                    new.size(0) != len(current) or old.shape[1:] != new.shape[1:]:
+                continue
+            new = new.detach().clone().to(old.dtype)
+            rows, from_rows = zip(*pairs) if pairs else ((), ())
+            new[list(rows)] = old[list(from_rows)]
+            weights[key] = new
+            done.append(f"{key}: {len(pairs)} of {len(current)} words keep their rows, "
+                        f"{len(current) - len(pairs)} new ones start from fresh rows")
+    return done
+
+
+# the row moves for the checkpoint Trainer.load_checkpoint is loading, by its absolute path:
+# fairseq reads the file inside that method, with no hook between reading and loading
+_PENDING_MOVES: dict[str, Callable[[dict], None]] = {}
+
+
+def _moving_rows(original: Callable) -> Callable:
+    """``load_checkpoint_to_cpu`` that applies the pending row moves of the file it reads."""
+
+    @functools.wraps(original)
+    def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
+        state = original(path, arg_overrides=arg_overrides, load_on_all_ranks=load_on_all_ranks)
+        move = _PENDING_MOVES.get(os.path.abspath(str(path)))
+        if move is not None and isinstance(state, dict) and isinstance(state.get("model"), dict):
+            move(state["model"])
+        return state
+
+    return load_checkpoint_to_cpu
+
+
+def _changed_dictionaries(trainer, filename: str, reset_optimizer: bool) -> dict:
+    """side -> (saved, current) symbols for each dictionary that differs and is accepted;
+    raise ``OptionError`` for one that is not."""
+    current = _task_dictionaries(getattr(trainer, "task", None))
+    try:
+        saved = checkpoint_dictionaries(filename) if current else {}
+    except Exception:  # unreadable: the load itself reports it, naming the file
+        saved = {}
+    changed = {}
+    for side in ("source", "target"):
+        if side not in saved or side not in current:
+            continue
+        difference = dictionary_difference(saved[side], current[side])
+        if difference is None:
+            continue
+        message = (f"the {side} dictionary of the data does not match the one {filename} was "
+                   f"trained with: {difference}")
+        accepted = os.environ.get(ACCEPT_ENV) == "1"
+        if accepted and reset_optimizer:
+            logger.warning(f"{message} ({ACCEPT_FLAG}: each word's embedding row is moved to "
+                           "its index here)")
+            changed[side] = (saved[side], current[side])
+            continue
+        # a resume keeps the saved optimizer state: its moments of the embeddings are rows
+        # of the old dictionary
+        if accepted:
+            raise OptionError(ACCEPT_FLAG, f"{message}; {ACCEPT_FLAG} starts a new model from "
+                              "its weights, but this resume would keep its optimizer state, "
+                              "whose embedding rows belong to the old dictionary: add "
+                              f"--reset-optimizer, or fine-tune with --finetune-from-model "
+                              f"{filename} and another --save-dir")
+        also = "" if reset_optimizer else " --reset-optimizer"
+        raise OptionError(_flag_of(trainer, filename), f"{message}; its embeddings would "
+                          "belong to other words. Binarize the data with the checkpoint's "
+                          "dictionary (fairseq-preprocess --srcdict/--tgtdict), or pass "
+                          f"{ACCEPT_FLAG}{also} to start from it anyway, each word's embedding "
+                          "row moved to its index here")
+    return changed
+
+
 def _comparing(original: Callable) -> Callable:
     @functools.wraps(original)
-    def load_checkpoint(self, filename, *args, **kwargs):
-        if os.path.isfile(filename):
-            current = _task_dictionaries(getattr(self, "task", None))
-            try:
-                saved = checkpoint_dictionaries(filename) if current else {}
-            except Exception:  # unreadable: the load itself reports it, naming the file
-                saved = {}
-            for side in ("source", "target"):
-                if side not in saved or side not in current:
-                    continue
-                difference = dictionary_difference(saved[side], current[side])
-                if difference is None:
-                    continue
-                message = (f"the {side} dictionary of the data does not match the one "
-                           f"{filename} was trained with: {difference}; its embeddings would "
-                           "belong to other words")
-                if os.environ.get(ACCEPT_ENV) == "1":
-                    logger.warning(f"{message} (loaded anyway: {ACCEPT_FLAG})")
-                    continue
-                flag = _flag_of(self, filename)
-                raise OptionError(flag, f"{message}. Binarize the data with the checkpoint's "
-                                  f"dictionary (fairseq-preprocess --srcdict/--tgtdict), or pass "
-                                  f"{ACCEPT_FLAG} to load it anyway")
-        return original(self, filename, *args, **kwargs)
+    def load_checkpoint(self, filename, reset_optimizer=False, *args, **kwargs):
+        changed = (_changed_dictionaries(self, filename, reset_optimizer)
+                   if os.path.isfile(filename) else {})
+        if not changed:
+            return original(self, filename, reset_optimizer, *args, **kwargs)
+
+        def move(weights: dict) -> None:
+            for line in move_embedding_rows(weights, self.get_model(), changed):
+                logger.info(f"{filename}: {line}")
+
+        key = os.path.abspath(filename)
+        _PENDING_MOVES[key] = move
+        try:
+            return original(self, filename, reset_optimizer, *args, **kwargs)
+        finally:
+            del _PENDING_MOVES[key]
 
     return load_checkpoint
 
 
-
 def check_checkpoint_dictionaries() -> None:
-    """Install the recording and the comparison on fairseq's ``Trainer`` (idempotent)."""
+    """Install the recording and the comparison on fairseq's ``Trainer``, and the row moves
+    on ``checkpoint_utils.load_checkpoint_to_cpu`` (idempotent)."""
+    from fairseq import checkpoint_utils
     from fairseq.trainer import Trainer
 
     wrap_once(Trainer, "state_dict", _recording)
     wrap_once(Trainer, "load_checkpoint", _comparing)
+    wrap_once(checkpoint_utils, "load_checkpoint_to_cpu", _moving_rows)

@@ -99,10 +99,11 @@ def _add_plugin_flags(parser: argparse.ArgumentParser) -> None:
     if any(ACCEPT_FLAG in action.option_strings for action in parser._actions):
         return
     parser.add_argument(ACCEPT_FLAG, action="store_true",
-                        help="load a checkpoint (--finetune-from-model, --restore-file) although "
-                        "the data's dictionary lists other words, or the same words in another "
-                        "order, than the one it was trained with; its embeddings then belong to "
-                        "other words (refused without this flag)")
+                        help="start from a checkpoint (--finetune-from-model, or --restore-file "
+                        "with --reset-optimizer) although the data's dictionary lists other "
+                        "words, or the same words in another order, than the one it was trained "
+                        "with: each word of both keeps its embedding row, moved to its index "
+                        "here, and a new word starts from a fresh row (refused without this flag)")
 
 
 def _checking(original: Callable) -> Callable:
