@@ -23,6 +23,7 @@ from helpers import (
     FairseqRun,
     fairseq_command,
     loaded_updates,
+    tiny_hydra_train,
 )
 
 
@@ -35,14 +36,20 @@ def _wait_for_holder(lock, proc, timeout: float = 300) -> None:
         time.sleep(0.1)
 
 
-def test_the_lock_is_refused_while_held_and_free_after_a_kill(tmp_path):
+def _holder(save_dir) -> subprocess.Popen:
+    """Another process that holds the lock of ``save_dir`` (until it is killed)."""
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; "
+        [sys.executable, "-c", "import time; "
          "from relu_former.fairseq_fixes.save_dir_lock import lock_save_dir; "
-         f"lock_save_dir({str(tmp_path)!r}); time.sleep(600)"],
+         f"lock_save_dir({str(save_dir)!r}); time.sleep(600)"],
         cwd=REPO_ROOT)
+    _wait_for_holder(save_dir / LOCK_FILE, holder)
+    return holder
+
+
+def test_the_lock_is_refused_while_held_and_free_after_a_kill(tmp_path):
+    holder = _holder(tmp_path)
     try:
-        _wait_for_holder(tmp_path / LOCK_FILE, holder)
         with pytest.raises(OptionError, match=f"^--save-dir: {tmp_path} is in use by another "
                                               f"training \\(pid {holder.pid}, "):
             lock_save_dir(str(tmp_path))
@@ -52,6 +59,23 @@ def test_the_lock_is_refused_while_held_and_free_after_a_kill(tmp_path):
     lock_save_dir(str(tmp_path))  # no stale lock
     lock_save_dir(str(tmp_path))  # taken again by the same process: a no-op
     assert (tmp_path / LOCK_FILE).read_text() == f"{os.getpid()}\n"
+
+
+@pytest.mark.slow
+def test_hydra_train_is_refused_in_one_line(toy_data_bin, tmp_path):
+    save = tmp_path / "ckpt"
+    save.mkdir()
+    holder = _holder(save)
+    try:
+        proc = tiny_hydra_train(toy_data_bin, save)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert proc.returncode == 2, (proc.stdout + proc.stderr)[-3000:]
+    assert proc.stderr.strip().splitlines()[-1].startswith(
+        f"fairseq-hydra-train: error: --save-dir: {save} is in use by another training (pid "
+        f"{holder.pid}, ")
+    assert "Traceback" not in proc.stderr
 
 
 @pytest.mark.slow
