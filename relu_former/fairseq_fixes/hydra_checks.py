@@ -13,20 +13,24 @@ command line. A config made from a parsed command line (fairseq keeps that names
 ``model``) was checked by the parser already and is passed on.
 
 An error names the config key (``model.dropout``), not the flag, and in fairseq's programs
-ends the run in one line with exit status 2, as the parser would (hydra would print the
-traceback); a Python caller gets the ``OptionError``.
+ends the run in one line with exit status 2, as the parser's would: there the plugin sets
+hydra's ``HYDRA_FULL_ERROR``, so that hydra passes the errors it catches on to the plugin's
+error hook instead of printing their tracebacks itself, and the flags in the plugin's later
+errors (a refused resume) are spelled as config keys too. A Python caller gets the
+``OptionError``.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import os
 import re
 import sys
 from typing import Any, Callable
 
 from relu_former import flag_types
-from relu_former.errors import OptionError, exit_with_one_line, is_fairseq_command
+from relu_former.errors import CommandLineError, OptionError, is_fairseq_command
 from relu_former.fairseq_fixes.parse_checks import (
     PRECISION_FIELDS,
     check_command_line,
@@ -124,15 +128,39 @@ def _checking(original: Callable) -> Callable:
     @functools.wraps(original)
     def add_defaults(cfg) -> None:
         if not _from_parsed_command_line(cfg):
-            try:
-                check_config(cfg)
-            except OptionError as error:
-                if not is_fairseq_command():
-                    raise
-                exit_with_one_line(error)
+            if is_fairseq_command():
+                # hydra prints the traceback of an error it catches itself; with this set it
+                # re-raises it, and the plugin's error hook prints a CommandLineError (this
+                # check's, or a later one: a refused resume, a value the model refuses) as one
+                # line, any other error as Python's traceback
+                os.environ.setdefault("HYDRA_FULL_ERROR", "1")
+                _name_config_keys_in_errors(flatten_config(cfg)[1])
+            check_config(cfg)
         return original(cfg)
 
     return add_defaults
+
+
+# the config keys of the config being trained, by field: for the errors raised after the check
+_CONFIG_KEYS: dict[str, str] = {}
+
+
+def _name_config_keys_in_errors(where: dict[str, str]) -> None:
+    """Spell the flags in the plugin's later errors (a refused resume, say) as the config's
+    keys, before the error hook prints them."""
+    _CONFIG_KEYS.clear()
+    _CONFIG_KEYS.update(where)
+    previous = sys.excepthook
+    if getattr(previous, "_relu_former_config_keys", False):
+        return
+
+    def hook(kind: type[BaseException], error: BaseException, traceback: Any) -> None:
+        if isinstance(error, CommandLineError):
+            error.args = (in_config_keys(str(error), _CONFIG_KEYS),)
+        previous(kind, error, traceback)
+
+    hook._relu_former_config_keys = True  # type: ignore[attr-defined]
+    sys.excepthook = hook
 
 
 def check_hydra_configs() -> None:

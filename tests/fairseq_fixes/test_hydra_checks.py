@@ -32,6 +32,23 @@ def test_hydra_train_runs_the_parse_checks(overrides, message, toy_data_bin, tmp
     assert not save.exists()
 
 
+@pytest.mark.slow
+def test_a_later_plugin_error_is_one_line_naming_config_keys(toy_data_bin, tmp_path):
+    """An error the plugin raises after the checks (here a resume as another model) ends in
+    one line too, not hydra's traceback, with the flags spelled as config keys."""
+    save = tmp_path / "ckpt"
+    trained = tiny_hydra_train(toy_data_bin, save, "++checkpoint.no_save=false")
+    assert trained.returncode == 0 and (save / "checkpoint_last.pt").is_file(), \
+        (trained.stdout + trained.stderr)[-3000:]
+    proc = tiny_hydra_train(toy_data_bin, save, "++checkpoint.no_save=false",
+                            "++model.attention_activation=softmax", "++optimization.max_update=2")
+    assert proc.returncode == 2, (proc.stdout + proc.stderr)[-3000:]
+    assert "Traceback" not in proc.stderr and "HYDRA_FULL_ERROR" not in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("fairseq-hydra-train: error: model.attention_activation: "), last
+    assert "another checkpoint.save_dir and checkpoint.finetune_from_model" in last, last
+
+
 def test_typed_pairs_and_arch_defaults_are_read_from_the_config():
     """The model keys a config sets count as typed; the architecture fills the rest."""
     both = OmegaConf.create({"common": {"cpu": False}, "model": {
