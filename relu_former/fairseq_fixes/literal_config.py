@@ -39,12 +39,7 @@ import functools
 import sys
 from typing import Any, Callable, Iterator
 
-from relu_former.errors import (
-    CommandLineError,
-    UnsafeCheckpointError,
-    exit_with_one_line,
-    is_fairseq_command,
-)
+from relu_former.errors import CommandLineError, UnsafeCheckpointError
 from relu_former.fairseq_fixes.wrap_once import wrap_once
 
 # The fields that fairseq 0.12 (outside fairseq/examples) passes to eval, eval_str_list,
@@ -195,8 +190,6 @@ def _refusing_code_in(group: str) -> Callable[[Callable], Callable]:
                 where, text = found
                 if isinstance(cfg, argparse.Namespace):  # parsed flags: name the flag
                     where = "--" + where.rsplit(".", 1)[-1].replace("_", "-")
-                if is_fairseq_command():  # fairseq-hydra-train would print a traceback
-                    exit_with_one_line(UnsafeConfigError(text, where))
                 raise UnsafeConfigError(text, where)
             return original(cfg, *args, **kwargs)
 

@@ -22,7 +22,7 @@ import functools
 import os
 from typing import Callable
 
-from relu_former.errors import OptionError, exit_with_one_line, is_fairseq_command
+from relu_former.errors import OptionError
 from relu_former.fairseq_fixes.wrap_once import wrap_once
 
 LOCK_FILE = "fairseq-train.lock"
@@ -58,12 +58,7 @@ def _locking_save_dir(original: Callable) -> Callable:
     def verify_checkpoint_directory(save_dir: str) -> None:
         original(save_dir)
         if "://" not in str(save_dir):
-            try:
-                lock_save_dir(save_dir)
-            except OptionError as error:
-                if not is_fairseq_command():
-                    raise
-                exit_with_one_line(error)  # fairseq-hydra-train would print a traceback
+            lock_save_dir(save_dir)
 
     return verify_checkpoint_directory
 

@@ -73,8 +73,8 @@ def test_hydra_train_is_refused_in_one_line(toy_data_bin, tmp_path):
         holder.wait()
     assert proc.returncode == 2, (proc.stdout + proc.stderr)[-3000:]
     assert proc.stderr.strip().splitlines()[-1].startswith(
-        f"fairseq-hydra-train: error: --save-dir: {save} is in use by another training (pid "
-        f"{holder.pid}, ")
+        f"fairseq-hydra-train: error: checkpoint.save_dir: {save} is in use by another "
+        f"training (pid {holder.pid}, ")
     assert "Traceback" not in proc.stderr
 
 
