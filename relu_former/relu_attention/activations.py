@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import math
 from typing import Any, Callable, Tuple
 
 import torch
@@ -216,13 +217,12 @@ def relu_attention(q: Tensor, k: Tensor, v: Tensor, *,
     Returned weights s_ij / (gamma sqrt(n_i/2)) are exactly the coefficients applied to v.
     """
     batch, heads, tgt_len, _ = q.shape
-    n = count_visible_keys(key_padding_mask, attn_mask, tgt_len, k.size(-2))
-    n = n.to(device=q.device, dtype=stat_dtype(q))
     kernel = _kernel(backend, key_chunk_size, q, dropout_p, need_weights)
     sums = kernel(q, k, v, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
                   dropout_p=dropout_p, need_sums=need_statistics)
-    factor = variance_factor(n, gamma) if variance_reduction else torch.ones_like(n)
-    out = sums.u * factor.unsqueeze(-1).to(sums.u.dtype)
+    n, factor = _row_factor(key_padding_mask, attn_mask, q, k.size(-2), gamma,
+                            variance_reduction, need_statistics)
+    out = sums.u * factor
     weights = None
     if need_weights:
         s = sums.scores
@@ -230,12 +230,29 @@ def relu_attention(q: Tensor, k: Tensor, v: Tensor, *,
             with torch.no_grad():
                 s = relu_scores(q * q.size(-1) ** -0.5, k,
                                 visible_keys(key_padding_mask, attn_mask))
-        weights = s * factor.unsqueeze(-1).to(s.dtype)
+        weights = s * factor
     statistics = None
     if need_statistics:
         statistics = _row_statistics(sums, n, (batch, heads, tgt_len), query_padding_mask,
                                      regularizable=True)
     return AttentionResult(out, weights, statistics)
+
+
+def _row_factor(key_padding_mask: Tensor | None, attn_mask: Tensor | None, q: Tensor,
+                src_len: int, gamma: Gamma, variance_reduction: bool,
+                need_counts: bool) -> Tuple[Tensor | None, Tensor | float]:
+    """n_i (only when a mask or the statistics need it) and the factor 1/(gamma sqrt(n_i/2))
+    to multiply the (B, H, Tq, D) sums by: a plain number where every row sees every key and
+    gamma is fixed (the common case of cross-attention and decoding steps), else a tensor."""
+    if not need_counts and key_padding_mask is None and attn_mask is None:
+        if not variance_reduction:
+            return None, 1.0
+        if not isinstance(gamma, Tensor):
+            return None, 1.0 / (gamma * math.sqrt(max(src_len, 1) / 2))
+    n = count_visible_keys(key_padding_mask, attn_mask, q.size(2), src_len)
+    n = n.to(device=q.device, dtype=stat_dtype(q))
+    factor = variance_factor(n, gamma) if variance_reduction else torch.ones_like(n)
+    return n, factor.unsqueeze(-1).to(q.dtype)
 
 
 def rela_attention(q: Tensor, k: Tensor, v: Tensor, gain: Tensor, *, eps: float = 1e-6,

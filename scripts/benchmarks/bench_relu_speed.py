@@ -9,7 +9,12 @@ Two tables, every ratio measured side by side in this run (interleaved rounds, m
    (batch = tokens / n). Target: ReLU / SDPA time at most 1.05 everywhere. Peak tensor memory
    at the longest n (target at most 1.2x); the compiled kernel's per-thread tile buffers
    (2 x 64 x 512 scores) are not tensors and are not counted.
-2. Training. ``relu_former_iwslt_de_en`` with ``--attention-activation relu`` (ReLU in every
+2. Decoder attentions. The plugin's attention module with ReLU against the same module with
+   softmax, at document length (``--decoder-length`` queries, as many keys): causal
+   self-attention and cross-attention, forward + backward, with and without a padded batch
+   row (a quarter of its keys), and one step of incremental decoding (one query against the
+   cached keys). Target: ReLU / softmax time at most 1.05.
+3. Training. ``relu_former_iwslt_de_en`` with ``--attention-activation relu`` (ReLU in every
    attention: the paper's model) against the same model with ``--attention-activation
    softmax``, fairseq ``Trainer.train_step`` with label-smoothed cross-entropy, at model
    width 64 and 256 (4 heads, 2+2 layers), on sentence pairs and on 1,024- and 4,096-token
@@ -72,6 +77,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_quick_argument("--documents", [1024, 4096], [128], "document lengths of the "
                               "training table (a sentence setting of 32 tokens is always run)",
                               nargs="+", type=int)
+    parser.add_quick_argument("--decoder-length", 1024, 128, "queries and keys of the decoder "
+                              "attention table", type=int)
     parser.add_quick_argument("--batch-tokens", 8192, 512, "target tokens per training step",
                               type=int)
     parser.add_quick_argument("--rounds", 7, 2, "timed rounds (median)", type=int)
@@ -109,6 +116,68 @@ def attention_rows(args: argparse.Namespace) -> list[list]:
     return rows
 
 
+DECODER_WIDTH = 256
+
+
+def decoder_cases(length: int, width: int = DECODER_WIDTH, batch: int = 4) -> dict:
+    """name: (module kwargs, call): call(module) is the output to back-propagate, or for the
+    incremental step a function that runs one step."""
+    x = torch.randn(length, batch, width)
+    memory = torch.randn(length, batch, width)
+    padding = torch.zeros(batch, length, dtype=torch.bool)
+    padding[0, : length // 4] = True  # a left-padded row, as fairseq pads sources
+    future = torch.triu(torch.full((length, length), float("-inf")), 1)
+
+    def self_attention(pad):
+        return (dict(self_attention=True),
+                lambda m: m(x, x, x, key_padding_mask=pad, attn_mask=future)[0])
+
+    def cross_attention(pad):
+        return (dict(encoder_decoder_attention=True),
+                lambda m: m(x, memory, memory, key_padding_mask=pad)[0])
+
+    def incremental(m):
+        # as fairseq's decoder layer calls its self-attention while generating: no gradient,
+        # no weights
+        state = {}
+        with torch.no_grad():
+            m(x[:-1], x[:-1], x[:-1], incremental_state=state, attn_mask=future[:-1, :-1],
+              need_weights=False)
+
+        def step():
+            with torch.no_grad():
+                m(x[-1:], x[-1:], x[-1:], incremental_state=dict(state), need_weights=False)
+
+        return step
+
+    return {"self, causal": self_attention(None), "self, causal, padded": self_attention(padding),
+            "cross": cross_attention(None), "cross, padded": cross_attention(padding),
+            "incremental step": (dict(self_attention=True), incremental)}
+
+
+def decoder_rows(args: argparse.Namespace) -> list[list]:
+    from relu_former.relu_attention.attention import ActivationMultiheadAttention
+
+    rows = []
+    for name, (kwargs, call) in decoder_cases(args.decoder_length).items():
+        steps = {}
+        for activation in ("relu", "softmax"):
+            torch.manual_seed(0)
+            module = ActivationMultiheadAttention(DECODER_WIDTH, HEADS, activation=activation,
+                                                  **kwargs)
+            if name == "incremental step":
+                steps[activation] = call(module.eval())
+            else:
+                module.train()
+                steps[activation] = (lambda m=module, c=call: c(m).sum().backward())
+        seconds = interleaved_median_seconds(steps, rounds=args.rounds, warmup=1)
+        ratio = seconds["relu"] / seconds["softmax"]
+        rows.append([name, seconds["softmax"] * 1e3, seconds["relu"] * 1e3, ratio,
+                     "yes" if ratio <= TIME_TARGET else "NO"])
+        log(f"decoder {name}: relu/softmax {ratio:.2f}")
+    return rows
+
+
 def training_rows(args: argparse.Namespace) -> list[list]:
     # the attention table imported relu_former before fairseq, so its fairseq half (model
     # registration) is loaded here explicitly, as for any script that builds fairseq objects
@@ -141,7 +210,8 @@ def training_rows(args: argparse.Namespace) -> list[list]:
     return rows
 
 
-def report(args: argparse.Namespace, attention: list[list], training: list[list]) -> str:
+def report(args: argparse.Namespace, attention: list[list], decoder: list[list],
+           training: list[list]) -> str:
     return "\n".join([
         "# bench_relu_speed: ReLU attention against softmax\n",
         f"{torch_setup()}, median of {args.rounds} interleaved rounds after 1 warm-up.\n",
@@ -150,6 +220,11 @@ def report(args: argparse.Namespace, attention: list[list], training: list[list]
         f"<= {TIME_TARGET}, peak tensor memory ratio at the longest n <= {MEMORY_TARGET}.\n",
         markdown_table(["head dim", "n", "batch", "SDPA ms", "ReLU ms", "ReLU / SDPA", "met",
                         "memory ratio"], attention),
+        "## Decoder attentions at document length (ReLU / softmax module)\n",
+        f"{args.decoder_length} queries and keys, batch 4, width 256, {HEADS} heads; forward + "
+        "backward in training mode (attention dropout 0), the incremental step in evaluation "
+        f"mode; target time ratio <= {TIME_TARGET}.\n",
+        markdown_table(["attention", "softmax ms", "ReLU ms", "ReLU / softmax", "met"], decoder),
         "## Training words/s (ReLU / softmax attention)\n",
         f"relu_former_iwslt_de_en, 2+2 layers, 4 heads, FFN 2x width, {args.batch_tokens} "
         f"target tokens a step, vocabulary {args.vocab}; target ratio >= {WORDS_TARGET}.\n",
@@ -166,7 +241,7 @@ def main(argv=None) -> int:
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=UserWarning)
     log(f"bench_relu_speed: {torch_setup()}")
-    text = report(args, attention_rows(args), training_rows(args))
+    text = report(args, attention_rows(args), decoder_rows(args), training_rows(args))
     finish_report(args, "bench_relu_speed", text)
     return 0
 

@@ -97,52 +97,96 @@ struct Dropout {
   }
 };
 
-// Which keys a query block may see.
+// How much of a tile the masks hide, from two small tables made once per call (one pass over
+// each mask) instead of a scan of the tile's mask entries for every head.
+enum TileState : uint8_t { kHidden = 0, kPartial = 1, kVisible = 2 };
+
+inline uint8_t state_of(int64_t hidden, int64_t total) {
+  return hidden == total ? kHidden : (hidden == 0 ? kVisible : kPartial);
+}
+
+// Which keys each tile of queries may see.
 struct Visibility {
   const uint8_t* padding;  // (B, Tk) or nullptr
   const uint8_t* blocked;  // (Bm, Hm, Tq, Tk) or nullptr
-  int64_t heads, tq, tk, mask_batch, mask_heads;
+  int64_t heads, tq, tk, mask_batch, mask_heads, q_tiles, k_tiles;
+  std::vector<uint8_t> padding_states;  // (B, k_tiles)
+  std::vector<uint8_t> blocked_states;  // (Bm, Hm, q_tiles, k_tiles)
+
+  void make_states(int64_t batch) {
+    q_tiles = (tq + kQueryBlock - 1) / kQueryBlock;
+    k_tiles = (tk + kKeyBlock - 1) / kKeyBlock;
+    if (padding) {
+      padding_states.resize(batch * k_tiles);
+      for (int64_t b = 0; b < batch; ++b) {
+        for (int64_t kt = 0; kt < k_tiles; ++kt) {
+          const int64_t k0 = kt * kKeyBlock, k1 = std::min(k0 + kKeyBlock, tk);
+          int64_t hidden = 0;
+          for (int64_t j = k0; j < k1; ++j) hidden += padding[b * tk + j] != 0;
+          padding_states[b * k_tiles + kt] = state_of(hidden, k1 - k0);
+        }
+      }
+    }
+    if (blocked) {
+      blocked_states.resize(mask_batch * mask_heads * q_tiles * k_tiles);
+      for (int64_t m = 0; m < mask_batch * mask_heads; ++m) {
+        for (int64_t qt = 0; qt < q_tiles; ++qt) {
+          const int64_t q0 = qt * kQueryBlock, q1 = std::min(q0 + kQueryBlock, tq);
+          for (int64_t kt = 0; kt < k_tiles; ++kt) {
+            const int64_t k0 = kt * kKeyBlock, k1 = std::min(k0 + kKeyBlock, tk);
+            int64_t hidden = 0;
+            for (int64_t i = q0; i < q1; ++i) {
+              const uint8_t* row = blocked + (m * tq + i) * tk;
+              for (int64_t j = k0; j < k1; ++j) hidden += row[j] != 0;
+            }
+            blocked_states[(m * q_tiles + qt) * k_tiles + kt] =
+                state_of(hidden, (q1 - q0) * (k1 - k0));
+          }
+        }
+      }
+    }
+  }
 
   const uint8_t* padding_row(int64_t bh) const {
     return padding ? padding + (bh / heads) * tk : nullptr;
   }
-  const uint8_t* blocked_rows(int64_t bh) const {
-    if (!blocked) return nullptr;
-    int64_t b = mask_batch > 1 ? bh / heads : 0;
-    int64_t h = mask_heads > 1 ? bh % heads : 0;
-    return blocked + (b * mask_heads + h) * tq * tk;
+  int64_t mask_index(int64_t bh) const {
+    const int64_t b = mask_batch > 1 ? bh / heads : 0;
+    const int64_t h = mask_heads > 1 ? bh % heads : 0;
+    return b * mask_heads + h;
   }
-  // 0: no key of the tile visible, 1: some, 2: all
-  int tile_state(const uint8_t* pad, const uint8_t* blk, int64_t q0, int64_t q1,
-                 int64_t k0, int64_t k1) const {
-    if (!pad && !blk) return 2;
-    int64_t hidden = 0, total = (q1 - q0) * (k1 - k0);
-    for (int64_t i = q0; i < q1; ++i) {
-      for (int64_t j = k0; j < k1; ++j) {
-        hidden += (pad && pad[j]) || (blk && blk[i * tk + j]);
-      }
-    }
-    return hidden == total ? 0 : (hidden == 0 ? 2 : 1);
+  const uint8_t* blocked_rows(int64_t bh) const {
+    return blocked ? blocked + mask_index(bh) * tq * tk : nullptr;
+  }
+  // kHidden: skip the tile; kVisible: no mask to apply; kPartial: apply the masks
+  uint8_t tile_state(int64_t bh, int64_t q0, int64_t k0) const {
+    const int64_t qt = q0 / kQueryBlock, kt = k0 / kKeyBlock;
+    const uint8_t pad = padding ? padding_states[(bh / heads) * k_tiles + kt] : kVisible;
+    const uint8_t blk =
+        blocked ? blocked_states[(mask_index(bh) * q_tiles + qt) * k_tiles + kt] : kVisible;
+    if (pad == kHidden || blk == kHidden) return kHidden;
+    return (pad == kVisible && blk == kVisible) ? kVisible : kPartial;
   }
 };
 
 // s = ReLU(scale q k^T) of one tile into buf (bq x bk, leading dim bk), hidden keys zeroed.
+// Branch-free loops, so that the compiler vectorises them.
 template <typename T>
 void tile_scores(const T* q, const T* k, int64_t d, T scale, int64_t q0, int64_t q1,
-                 int64_t k0, int64_t k1, int state, const uint8_t* pad, const uint8_t* blk,
+                 int64_t k0, int64_t k1, uint8_t state, const uint8_t* pad, const uint8_t* blk,
                  int64_t tk, T* buf) {
   const int64_t bq = q1 - q0, bk = k1 - k0;
   matmul<T>(false, true, bq, bk, d, scale, q + q0 * d, d, k + k0 * d, d, T(0), buf, bk);
+  const uint8_t* prow = (state == kPartial && pad) ? pad + k0 : nullptr;
   for (int64_t i = 0; i < bq; ++i) {
     T* row = buf + i * bk;
-    if (state == 2) {
-      for (int64_t j = 0; j < bk; ++j) row[j] = row[j] > T(0) ? row[j] : T(0);
-      continue;
+    for (int64_t j = 0; j < bk; ++j) row[j] = row[j] > T(0) ? row[j] : T(0);
+    if (prow) {
+      for (int64_t j = 0; j < bk; ++j) row[j] = prow[j] ? T(0) : row[j];
     }
-    const uint8_t* brow = blk ? blk + (q0 + i) * tk + k0 : nullptr;
-    for (int64_t j = 0; j < bk; ++j) {
-      bool hidden = (pad && pad[k0 + j]) || (brow && brow[j]);
-      row[j] = (!hidden && row[j] > T(0)) ? row[j] : T(0);
+    if (state == kPartial && blk) {
+      const uint8_t* brow = blk + (q0 + i) * tk + k0;
+      for (int64_t j = 0; j < bk; ++j) row[j] = brow[j] ? T(0) : row[j];
     }
   }
 }
@@ -176,8 +220,8 @@ void forward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
       bool first = true;
       for (int64_t k0 = 0; k0 < tk; k0 += kKeyBlock) {
         const int64_t k1 = std::min(k0 + kKeyBlock, tk), bk = k1 - k0;
-        int state = vis.tile_state(pad, blk, q0, q1, k0, k1);
-        if (state == 0) continue;
+        const uint8_t state = vis.tile_state(bh, q0, k0);
+        if (state == kHidden) continue;
         tile_scores<T>(qh, kh, d, scale, q0, q1, k0, k1, state, pad, blk, tk, buf.data());
         for (int64_t i = 0; i < q1 - q0; ++i) {
           T* row = buf.data() + i * bk;
@@ -251,8 +295,8 @@ void backward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
         const int64_t q1 = std::min(q0 + kQueryBlock, tq), bq = q1 - q0;
         for (int64_t k0 = 0; k0 < tk; k0 += kKeyBlock) {
           const int64_t k1 = std::min(k0 + kKeyBlock, tk), bk = k1 - k0;
-          int state = vis.tile_state(pad, blk, q0, q1, k0, k1);
-          if (state == 0) continue;
+          const uint8_t state = vis.tile_state(bh, q0, k0);
+          if (state == kHidden) continue;
           T* s = s_buf.data();
           T* g = g_buf.data();
           tile_scores<T>(qh, kh, d, scale, q0, q1, k0, k1, state, pad, blk, tk, s);
@@ -306,8 +350,8 @@ void backward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
 }
 
 Visibility visibility(const at::Tensor& padding, const at::Tensor& blocked, int64_t heads,
-                      int64_t tq, int64_t tk) {
-  Visibility vis{nullptr, nullptr, heads, tq, tk, 1, 1};
+                      int64_t tq, int64_t tk, int64_t batch_heads) {
+  Visibility vis{nullptr, nullptr, heads, tq, tk, 1, 1, 0, 0, {}, {}};
   if (padding.defined()) {
     TORCH_CHECK(padding.dim() == 2 && padding.size(1) == tk && padding.is_contiguous(),
                 "padding must be a contiguous (B, Tk) uint8 tensor");
@@ -320,7 +364,14 @@ Visibility visibility(const at::Tensor& padding, const at::Tensor& blocked, int6
     vis.blocked = blocked.data_ptr<uint8_t>();
     vis.mask_batch = blocked.size(0);
     vis.mask_heads = blocked.size(1);
+    TORCH_CHECK((vis.mask_batch == 1 || vis.mask_batch * heads == batch_heads) &&
+                    (vis.mask_heads == 1 || vis.mask_heads == heads),
+                "blocked must broadcast over (B, H)");
   }
+  TORCH_CHECK(batch_heads % heads == 0, "the head rows must be batch x heads");
+  TORCH_CHECK(!padding.defined() || padding.size(0) == batch_heads / heads,
+              "padding must have one row per batch entry");
+  vis.make_states(batch_heads / heads);
   return vis;
 }
 
@@ -345,7 +396,7 @@ std::vector<at::Tensor> relu_sums_forward(const at::Tensor& q, const at::Tensor&
                                           bool need_sums) {
   check_inputs(q, k, v);
   Visibility vis = visibility(padding.value_or(at::Tensor()), blocked.value_or(at::Tensor()),
-                              heads, q.size(1), k.size(1));
+                              heads, q.size(1), k.size(1), q.size(0));
   Dropout drop(dropout_p, seed);
   at::Tensor u = at::empty({q.size(0), q.size(1), v.size(2)}, q.options());
   at::Tensor row_sum, xlogx, positives;
@@ -370,7 +421,7 @@ std::vector<at::Tensor> relu_sums_backward(const at::Tensor& q, const at::Tensor
                                            int64_t heads, double dropout_p, int64_t seed) {
   check_inputs(q, k, v);
   Visibility vis = visibility(padding.value_or(at::Tensor()), blocked.value_or(at::Tensor()),
-                              heads, q.size(1), k.size(1));
+                              heads, q.size(1), k.size(1), q.size(0));
   Dropout drop(dropout_p, seed);
   at::Tensor dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "relu_sums_backward", [&] {
