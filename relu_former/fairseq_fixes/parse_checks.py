@@ -26,6 +26,7 @@ from relu_former.errors import OptionError
 from relu_former.fairseq_fixes.dictionary_check import ACCEPT_ENV, ACCEPT_FLAG
 from relu_former.fairseq_fixes.wrap_once import wrap_once
 from relu_former.flag_types import non_finite_floats
+from relu_former.relu_attention.config import ATTENTION_KINDS, given_activation
 
 # the flags check_precision reads: --cpu, then fairseq's half-precision flags
 PRECISION_FIELDS = ("cpu", "memory_efficient_fp16", "memory_efficient_bf16", "fp16", "bf16")
@@ -34,12 +35,6 @@ PRECISION_FIELDS = ("cpu", "memory_efficient_fp16", "memory_efficient_bf16", "fp
 _RELU_ONLY = (("relu_learn_gamma", "--relu-learn-gamma", lambda v: bool(v)),
               ("relu_attention_scaling", "--relu-attention-scaling",
                lambda v: v not in (None, "factor")))
-
-
-def _attention_activations(args: argparse.Namespace) -> set[str]:
-    default = getattr(args, "attention_activation", None)
-    return {getattr(args, f"{kind}_attention_activation", None) or default
-            for kind in ("encoder", "decoder", "cross")} - {None}
 
 
 def typed_flags(argv: Sequence[str]) -> set[str]:
@@ -81,7 +76,7 @@ def check_command_line(args: argparse.Namespace, typed: set[str] | None = None) 
         raise OptionError(
             "--pooling-base", "--pooling-base is ignored when --pooling-temperature is given "
             "(pairs are then weighed by softmax(score / T)): give one of the two")
-    activations = _attention_activations(args)
+    activations = {given_activation(args, kind) for kind in ATTENTION_KINDS} - {None}
     if activations and "relu" not in activations:
         for name, flag, is_set in _RELU_ONLY:
             value = getattr(args, name, None)

@@ -148,6 +148,14 @@ def upgrade_legacy_args(args: Any) -> None:
     args.attention_kernel = None
 
 
+def given_activation(cfg: Any, kind: str) -> str | None:
+    """The activation the flags give attention ``kind``: its own flag
+    (``--encoder-attention-activation`` ...), else ``--attention-activation``, else None (the
+    architecture's default then applies). The one statement of this precedence."""
+    own = getattr(cfg, f"{kind}_attention_activation", None)
+    return own if own is not None else getattr(cfg, "attention_activation", None)
+
+
 @dataclass
 class AttentionSettings:
     """The plugin's attention/FFN choices, named as their flags' destinations."""
@@ -171,11 +179,8 @@ class AttentionSettings:
         """
         upgrade_legacy_args(cfg)
         values = {name: getattr(cfg, name, None) for name in cls.__dataclass_fields__}
-        shared = getattr(cfg, "attention_activation", None)
         for kind in ATTENTION_KINDS:
-            name = f"{kind}_attention_activation"
-            if values[name] is None and shared is not None:
-                values[name] = shared
+            values[f"{kind}_attention_activation"] = given_activation(cfg, kind)
         settings = cls(**{k: v for k, v in values.items() if v is not None})
         settings.relu_gamma = float(settings.relu_gamma)
         settings.relu_learn_gamma = bool(settings.relu_learn_gamma)

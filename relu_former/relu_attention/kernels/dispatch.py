@@ -15,9 +15,9 @@ with q, k, v of shape (B, H, T, D). The names:
     auto       triton on CUDA where triton imports, else flex on CUDA without dropout where
                FlexAttention exists; on the CPU cpp where it is built, else tiled
 
-Adding a backend is one entry of ``BACKENDS``; a module that needs an optional dependency
-(e.g. a Triton kernel) is entered with ``lazy("module", "function")`` and imported on first
-use. ``key_chunk_size`` is read by the backends of ``CHUNKED_BACKENDS`` only: giving it to
+Adding a backend is one entry of ``BACKENDS`` (a module with an optional dependency, as the
+Triton kernel, imports it inside its functions, so that the table itself imports with torch
+alone). ``key_chunk_size`` is read by the backends of ``CHUNKED_BACKENDS`` only: giving it to
 another is an error rather than a setting that silently does nothing.
 
 A module binds its backend once (``BoundBackend``): the name and chunk size are checked when it
@@ -28,7 +28,6 @@ so a forward pass looks the kernel up in a small dict instead of re-checking str
 from __future__ import annotations
 
 import functools
-import importlib
 from typing import Callable, Dict
 
 from torch import Tensor
@@ -41,16 +40,6 @@ from relu_former.relu_attention.kernels.tiled import tiled_relu_sums
 from relu_former.relu_attention.kernels.triton_kernel import triton_available, triton_relu_sums
 
 Backend = Callable[..., ReLUSums]
-
-
-def lazy(module: str, function: str) -> Backend:
-    """A backend imported from ``module`` on its first call (for optional dependencies)."""
-
-    def call(*args, **kwargs) -> ReLUSums:
-        return getattr(importlib.import_module(module), function)(*args, **kwargs)
-
-    call.__name__ = function
-    return call
 
 
 BACKENDS: Dict[str, Backend] = {
