@@ -339,3 +339,13 @@ def test_one_step_on_the_regularisers_moves_entropy_as_meant(weights, side, rise
     with torch.no_grad():
         after, _ = mean_entropy(q - LR * grad_q, k - LR * grad_k, v)
     assert (after > before + 1e-3) if rises else (after < before - 1e-3), (before, after)
+
+
+def test_a_model_that_records_no_statistics_is_refused_naming_the_arch():
+    """The regularisers ask the model; a model that cannot answer is one line, not a loss
+    silently without its regularisers."""
+    criterion = RegularizedLabelSmoothedCrossEntropyCriterion(TASK, criterion_cfg())
+    model = torch.nn.Linear(2, 2).train()
+    with pytest.raises(OptionError, match="not Linear") as caught:
+        criterion.regularized_forward(model, lambda: pytest.fail("forward ran"))
+    assert caught.value.flag == "--arch"

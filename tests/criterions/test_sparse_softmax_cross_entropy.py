@@ -17,14 +17,16 @@ from relu_former.criterions.sparse_softmax_cross_entropy import (
 )
 from relu_former.errors import OptionError
 from relu_former.relu_attention.attention import ActivationMultiheadAttention
+from relu_former.relu_attention.statistics import AttentionStatisticsMixin
 from relu_former.sparse_softmax.sparse_softmax import sparse_softmax_cross_entropy
 from scripts.common.criterion_harness import DictionaryTask, LogitsModel
 
 from helpers import FairseqRun
 
 
-class ReluAttentionModel(LogitsModel):
-    """Logits computed through one ReLU self-attention, which records regulariser figures."""
+class ReluAttentionModel(AttentionStatisticsMixin, LogitsModel):
+    """Logits computed through one ReLU self-attention, which records regulariser figures
+    when the criterion asks the model for them."""
 
     def __init__(self, bsz, length, vocab):
         super().__init__(torch.zeros(1))
@@ -33,6 +35,9 @@ class ReluAttentionModel(LogitsModel):
         self.attention = ActivationMultiheadAttention(8, 2, self_attention=True,
                                                       activation="relu")
         self.out = torch.nn.Linear(8, vocab)
+
+    def attention_modules(self):
+        return [self.attention]
 
     def forward(self, **net_input):
         hidden, _ = self.attention(self.states, self.states, self.states)
