@@ -183,10 +183,12 @@ def add_relu_former_args(parser) -> None:
                         "= unscaled, with a LayerNorm on the attention output (ablations)")
     parser.add_argument("--attention-backend", type=choice_type(BACKEND_NAMES,
                         "--attention-backend"), metavar="{" + ",".join(BACKEND_NAMES) + "}",
-                        help="kernel of relu/rela attention: auto = tiled on CPU, "
-                        "FlexAttention on CUDA without dropout (default); tiled = fused tiles, "
-                        "never the n x n matrix; flex = FlexAttention; reference = the dense "
-                        "path, or key blocks with --attention-key-chunk-size")
+                        help="kernel of relu/rela attention: auto = cpp on the CPU where the "
+                        "install built it (else tiled), triton or FlexAttention on CUDA "
+                        "(default); cpp = compiled C++ tiles; tiled = tiles in torch "
+                        "operations; neither holds the n x n matrix; flex = FlexAttention; "
+                        "triton = the Triton kernel; reference = the dense path, or key blocks "
+                        "with --attention-key-chunk-size")
     parser.add_argument("--attention-key-chunk-size", type=int_at_least(
                         "--attention-key-chunk-size", 0, " (0 = dense attention)"), metavar="INT",
                         help="reference backend only (an error with the others, which tile "
