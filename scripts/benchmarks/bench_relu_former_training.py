@@ -19,11 +19,9 @@ from the ReLU activation (what limits relu_former where the target is missed).
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 import tempfile
-import warnings
 from pathlib import Path
 
 import torch
@@ -33,6 +31,7 @@ from scripts.common.benchmarking import (
     finish_report,
     interleaved_median_seconds,
     log,
+    quiet_fairseq,
     torch_setup,
 )
 from scripts.common.plotting import line_plot, markdown_table
@@ -219,11 +218,7 @@ def report(args: argparse.Namespace, results: dict[str, dict[str, float]]) -> st
 def main(argv=None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    # fairseq and hydra log and warn at length on every model build; the table is the output
-    for name in ("fairseq", "hydra"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    warnings.filterwarnings("ignore", category=UserWarning)
+    quiet_fairseq()
     log(f"bench_relu_former_training: {torch_setup()}")
     results = measure(args)
     text = report(args, results)

@@ -28,11 +28,9 @@ Two tables, every ratio measured side by side in this run (interleaved rounds, m
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 import tempfile
-import warnings
 from pathlib import Path
 
 import torch
@@ -50,6 +48,7 @@ from scripts.common.benchmarking import (
     interleaved_median_seconds,
     log,
     peak_memory_bytes,
+    quiet_fairseq,
     torch_setup,
 )
 from scripts.common.plotting import markdown_table
@@ -236,10 +235,7 @@ def report(args: argparse.Namespace, attention: list[list], decoder: list[list],
 def main(argv=None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    for name in ("fairseq", "hydra"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    warnings.filterwarnings("ignore", category=UserWarning)
+    quiet_fairseq()
     log(f"bench_relu_speed: {torch_setup()}")
     text = report(args, attention_rows(args), decoder_rows(args), training_rows(args))
     finish_report(args, "bench_relu_speed", text)

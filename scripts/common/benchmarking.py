@@ -17,9 +17,11 @@ to separate a few hundred MiB of one case from the rest.
 from __future__ import annotations
 
 import argparse
+import logging
 import statistics
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -78,6 +80,15 @@ def finish_report(args: argparse.Namespace, name: str, text: str,
     if args.out is None:
         return None
     return write_text_atomic(args.out / f"{name}.md", text + appendix)
+
+
+def quiet_fairseq() -> None:
+    """Silence fairseq's and hydra's logs and warnings at every model build: a benchmark's
+    output is its table."""
+    for name in ("fairseq", "hydra"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=UserWarning)
 
 
 def torch_setup() -> str:

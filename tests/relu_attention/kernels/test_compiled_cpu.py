@@ -9,9 +9,12 @@ from relu_former.relu_attention.activations import relu_attention
 from relu_former.relu_attention.kernels.compiled_cpu import compiled_available, compiled_relu_sums
 from tests.relu_attention.kernels.test_tiled import (
     CASES,
+    GRADCHECK_CASES,
     B,
     H,
+    assert_equals_reference,
     causal,
+    gradcheck_sums,
     left_pad,
     make,
     reference,
@@ -45,35 +48,12 @@ def run(q, k, v, pad, blocked, gamma=1.0):
 
 @pytest.mark.parametrize("name", list(ALL_CASES))
 def test_values_and_gradients_equal_the_float64_reference(name):
-    tgt_len, src_len, pad, blocked = ALL_CASES[name]
-    leaves = [x.requires_grad_() for x in make(tgt_len, src_len)]
-    got = run(*leaves, pad, blocked, gamma=1.3)
-    want = reference(*leaves, pad, blocked, gamma=1.3)
-    for a, b in zip(got, want):
-        torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-10)
-    weights = [torch.randn(x.shape, dtype=torch.float64) for x in want[:3]]
-
-    def loss(values):
-        return sum((x * w).sum() for x, w in zip(values[:3], weights))
-
-    got_grads = torch.autograd.grad(loss(got), leaves)
-    for a, b in zip(got_grads, torch.autograd.grad(loss(want), leaves)):
-        torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-10)
+    assert_equals_reference(run, ALL_CASES[name], 1e-10)
 
 
-@pytest.mark.parametrize("name", ["self_left_pad_causal", "cross_right_pad", "single_key",
-                                  "empty_rows_4d_mask"])
+@pytest.mark.parametrize("name", GRADCHECK_CASES)
 def test_gradcheck_float64(name):
-    tgt_len, src_len, pad, blocked = CASES[name]
-    leaves = tuple(x[:, :2, :, :3].clone().requires_grad_() for x in make(tgt_len, src_len))
-    if blocked is not None and blocked.dim() == 4:
-        blocked = blocked[:, :2]
-
-    def function(q, k, v):
-        sums = compiled_relu_sums(q, k, v, key_padding_mask=pad, attn_mask=blocked)
-        return sums.u, sums.row_sum, sums.xlogx
-
-    assert torch.autograd.gradcheck(function, leaves)
+    gradcheck_sums(compiled_relu_sums, name)
 
 
 def test_gradcheck_with_dropout_replays_the_masks():

@@ -1,5 +1,6 @@
 """The tiled backend against a float64 dense reference written from the formulas."""
 
+import functools
 import math
 
 import pytest
@@ -97,15 +98,15 @@ def run_fused(q, k, v, pad, blocked, gamma=1.0, **tiles):
     return out, sums.row_sum, entropy, n - sums.positives, n
 
 
-@pytest.mark.parametrize("tiles", [{}, SMALL_TILES], ids=["default_tiles", "small_tiles"])
-@pytest.mark.parametrize("name", list(CASES))
-def test_values_and_gradients_equal_the_float64_reference(name, tiles):
-    tgt_len, src_len, pad, blocked = CASES[name]
+def assert_equals_reference(run, case, tolerance):
+    """out, S, H, zeros, n of ``run(q, k, v, pad, blocked, gamma)`` and the gradients of q, k,
+    v through out, S and H equal the float64 reference's on ``case``."""
+    tgt_len, src_len, pad, blocked = case
     leaves = [x.requires_grad_() for x in make(tgt_len, src_len)]
-    got = run_fused(*leaves, pad, blocked, gamma=1.3, **tiles)
+    got = run(*leaves, pad, blocked, gamma=1.3)
     want = reference(*leaves, pad, blocked, gamma=1.3)
     for a, b in zip(got, want):
-        torch.testing.assert_close(a.double(), b, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(a.double(), b, atol=tolerance, rtol=tolerance)
     weights = [torch.randn(x.shape, dtype=torch.float64) for x in want[:3]]
 
     def loss(values):
@@ -114,23 +115,36 @@ def test_values_and_gradients_equal_the_float64_reference(name, tiles):
     got_grads = torch.autograd.grad(loss(got), leaves)
     want_grads = torch.autograd.grad(loss(want), leaves)
     for a, b in zip(got_grads, want_grads):
-        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(a, b, atol=tolerance, rtol=tolerance)
 
 
-@pytest.mark.parametrize("name", ["self_left_pad_causal", "cross_right_pad", "single_key",
-                                  "empty_rows_4d_mask"])
-def test_gradcheck_float64(name):
+def gradcheck_sums(sums, name):
+    """gradcheck of U, S, T from ``sums(q, k, v, key_padding_mask, attn_mask)`` on a case."""
     tgt_len, src_len, pad, blocked = CASES[name]
     leaves = tuple(x[:, :2, :, :3].clone().requires_grad_() for x in make(tgt_len, src_len))
     if blocked is not None and blocked.dim() == 4:
         blocked = blocked[:, :2]
 
     def function(q, k, v):
-        sums = fused_relu_sums(q, k, v, key_padding_mask=pad, attn_mask=blocked,
-                               tile_elements=2 * 2 * 3 * 3, key_block=3)
-        return sums.u, sums.row_sum, sums.xlogx
+        result = sums(q, k, v, key_padding_mask=pad, attn_mask=blocked)
+        return result.u, result.row_sum, result.xlogx
 
     assert torch.autograd.gradcheck(function, leaves)
+
+
+GRADCHECK_CASES = ["self_left_pad_causal", "cross_right_pad", "single_key", "empty_rows_4d_mask"]
+
+
+@pytest.mark.parametrize("tiles", [{}, SMALL_TILES], ids=["default_tiles", "small_tiles"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_values_and_gradients_equal_the_float64_reference(name, tiles):
+    assert_equals_reference(functools.partial(run_fused, **tiles), CASES[name], 1e-5)
+
+
+@pytest.mark.parametrize("name", GRADCHECK_CASES)
+def test_gradcheck_float64(name):
+    gradcheck_sums(functools.partial(fused_relu_sums, tile_elements=2 * 2 * 3 * 3, key_block=3),
+                   name)
 
 
 def test_gradcheck_with_dropout_replays_the_masks():

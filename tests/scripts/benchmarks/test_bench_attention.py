@@ -176,3 +176,26 @@ def test_bench_attention_gpu_says_when_there_is_no_device(tmp_path):
                         "--quick", "--out", tmp_path], cwd=REPO_ROOT)
     assert "No CUDA device here" in proc.stdout
     assert "nothing measured" in (tmp_path / "bench_attention_gpu.md").read_text()
+
+
+@pytest.mark.slow
+def test_bench_relu_speed_prints_every_ratio_it_was_asked_for(tmp_path):
+    run_command([sys.executable, "-m", "scripts.benchmarks.bench_relu_speed", "--quick",
+                 "--lengths", "32", "96", "--head-dims", "16", "32", "--documents", "64",
+                 "--decoder-length", "48", "--rounds", "1", "--out", tmp_path], cwd=REPO_ROOT)
+    text = (tmp_path / "bench_relu_speed.md").read_text()
+    attention = re.findall(r"^\| (16|32) \| (32|96) \| \d+ \| [\d.]+ \| [\d.]+ \| ([\d.e+-]+) \|"
+                           r" (yes|NO) \| ([\d.]*) \|", text, flags=re.M)
+    assert {(d, n) for d, n, *_ in attention} == {("16", "32"), ("16", "96"), ("32", "32"),
+                                                  ("32", "96")}
+    # the memory ratio is measured at the longest n only
+    assert all(bool(memory) == (n == "96") for _, n, _, _, memory in attention)
+    decoder = re.findall(r"^\| (self, causal|self, causal, padded|cross|cross, padded|"
+                         r"incremental step) \| [\d.]+ \| [\d.]+ \| ([\d.e+-]+) \|", text,
+                         flags=re.M)
+    assert len(decoder) == 5
+    training = re.findall(r"^\| 64 \| (sentences|64-token documents) \| [\d.]+ \| [\d.]+ \| "
+                          r"([\d.e+-]+) \|", text, flags=re.M)
+    assert {data for data, _ in training} == {"sentences", "64-token documents"}
+    for value in [v for *_, v, _, _ in attention] + [v for _, v in decoder + training]:
+        assert math.isfinite(float(value)) and float(value) > 0
