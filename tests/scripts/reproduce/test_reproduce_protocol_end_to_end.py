@@ -61,26 +61,31 @@ def test_a_row_takes_its_best_rate_of_a_grid_and_trains_to_a_plateau(tmp_path):
 
 
 def test_a_time_budget_stops_the_table_and_a_fresh_clone_takes_the_records(tmp_path, capsys):
-    one_rate = ["--set", "lr_grid=[0.04]", "--set", "lr_limits=[0.04,0.04]"]
+    # one rate, 20 epochs of 4 updates (validated every 2) without a plateau
+    budget = ["--set", "lr_grid=[0.01]", "--set", "lr_limits=[0.01,0.01]", "--set",
+              "max_epoch=20", "--set", "patience=1000"]
     spent = "the time budget (--budget-minutes) is spent"
     # no time: the data is built, no cell starts
-    assert main(arguments(tmp_path, "work", *one_rate, "--budget-minutes", "0")) == 1
+    assert main(arguments(tmp_path, "work", *budget, "--budget-minutes", "0")) == 1
     assert spent in capsys.readouterr().err
     assert not list((tmp_path / "work").rglob("train.log"))
-    # 2 seconds: fairseq-train is stopped before it has finished (it takes longer to start)
-    assert main(arguments(tmp_path, "work", *one_rate, "--budget-minutes", "0.033")) == 1
+    # 2 seconds: fairseq-train is stopped before it has finished (starting it takes about
+    # that long; stopped after its first checkpoint, it continues from there)
+    assert main(arguments(tmp_path, "work", *budget, "--budget-minutes", "0.033")) == 1
     assert spent in capsys.readouterr().err
     (log,) = (tmp_path / "work").rglob("train.log")
-    assert "done training" not in log.read_text()
-    assert records(tmp_path) == {}
-    assert main(arguments(tmp_path, "work", *one_rate)) == 0  # the same command completes it
+    stopped = log.read_text()
+    assert "done training" not in stopped and records(tmp_path) == {}
+    saved = (log.parent / "checkpoint_last.pt").is_file()
+    assert main(arguments(tmp_path, "work", *budget)) == 0  # the same command completes it
     (record,) = records(tmp_path).values()
-    assert record["lr"] == 0.04 and not record["search"] and len(record["curve"]) >= 3
-    updates = [update for update, _ in record["curve"]]
-    assert updates == sorted(set(updates))
+    assert record["lr"] == 0.01 and not record["search"] and record["stopped"] == "cap"
+    assert [update for update, _ in record["curve"]] == list(range(2, 81, 2))
+    if saved:  # it continued from its checkpoint, after its log
+        assert log.read_text().startswith(stopped) and "Loaded checkpoint" in log.read_text()
     row = row_line(tmp_path)
     # a fresh clone: another work folder, the records beside the report
-    assert main(arguments(tmp_path, "fresh", *one_rate)) == 0
+    assert main(arguments(tmp_path, "fresh", *budget)) == 0
     assert not list((tmp_path / "fresh").rglob("train.log"))  # nothing trained again
     assert "1 of 1 cells finished" in (tmp_path / "reproduction.md").read_text()
     assert row_line(tmp_path) == row  # the same figures
