@@ -30,8 +30,11 @@ def compiled_kernels() -> dict:
         "relu_former.relu_attention.kernels._relu_attention_cpu",
         ["relu_former/relu_attention/kernels/relu_attention_cpu.cpp"],
         # -fno-trapping-math lets the compiler vectorise the elementwise loops over a tile
-        # (measured 40x on the ReLU-derivative loop); torch builds itself with it too
-        extra_compile_args=["-O3", "-fno-trapping-math"],
+        # (measured 40x on the ReLU-derivative loop); torch builds itself with it too.
+        # -fopenmp: at::parallel_for is OpenMP inside torch's headers; without the flag it
+        # compiles to a serial loop and the kernel used one thread whatever torch's setting.
+        extra_compile_args=["-O3", "-fno-trapping-math", "-fopenmp"],
+        extra_link_args=["-fopenmp"],
     )
     return {"ext_modules": [kernel], "cmdclass": {"build_ext": BuildExtension}}
 

@@ -8,7 +8,7 @@ Two tables, every ratio measured side by side in this run (interleaved rounds, m
    sizes 16, 32 and 64, n from 32 to 4,096 with about ``--tokens`` query tokens a call
    (batch = tokens / n). Target: ReLU / SDPA time at most 1.05 everywhere. Peak tensor memory
    at the longest n (target at most 1.2x); the compiled kernel's per-thread tile buffers
-   (2 x 64 x 512 scores) are not tensors and are not counted.
+   (2 x 128 x 512 scores) are not tensors and are not counted.
 2. Decoder attentions. The plugin's attention module with ReLU against the same module with
    softmax, at document length (``--decoder-length`` queries, as many keys): causal
    self-attention and cross-attention, forward + backward, with and without a padded batch

@@ -9,7 +9,7 @@ ReLU attention with variance reduction). The equations are those of ``tiled.py``
 with s_ij = ReLU(q_i . k_j / sqrt(d)) over the visible keys. ``tiled.py`` walks its tiles in
 Python and writes each tile's scores to memory between torch operations; at small head sizes
 that traffic, not the matrix products, sets its speed (3-4x torch's fused softmax at head size
-16, n = 1,024). Here a C++ loop keeps each 64 x 512 tile in a per-thread buffer between two
+16, n = 1,024). Here a C++ loop keeps each 128 x 512 tile in a per-thread buffer between two
 BLAS products, as the CPU flash kernel of ``scaled_dot_product_attention`` does, and the
 elementwise work (ReLU, mask, dropout, statistics) runs vectorised on the buffer.
 

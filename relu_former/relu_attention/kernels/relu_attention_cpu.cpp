@@ -33,9 +33,10 @@
 
 namespace {
 
-// Measured (one thread, forward + backward, head dims 16 and 64, n = 1,024): 64 x 512 tiles
-// within noise of the best of 32-256 x 256-1024; a tile of scores is then 128 KiB in float32.
-constexpr int64_t kQueryBlock = 64;
+// Measured (two threads, forward + backward against SDPA, head dims 16 and 64, n = 1,024 and
+// 4,096): 128 x 512 tiles within noise of the best of 64-256 x 256-512 (64 x 512 was 6% slower
+// at head dim 64, n = 4,096); a tile of scores is then 256 KiB in float32.
+constexpr int64_t kQueryBlock = 128;
 constexpr int64_t kKeyBlock = 512;
 
 // The Fortran BLAS entry points of the BLAS torch links (MKL in torch's x86 CPU wheels).

@@ -25,9 +25,9 @@ pytestmark = pytest.mark.skipif(not compiled_available(torch.zeros(1)),
 
 
 def long_case():
-    """More queries than a 64-query tile and keys than a 512-key tile, so every pass crosses
+    """More queries than a 128-query tile and keys than a 512-key tile, so every pass crosses
     tile borders; a random 4-d mask with rows that see no key, a right-padded batch row."""
-    tgt_len, src_len = 70, 530
+    tgt_len, src_len = 140, 530
     blocked = torch.rand(B, H, tgt_len, src_len, generator=torch.Generator().manual_seed(1)) < 0.5
     blocked[:, :, 3] = True
     pad = torch.zeros(B, src_len, dtype=torch.bool)
