@@ -218,11 +218,17 @@ def relu_attention(q: Tensor, k: Tensor, v: Tensor, *,
     """
     batch, heads, tgt_len, _ = q.shape
     kernel = _kernel(backend, key_chunk_size, q, dropout_p, need_weights)
-    sums = kernel(q, k, v, key_padding_mask=key_padding_mask, attn_mask=attn_mask,
-                  dropout_p=dropout_p, need_sums=need_statistics)
     n, factor = _row_factor(key_padding_mask, attn_mask, q, k.size(-2), gamma,
                             variance_reduction, need_statistics)
-    out = sums.u * factor
+    masks = dict(key_padding_mask=key_padding_mask, attn_mask=attn_mask, dropout_p=dropout_p)
+    if (getattr(kernel, "scales_rows", False) and not need_statistics
+            and not (isinstance(factor, Tensor) and factor.requires_grad)):
+        # the kernel applies the factor inside its tiles (no pass over the output)
+        sums = kernel(q, k, v, **masks, need_sums=False, row_scale=factor)
+        out = sums.u
+    else:
+        sums = kernel(q, k, v, **masks, need_sums=need_statistics)
+        out = sums.u * factor
     weights = None
     if need_weights:
         s = sums.scores

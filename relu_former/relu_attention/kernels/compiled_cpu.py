@@ -26,9 +26,13 @@ Public:
 
     compiled_available(q) -> bool     a CPU tensor and the extension importable
     compiled_relu_sums(q, k, v, *, key_padding_mask=None, attn_mask=None, dropout_p=0.0,
-                       seed=None, need_sums=True)
+                       seed=None, need_sums=True, row_scale=None)
         -> ReLUSums(u, row_sum, xlogx, positives, scores=None), the backends' contract
-        (``relu_former.relu_attention.kernels.dispatch``)
+        (``relu_former.relu_attention.kernels.dispatch``), plus ``row_scale``: a positive
+        factor f_i per query row, a number or a tensor broadcasting to (B, H, Tq), without
+        the statistics; u is then sum_j f_i s_ij v_j, scaled inside the tiles (ReLU(f x) =
+        f ReLU(x) for f > 0), which saves a pass over u and its gradient. The function's
+        ``scales_rows`` attribute says a backend takes it.
 """
 
 from __future__ import annotations
@@ -74,11 +78,11 @@ class _CompiledReLUSums(torch.autograd.Function):
     """U, S, T, P from the extension; q, k, v as contiguous (B*H, T, D)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, padding, blocked, heads, dropout_p, seed, need_sums):
+    def forward(ctx, q, k, v, padding, blocked, rows, heads, dropout_p, seed, need_sums):
         ctx.set_materialize_grads(False)
         u, row_sum, xlogx, positives = _extension().forward(
-            q, k, v, padding, blocked, heads, dropout_p, seed, need_sums)
-        ctx.save_for_backward(q, k, v, padding, blocked)
+            q, k, v, padding, blocked, rows, heads, dropout_p, seed, need_sums)
+        ctx.save_for_backward(q, k, v, padding, blocked, rows)
         ctx.options = (heads, dropout_p, seed)
         if not need_sums:
             return u, None, None, None
@@ -87,24 +91,26 @@ class _CompiledReLUSums(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_u, grad_row_sum, grad_xlogx, _grad_positives):
-        q, k, v, padding, blocked = ctx.saved_tensors
+        q, k, v, padding, blocked, rows = ctx.saved_tensors
         heads, dropout_p, seed = ctx.options
         if grad_u is None and grad_row_sum is None and grad_xlogx is None:
-            return (None,) * 9
+            return (None,) * 10
         grads = [None if g is None else g.to(q.dtype).contiguous()
                  for g in (grad_u, grad_row_sum, grad_xlogx)]
-        dq, dk, dv = _extension().backward(q, k, v, *grads, padding, blocked, heads,
+        dq, dk, dv = _extension().backward(q, k, v, *grads, padding, blocked, rows, heads,
                                            dropout_p, seed)
-        return dq, dk, dv, None, None, None, None, None, None
+        return dq, dk, dv, None, None, None, None, None, None, None
 
 
 def compiled_relu_sums(q: Tensor, k: Tensor, v: Tensor, *,
                        key_padding_mask: Tensor | None = None,
                        attn_mask: Tensor | None = None, dropout_p: float = 0.0,
-                       seed: int | None = None, need_sums: bool = True) -> ReLUSums:
+                       seed: int | None = None, need_sums: bool = True,
+                       row_scale: Tensor | float | None = None) -> ReLUSums:
     """U, S, T, P of the module docstring from the compiled kernel; ``scores`` is None.
 
-    q, k, v are (B, H, T, D) with the same (B, H); masks as in ``kernels.common``.
+    q, k, v are (B, H, T, D) with the same (B, H); masks as in ``kernels.common``;
+    ``row_scale`` as in the module docstring (no gradient flows to it).
     """
     check_qkv(q, k, v)
     if _extension() is None:
@@ -115,8 +121,16 @@ def compiled_relu_sums(q: Tensor, k: Tensor, v: Tensor, *,
     work = stat_dtype(q)
     flat = [x.to(work).reshape(batch * heads, x.size(-2), x.size(-1)).contiguous()
             for x in (q, k, v)]
+    rows = None
+    if row_scale is not None:
+        if need_sums:
+            raise ValueError("row_scale scales the scores, the statistics need them unscaled: "
+                             "ask for one of the two")
+        rows = torch.as_tensor(row_scale, dtype=work).detach()
+        rows = rows.reshape(rows.shape[:3]) if rows.dim() == 4 else rows
+        rows = rows.expand(batch, heads, tgt_len).reshape(batch * heads, tgt_len).contiguous()
     u, row_sum, xlogx, positives = _CompiledReLUSums.apply(
-        *flat, _as_bytes(key_padding_mask), _as_bytes(as_4d_mask(attn_mask)), heads,
+        *flat, _as_bytes(key_padding_mask), _as_bytes(as_4d_mask(attn_mask)), rows, heads,
         float(dropout_p), dropout_seed(dropout_p, seed), bool(need_sums))
     u = u.view(batch, heads, tgt_len, v.size(-1)).to(q.dtype)
     if not need_sums:
@@ -124,3 +138,6 @@ def compiled_relu_sums(q: Tensor, k: Tensor, v: Tensor, *,
     row_sum, xlogx, positives = (x.view(batch, heads, tgt_len)
                                  for x in (row_sum, xlogx, positives))
     return ReLUSums(u, row_sum, xlogx, positives, None)
+
+
+compiled_relu_sums.scales_rows = True

@@ -17,6 +17,11 @@
 // (head, query block) pairs in the forward pass and heads in the backward pass, so every
 // gradient row has one writer. Tiles whose keys are all hidden are skipped.
 //
+// An optional row scale f_i > 0 (the variance factor 1/(gamma sqrt(n_i/2)) of ReLUFormer) is
+// applied inside the tile, s_ij -> f_i s_ij, since ReLU(f x) = f ReLU(x) for f > 0: U comes out
+// already scaled, with no pass over it, and the backward pass takes g_ij times f_i. Not with
+// the statistics, which are those of the unscaled scores.
+//
 // Layout: q (BH, Tq, D), k (BH, Tk, D), v (BH, Tk, Dv), contiguous, float32 or float64.
 // ``padding`` (B, Tk) uint8, 1 = padding key, or empty; ``blocked`` (Bm, Hm, Tq, Tk) uint8,
 // 1 = hidden, Bm in {1, B} and Hm in {1, H}, or empty. BH = B * H with ``heads`` = H.
@@ -170,18 +175,20 @@ struct Visibility {
   }
 };
 
-// s = ReLU(scale q k^T) of one tile into buf (bq x bk, leading dim bk), hidden keys zeroed.
-// Branch-free loops, so that the compiler vectorises them.
+// s = f ReLU(scale q k^T) of one tile into buf (bq x bk, leading dim bk), hidden keys
+// zeroed; f the rows' scale (``rows``, from row q0 on) or 1. Branch-free loops, so that the
+// compiler vectorises them.
 template <typename T>
 void tile_scores(const T* q, const T* k, int64_t d, T scale, int64_t q0, int64_t q1,
                  int64_t k0, int64_t k1, uint8_t state, const uint8_t* pad, const uint8_t* blk,
-                 int64_t tk, T* buf) {
+                 int64_t tk, const T* rows, T* buf) {
   const int64_t bq = q1 - q0, bk = k1 - k0;
   matmul<T>(false, true, bq, bk, d, scale, q + q0 * d, d, k + k0 * d, d, T(0), buf, bk);
   const uint8_t* prow = (state == kPartial && pad) ? pad + k0 : nullptr;
   for (int64_t i = 0; i < bq; ++i) {
     T* row = buf + i * bk;
-    for (int64_t j = 0; j < bk; ++j) row[j] = row[j] > T(0) ? row[j] : T(0);
+    const T f = rows ? rows[i] : T(1);
+    for (int64_t j = 0; j < bk; ++j) row[j] = row[j] > T(0) ? row[j] * f : T(0);
     if (prow) {
       for (int64_t j = 0; j < bk; ++j) row[j] = prow[j] ? T(0) : row[j];
     }
@@ -194,7 +201,8 @@ void tile_scores(const T* q, const T* k, int64_t d, T scale, int64_t q0, int64_t
 
 template <typename T>
 void forward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                  const Visibility& vis, const Dropout& drop, bool need_sums, at::Tensor& u,
+                  const at::Tensor& row_scale, const Visibility& vis, const Dropout& drop,
+                  bool need_sums, at::Tensor& u,
                   at::Tensor& row_sum, at::Tensor& xlogx, at::Tensor& positives) {
   const int64_t bh_count = q.size(0), tq = q.size(1), d = q.size(2), tk = k.size(1),
                 dv = v.size(2);
@@ -203,6 +211,7 @@ void forward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   const T* kp = k.data_ptr<T>();
   const T* vp = v.data_ptr<T>();
   T* up = u.data_ptr<T>();
+  const T* fp = row_scale.defined() ? row_scale.data_ptr<T>() : nullptr;
   T* sp = need_sums ? row_sum.data_ptr<T>() : nullptr;
   T* xp = need_sums ? xlogx.data_ptr<T>() : nullptr;
   T* pp = need_sums ? positives.data_ptr<T>() : nullptr;
@@ -223,7 +232,8 @@ void forward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
         const int64_t k1 = std::min(k0 + kKeyBlock, tk), bk = k1 - k0;
         const uint8_t state = vis.tile_state(bh, q0, k0);
         if (state == kHidden) continue;
-        tile_scores<T>(qh, kh, d, scale, q0, q1, k0, k1, state, pad, blk, tk, buf.data());
+        tile_scores<T>(qh, kh, d, scale, q0, q1, k0, k1, state, pad, blk, tk,
+                       fp ? fp + bh * tq + q0 : nullptr, buf.data());
         for (int64_t i = 0; i < q1 - q0; ++i) {
           T* row = buf.data() + i * bk;
           if (need_sums) {
@@ -260,8 +270,9 @@ void forward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
 template <typename T>
 void backward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                    const at::Tensor& grad_u, const at::Tensor& grad_row_sum,
-                   const at::Tensor& grad_xlogx, const Visibility& vis, const Dropout& drop,
-                   at::Tensor& dq, at::Tensor& dk, at::Tensor& dv_out) {
+                   const at::Tensor& grad_xlogx, const at::Tensor& row_scale,
+                   const Visibility& vis, const Dropout& drop, at::Tensor& dq, at::Tensor& dk,
+                   at::Tensor& dv_out) {
   const int64_t bh_count = q.size(0), tq = q.size(1), d = q.size(2), tk = k.size(1),
                 dv = v.size(2);
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(d)));
@@ -273,6 +284,7 @@ void backward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   const T* gup = has_u ? grad_u.data_ptr<T>() : nullptr;
   const T* gsp = has_s ? grad_row_sum.data_ptr<T>() : nullptr;
   const T* gtp = has_t ? grad_xlogx.data_ptr<T>() : nullptr;
+  const T* fp = row_scale.defined() ? row_scale.data_ptr<T>() : nullptr;
   T* dqp = dq.data_ptr<T>();
   T* dkp = dk.data_ptr<T>();
   T* dvp = dv_out.data_ptr<T>();
@@ -300,7 +312,8 @@ void backward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
           if (state == kHidden) continue;
           T* s = s_buf.data();
           T* g = g_buf.data();
-          tile_scores<T>(qh, kh, d, scale, q0, q1, k0, k1, state, pad, blk, tk, s);
+          const T* rows = fp ? fp + bh * tq + q0 : nullptr;
+          tile_scores<T>(qh, kh, d, scale, q0, q1, k0, k1, state, pad, blk, tk, rows, s);
           if (has_u) {
             // g = gU v^T (bq x bk)
             matmul<T>(false, true, bq, bk, dv, T(1), guh + q0 * dv, dv, vh + k0 * dv, dv,
@@ -309,6 +322,7 @@ void backward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
           for (int64_t i = 0; i < bq; ++i) {
             const int64_t r = bh * tq + q0 + i;
             const T shift = (has_s ? gsp[r] : T(0)) + (has_t ? gtp[r] : T(0));
+            const T f = rows ? rows[i] : T(1);  // d(f s)/ds
             T* srow = s + i * bk;
             T* grow = g + i * bk;
             if (!has_u) std::fill(grow, grow + bk, T(0));
@@ -316,7 +330,8 @@ void backward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
               for (int64_t j = 0; j < bk; ++j) {
                 if (srow[j] > T(0)) {
                   const T keep = drop.keep<T>(bh, q0 + i, k0 + j, tq, tk);
-                  grow[j] = grow[j] * keep + shift + (has_t ? gtp[r] * std::log(srow[j]) : T(0));
+                  grow[j] = grow[j] * keep * f + shift +
+                            (has_t ? gtp[r] * std::log(srow[j]) : T(0));
                   srow[j] *= keep;
                 } else {
                   grow[j] = T(0);
@@ -332,7 +347,7 @@ void backward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
             }
             // ReLU's (and the mask's) derivative: nothing flows where s = 0; branch-free
             for (int64_t j = 0; j < bk; ++j) {
-              grow[j] = srow[j] > T(0) ? grow[j] + shift : T(0);
+              grow[j] = srow[j] > T(0) ? grow[j] * f + shift : T(0);
             }
           }
           if (has_u) {  // dv (bk x dv) += s^T gU
@@ -376,6 +391,17 @@ Visibility visibility(const at::Tensor& padding, const at::Tensor& blocked, int6
   return vis;
 }
 
+at::Tensor checked_row_scale(const c10::optional<at::Tensor>& row_scale, const at::Tensor& q,
+                             bool sums) {
+  if (!row_scale.has_value()) return at::Tensor();
+  const at::Tensor& rows = *row_scale;
+  TORCH_CHECK(!sums, "a row scale cannot be combined with the statistics");
+  TORCH_CHECK(rows.dim() == 2 && rows.size(0) == q.size(0) && rows.size(1) == q.size(1) &&
+                  rows.is_contiguous() && rows.scalar_type() == q.scalar_type(),
+              "row_scale must be a contiguous (BH, Tq) tensor of q's dtype");
+  return rows;
+}
+
 void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, "q, k, v must be (BH, T, D)");
   TORCH_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous(),
@@ -393,9 +419,11 @@ std::vector<at::Tensor> relu_sums_forward(const at::Tensor& q, const at::Tensor&
                                           const at::Tensor& v,
                                           const c10::optional<at::Tensor>& padding,
                                           const c10::optional<at::Tensor>& blocked,
+                                          const c10::optional<at::Tensor>& row_scale,
                                           int64_t heads, double dropout_p, int64_t seed,
                                           bool need_sums) {
   check_inputs(q, k, v);
+  const at::Tensor rows = checked_row_scale(row_scale, q, need_sums);
   Visibility vis = visibility(padding.value_or(at::Tensor()), blocked.value_or(at::Tensor()),
                               heads, q.size(1), k.size(1), q.size(0));
   Dropout drop(dropout_p, seed);
@@ -407,7 +435,7 @@ std::vector<at::Tensor> relu_sums_forward(const at::Tensor& q, const at::Tensor&
     positives = at::zeros_like(row_sum);
   }
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "relu_sums_forward", [&] {
-    forward_impl<scalar_t>(q, k, v, vis, drop, need_sums, u, row_sum, xlogx, positives);
+    forward_impl<scalar_t>(q, k, v, rows, vis, drop, need_sums, u, row_sum, xlogx, positives);
   });
   return {u, row_sum, xlogx, positives};
 }
@@ -419,8 +447,11 @@ std::vector<at::Tensor> relu_sums_backward(const at::Tensor& q, const at::Tensor
                                            const c10::optional<at::Tensor>& grad_xlogx,
                                            const c10::optional<at::Tensor>& padding,
                                            const c10::optional<at::Tensor>& blocked,
+                                           const c10::optional<at::Tensor>& row_scale,
                                            int64_t heads, double dropout_p, int64_t seed) {
   check_inputs(q, k, v);
+  const at::Tensor rows = checked_row_scale(row_scale, q, grad_row_sum.has_value() ||
+                                                              grad_xlogx.has_value());
   Visibility vis = visibility(padding.value_or(at::Tensor()), blocked.value_or(at::Tensor()),
                               heads, q.size(1), k.size(1), q.size(0));
   Dropout drop(dropout_p, seed);
@@ -428,7 +459,7 @@ std::vector<at::Tensor> relu_sums_backward(const at::Tensor& q, const at::Tensor
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "relu_sums_backward", [&] {
     backward_impl<scalar_t>(q, k, v, grad_u.value_or(at::Tensor()),
                             grad_row_sum.value_or(at::Tensor()),
-                            grad_xlogx.value_or(at::Tensor()), vis, drop, dq, dk, dv);
+                            grad_xlogx.value_or(at::Tensor()), rows, vis, drop, dq, dk, dv);
   });
   return {dq, dk, dv};
 }

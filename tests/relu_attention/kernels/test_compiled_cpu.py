@@ -113,3 +113,33 @@ def test_without_the_extension_the_backend_names_the_fix(monkeypatch):
     q = torch.zeros(1, 1, 2, 4)
     with pytest.raises(ValueError, match="pip install --no-build-isolation -e ."):
         compiled_relu_sums(q, q, q)
+
+
+@pytest.mark.parametrize("name", ["no_mask", "self_left_pad_causal", "cross_right_pad",
+                                  "empty_rows_4d_mask", "long_4d_mask"])
+def test_the_variance_factor_inside_the_tiles_equals_the_reference(name):
+    """Without statistics the factor 1/(gamma sqrt(n_i/2)) rides on the scores (a number when
+    no mask makes rows differ, else one per row): output and gradients as the reference."""
+    tgt_len, src_len, pad, blocked = ALL_CASES[name]
+    leaves = [x.requires_grad_() for x in make(tgt_len, src_len)]
+    out = relu_attention(*leaves, key_padding_mask=pad, attn_mask=blocked, gamma=1.3,
+                         backend="cpp").out
+    want = reference(*leaves, pad, blocked, gamma=1.3)[0]
+    torch.testing.assert_close(out, want, atol=1e-10, rtol=1e-10)
+    weight = torch.randn(want.shape, dtype=torch.float64)
+    got_grads = torch.autograd.grad((out * weight).sum(), leaves)
+    for a, b in zip(got_grads, torch.autograd.grad((want * weight).sum(), leaves)):
+        torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-10)
+
+
+def test_gradcheck_with_a_row_scale_and_dropout():
+    leaves = tuple(x.clone().requires_grad_() for x in make(6, 7))
+    rows = torch.rand(B, H, 6, dtype=torch.float64) + 0.5
+
+    def function(q, k, v):
+        return compiled_relu_sums(q, k, v, attn_mask=causal(6, 7), dropout_p=0.3, seed=5,
+                                  need_sums=False, row_scale=rows).u
+
+    assert torch.autograd.gradcheck(function, leaves)
+    with pytest.raises(ValueError, match="ask for one of the two"):
+        compiled_relu_sums(*leaves, row_scale=rows)  # with the statistics
