@@ -94,18 +94,6 @@ def test_float32_and_bfloat16_against_float64():
             torch.testing.assert_close(a.double(), b, atol=tolerance, rtol=tolerance)
 
 
-def test_incremental_decoding_equals_the_full_pass():
-    steps = 9
-    q, k, v = make(steps, steps)
-    pad = left_pad(steps)
-    full = relu_attention(q, k, v, key_padding_mask=pad, attn_mask=causal(steps),
-                          backend="cpp")
-    for t in range(steps):
-        step = relu_attention(q[:, :, t:t + 1], k[:, :, :t + 1], v[:, :, :t + 1],
-                              key_padding_mask=pad[:, :t + 1], backend="cpp")
-        torch.testing.assert_close(step.out, full.out[:, :, t:t + 1], atol=1e-12, rtol=0)
-
-
 def test_without_the_extension_the_backend_names_the_fix(monkeypatch):
     from relu_former.relu_attention.kernels import compiled_cpu
 

@@ -10,6 +10,7 @@ from torch.utils._pytree import tree_flatten
 
 from relu_former.relu_attention.activations import relu_attention
 from relu_former.relu_attention.kernels.common import count_visible_keys
+from relu_former.relu_attention.kernels.compiled_cpu import compiled_available
 from relu_former.relu_attention.kernels.tiled import tile_shape
 from relu_former.relu_attention.kernels.tiled import tiled_relu_sums as fused_relu_sums
 
@@ -183,19 +184,24 @@ def test_low_precision_against_float64(dtype, tolerance):
         torch.testing.assert_close(a.double(), b, atol=tolerance, rtol=tolerance)
 
 
-def test_incremental_decoding_equals_the_full_pass():
-    """Decoder self-attention step by step (one query, keys so far) = the causal full pass."""
+@pytest.mark.parametrize("statistics", [True, False])
+@pytest.mark.parametrize("backend", ["tiled", "cpp"])
+def test_incremental_decoding_equals_the_full_pass(backend, statistics):
+    """Decoder self-attention step by step (one query, keys so far) = the causal full pass
+    (without statistics the compiled kernel applies the factor inside its tiles)."""
+    if backend == "cpp" and not compiled_available(torch.zeros(1)):
+        pytest.skip("the compiled kernel is not built (pip install -e .)")
     steps = 9
     q, k, v = make(steps, steps)
     pad = left_pad(steps)
     full = relu_attention(q, k, v, key_padding_mask=pad, attn_mask=causal(steps),
-                          need_statistics=True, backend="tiled")
+                          need_statistics=statistics, backend=backend)
     for t in range(steps):
         step = relu_attention(q[:, :, t:t + 1], k[:, :, :t + 1], v[:, :, :t + 1],
-                              key_padding_mask=pad[:, :t + 1], need_statistics=True,
-                              backend="tiled")
+                              key_padding_mask=pad[:, :t + 1], need_statistics=statistics,
+                              backend=backend)
         torch.testing.assert_close(step.out, full.out[:, :, t:t + 1], atol=1e-12, rtol=0)
-        for name in ("row_sum", "entropy", "zeros", "n"):
+        for name in ("row_sum", "entropy", "zeros", "n") if statistics else ():
             torch.testing.assert_close(getattr(step.statistics, name),
                                        getattr(full.statistics, name)[:, :, t:t + 1])
 
