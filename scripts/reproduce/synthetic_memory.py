@@ -51,7 +51,7 @@ GRID = (1.25e-3, 2.5e-3, 5e-3, 1e-2)
 LR_LIMITS = (1e-4, 4e-2)
 MARGIN = 1.0  # points of accuracy: a parity claim's margin (see the module's docstring)
 ACCURACY = Metric("accuracy", "memorisation accuracy (%)")
-LOSS = Metric("loss", "final training loss (nats)", higher_is_better=False, learned=True)
+LOSS = Metric("loss", "final training loss (nats)", higher_is_better=False, digits=4)
 
 
 @dataclass(frozen=True)
