@@ -54,8 +54,9 @@ def summary_rows(runs: Sequence[Run]) -> List[list]:
         return run.train_cpu / run.updates if run.updates else math.nan
 
     def ratio(numerator: float, denominator: float) -> float:
-        # fairseq prints times to 0.1 s: a tiny decode may read 0.0
-        return numerator / denominator if denominator > 0 else math.nan
+        # fairseq prints times to 0.1 s: a tiny decode may read 0.0, on either side (a ratio
+        # of 0 or infinity would be an artefact of the rounding, not a speed)
+        return numerator / denominator if numerator > 0 and denominator > 0 else math.nan
 
     rows = []
     for run in runs:
