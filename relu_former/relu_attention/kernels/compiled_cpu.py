@@ -74,8 +74,14 @@ def _as_bytes(mask: Tensor | None) -> Tensor | None:
     return None if mask is None else mask.contiguous().view(torch.uint8)
 
 
+def _rows_contiguous(x: Tensor) -> Tensor:
+    """x as the kernel reads it: any strides, but each row's last dimension contiguous (the
+    heads of fairseq's projections are, and stay uncopied)."""
+    return x if x.stride(-1) == 1 else x.contiguous()
+
+
 class _CompiledReLUSums(torch.autograd.Function):
-    """U, S, T, P from the extension; q, k, v as contiguous (B*H, T, D)."""
+    """U, S, T, P from the extension; q, k, v (B, H, T, D) with contiguous rows."""
 
     @staticmethod
     def forward(ctx, q, k, v, padding, blocked, rows, heads, dropout_p, seed, need_sums):
@@ -95,10 +101,11 @@ class _CompiledReLUSums(torch.autograd.Function):
         heads, dropout_p, seed = ctx.options
         if grad_u is None and grad_row_sum is None and grad_xlogx is None:
             return (None,) * 10
-        grads = [None if g is None else g.to(q.dtype).contiguous()
-                 for g in (grad_u, grad_row_sum, grad_xlogx)]
-        dq, dk, dv = _extension().backward(q, k, v, *grads, padding, blocked, rows, heads,
-                                           dropout_p, seed)
+        grad_u = None if grad_u is None else _rows_contiguous(grad_u.to(q.dtype))
+        grad_sums = [None if g is None else g.to(q.dtype).contiguous()
+                     for g in (grad_row_sum, grad_xlogx)]
+        dq, dk, dv = _extension().backward(q, k, v, grad_u, *grad_sums, padding, blocked, rows,
+                                           heads, dropout_p, seed)
         return dq, dk, dv, None, None, None, None, None, None, None
 
 
@@ -119,8 +126,7 @@ def compiled_relu_sums(q: Tensor, k: Tensor, v: Tensor, *,
                          "(docs/install.md), or choose auto or tiled")
     batch, heads, tgt_len, _ = q.shape
     work = stat_dtype(q)
-    flat = [x.to(work).reshape(batch * heads, x.size(-2), x.size(-1)).contiguous()
-            for x in (q, k, v)]
+    heads_in = [_rows_contiguous(x.to(work)) for x in (q, k, v)]
     rows = None
     if row_scale is not None:
         if need_sums:
@@ -130,9 +136,9 @@ def compiled_relu_sums(q: Tensor, k: Tensor, v: Tensor, *,
         rows = rows.reshape(rows.shape[:3]) if rows.dim() == 4 else rows
         rows = rows.expand(batch, heads, tgt_len).reshape(batch * heads, tgt_len).contiguous()
     u, row_sum, xlogx, positives = _CompiledReLUSums.apply(
-        *flat, _as_bytes(key_padding_mask), _as_bytes(as_4d_mask(attn_mask)), rows, heads,
+        *heads_in, _as_bytes(key_padding_mask), _as_bytes(as_4d_mask(attn_mask)), rows, heads,
         float(dropout_p), dropout_seed(dropout_p, seed), bool(need_sums))
-    u = u.view(batch, heads, tgt_len, v.size(-1)).to(q.dtype)
+    u = u.to(q.dtype)
     if not need_sums:
         return ReLUSums(u, None, None, None, None)
     row_sum, xlogx, positives = (x.view(batch, heads, tgt_len)

@@ -22,9 +22,13 @@
 // already scaled, with no pass over it, and the backward pass takes g_ij times f_i. Not with
 // the statistics, which are those of the unscaled scores.
 //
-// Layout: q (BH, Tq, D), k (BH, Tk, D), v (BH, Tk, Dv), contiguous, float32 or float64.
-// ``padding`` (B, Tk) uint8, 1 = padding key, or empty; ``blocked`` (Bm, Hm, Tq, Tk) uint8,
-// 1 = hidden, Bm in {1, B} and Hm in {1, H}, or empty. BH = B * H with ``heads`` = H.
+// Layout: q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv), float32 or float64, each with
+// its last dimension contiguous and any other strides: the heads of fairseq's (T, B, E)
+// projections are read where they lie (a head's rows are a BLAS matrix whose leading dimension
+// is the row stride), and U and the gradients are written in that (T, B, H, D) layout, so
+// nothing is copied on the way in or out. ``padding`` (B, Tk) uint8, 1 = padding key, or
+// empty; ``blocked`` (Bm, Hm, Tq, Tk) uint8, 1 = hidden, Bm in {1, B} and Hm in {1, H}, or
+// empty. Per-row tensors (statistics, row scale) are (B * H, Tq), head row bh = b * H + h.
 
 #include <torch/extension.h>
 
@@ -34,6 +38,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -74,6 +80,26 @@ void matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha
   const int mm = static_cast<int>(n), nn = static_cast<int>(m), kk = static_cast<int>(k);
   const int la = static_cast<int>(ldb), lb = static_cast<int>(lda), lc = static_cast<int>(ldc);
   blas_gemm(&ta, &tb, &mm, &nn, &kk, &alpha, b, &la, a, &lb, &beta, c, &lc);
+}
+
+// Where head bh = b * H + h of a (B, H, T, D) tensor starts, and its row stride.
+template <typename T>
+struct Heads {
+  T* data;
+  int64_t heads, batch_stride, head_stride, row;
+
+  Heads(const at::Tensor& x, int64_t heads_)
+      : data(const_cast<T*>(x.data_ptr<std::remove_const_t<T>>())), heads(heads_),
+        batch_stride(x.stride(0)), head_stride(x.stride(1)), row(x.stride(2)) {}
+  T* head(int64_t bh) const {
+    return data + (bh / heads) * batch_stride + (bh % heads) * head_stride;
+  }
+};
+
+// rows [r0, r1) of a head set to 0
+template <typename T>
+void zero_rows(T* head, int64_t row, int64_t r0, int64_t r1, int64_t width) {
+  for (int64_t i = r0; i < r1; ++i) std::fill(head + i * row, head + i * row + width, T(0));
 }
 
 // splitmix64: a stateless hash, so backward draws exactly the forward's dropout decisions.
@@ -179,11 +205,11 @@ struct Visibility {
 // zeroed; f the rows' scale (``rows``, from row q0 on) or 1. Branch-free loops, so that the
 // compiler vectorises them.
 template <typename T>
-void tile_scores(const T* q, const T* k, int64_t d, T scale, int64_t q0, int64_t q1,
-                 int64_t k0, int64_t k1, uint8_t state, const uint8_t* pad, const uint8_t* blk,
-                 int64_t tk, const T* rows, T* buf) {
+void tile_scores(const T* q, int64_t sq, const T* k, int64_t sk, int64_t d, T scale,
+                 int64_t q0, int64_t q1, int64_t k0, int64_t k1, uint8_t state,
+                 const uint8_t* pad, const uint8_t* blk, int64_t tk, const T* rows, T* buf) {
   const int64_t bq = q1 - q0, bk = k1 - k0;
-  matmul<T>(false, true, bq, bk, d, scale, q + q0 * d, d, k + k0 * d, d, T(0), buf, bk);
+  matmul<T>(false, true, bq, bk, d, scale, q + q0 * sq, sq, k + k0 * sk, sk, T(0), buf, bk);
   const uint8_t* prow = (state == kPartial && pad) ? pad + k0 : nullptr;
   for (int64_t i = 0; i < bq; ++i) {
     T* row = buf + i * bk;
@@ -204,13 +230,11 @@ void forward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   const at::Tensor& row_scale, const Visibility& vis, const Dropout& drop,
                   bool need_sums, at::Tensor& u,
                   at::Tensor& row_sum, at::Tensor& xlogx, at::Tensor& positives) {
-  const int64_t bh_count = q.size(0), tq = q.size(1), d = q.size(2), tk = k.size(1),
-                dv = v.size(2);
+  const int64_t bh_count = q.size(0) * q.size(1), tq = q.size(2), d = q.size(3),
+                tk = k.size(2), dv = v.size(3);
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(d)));
-  const T* qp = q.data_ptr<T>();
-  const T* kp = k.data_ptr<T>();
-  const T* vp = v.data_ptr<T>();
-  T* up = u.data_ptr<T>();
+  const Heads<const T> Q(q, vis.heads), K(k, vis.heads), V(v, vis.heads);
+  const Heads<T> U(u, vis.heads);
   const T* fp = row_scale.defined() ? row_scale.data_ptr<T>() : nullptr;
   T* sp = need_sums ? row_sum.data_ptr<T>() : nullptr;
   T* xp = need_sums ? xlogx.data_ptr<T>() : nullptr;
@@ -221,10 +245,10 @@ void forward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     for (int64_t task = begin; task < end; ++task) {
       const int64_t bh = task / q_blocks;
       const int64_t q0 = (task % q_blocks) * kQueryBlock, q1 = std::min(q0 + kQueryBlock, tq);
-      const T* qh = qp + bh * tq * d;
-      const T* kh = kp + bh * tk * d;
-      const T* vh = vp + bh * tk * dv;
-      T* uh = up + (bh * tq + q0) * dv;
+      const T* qh = Q.head(bh);
+      const T* kh = K.head(bh);
+      const T* vh = V.head(bh);
+      T* uh = U.head(bh) + q0 * U.row;
       const uint8_t* pad = vis.padding_row(bh);
       const uint8_t* blk = vis.blocked_rows(bh);
       bool first = true;
@@ -232,7 +256,7 @@ void forward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
         const int64_t k1 = std::min(k0 + kKeyBlock, tk), bk = k1 - k0;
         const uint8_t state = vis.tile_state(bh, q0, k0);
         if (state == kHidden) continue;
-        tile_scores<T>(qh, kh, d, scale, q0, q1, k0, k1, state, pad, blk, tk,
+        tile_scores<T>(qh, Q.row, kh, K.row, d, scale, q0, q1, k0, k1, state, pad, blk, tk,
                        fp ? fp + bh * tq + q0 : nullptr, buf.data());
         for (int64_t i = 0; i < q1 - q0; ++i) {
           T* row = buf.data() + i * bk;
@@ -258,11 +282,11 @@ void forward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
           }
         }
         // U (bq x dv) += s (bq x bk) v (bk x dv); the first tile overwrites (beta 0)
-        matmul<T>(false, false, q1 - q0, dv, bk, T(1), buf.data(), bk, vh + k0 * dv, dv,
-                  first ? T(0) : T(1), uh, dv);
+        matmul<T>(false, false, q1 - q0, dv, bk, T(1), buf.data(), bk, vh + k0 * V.row,
+                  V.row, first ? T(0) : T(1), uh, U.row);
         first = false;
       }
-      if (first) std::fill(uh, uh + (q1 - q0) * dv, T(0));
+      if (first) zero_rows(uh, U.row, 0, q1 - q0, dv);
     }
   });
 }
@@ -273,35 +297,33 @@ void backward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
                    const at::Tensor& grad_xlogx, const at::Tensor& row_scale,
                    const Visibility& vis, const Dropout& drop, at::Tensor& dq, at::Tensor& dk,
                    at::Tensor& dv_out) {
-  const int64_t bh_count = q.size(0), tq = q.size(1), d = q.size(2), tk = k.size(1),
-                dv = v.size(2);
+  const int64_t bh_count = q.size(0) * q.size(1), tq = q.size(2), d = q.size(3),
+                tk = k.size(2), dv = v.size(3);
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(d)));
-  const T* qp = q.data_ptr<T>();
-  const T* kp = k.data_ptr<T>();
-  const T* vp = v.data_ptr<T>();
+  const Heads<const T> Q(q, vis.heads), K(k, vis.heads), V(v, vis.heads);
+  const Heads<T> DQ(dq, vis.heads), DK(dk, vis.heads), DV(dv_out, vis.heads);
   const bool has_u = grad_u.defined(), has_s = grad_row_sum.defined(),
              has_t = grad_xlogx.defined();
-  const T* gup = has_u ? grad_u.data_ptr<T>() : nullptr;
+  const std::optional<Heads<const T>> GU =
+      has_u ? std::optional<Heads<const T>>(Heads<const T>(grad_u, vis.heads)) : std::nullopt;
   const T* gsp = has_s ? grad_row_sum.data_ptr<T>() : nullptr;
   const T* gtp = has_t ? grad_xlogx.data_ptr<T>() : nullptr;
   const T* fp = row_scale.defined() ? row_scale.data_ptr<T>() : nullptr;
-  T* dqp = dq.data_ptr<T>();
-  T* dkp = dk.data_ptr<T>();
-  T* dvp = dv_out.data_ptr<T>();
   at::parallel_for(0, bh_count, 1, [&](int64_t begin, int64_t end) {
     const int64_t bk_max = std::min(kKeyBlock, tk);
     std::vector<T> s_buf(kQueryBlock * bk_max), g_buf(kQueryBlock * bk_max);
     for (int64_t bh = begin; bh < end; ++bh) {
-      const T* qh = qp + bh * tq * d;
-      const T* kh = kp + bh * tk * d;
-      const T* vh = vp + bh * tk * dv;
-      const T* guh = has_u ? gup + bh * tq * dv : nullptr;
-      T* dqh = dqp + bh * tq * d;
-      T* dkh = dkp + bh * tk * d;
-      T* dvh = dvp + bh * tk * dv;
-      std::fill(dqh, dqh + tq * d, T(0));
-      std::fill(dkh, dkh + tk * d, T(0));
-      std::fill(dvh, dvh + tk * dv, T(0));
+      const T* qh = Q.head(bh);
+      const T* kh = K.head(bh);
+      const T* vh = V.head(bh);
+      const T* guh = has_u ? GU->head(bh) : nullptr;
+      const int64_t sgu = has_u ? GU->row : 0;
+      T* dqh = DQ.head(bh);
+      T* dkh = DK.head(bh);
+      T* dvh = DV.head(bh);
+      zero_rows(dqh, DQ.row, 0, tq, d);
+      zero_rows(dkh, DK.row, 0, tk, d);
+      zero_rows(dvh, DV.row, 0, tk, dv);
       const uint8_t* pad = vis.padding_row(bh);
       const uint8_t* blk = vis.blocked_rows(bh);
       for (int64_t q0 = 0; q0 < tq; q0 += kQueryBlock) {
@@ -313,10 +335,11 @@ void backward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
           T* s = s_buf.data();
           T* g = g_buf.data();
           const T* rows = fp ? fp + bh * tq + q0 : nullptr;
-          tile_scores<T>(qh, kh, d, scale, q0, q1, k0, k1, state, pad, blk, tk, rows, s);
+          tile_scores<T>(qh, Q.row, kh, K.row, d, scale, q0, q1, k0, k1, state, pad, blk, tk,
+                         rows, s);
           if (has_u) {
             // g = gU v^T (bq x bk)
-            matmul<T>(false, true, bq, bk, dv, T(1), guh + q0 * dv, dv, vh + k0 * dv, dv,
+            matmul<T>(false, true, bq, bk, dv, T(1), guh + q0 * sgu, sgu, vh + k0 * V.row, V.row,
                       T(0), g, bk);
           }
           for (int64_t i = 0; i < bq; ++i) {
@@ -351,14 +374,14 @@ void backward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
             }
           }
           if (has_u) {  // dv (bk x dv) += s^T gU
-            matmul<T>(true, false, bk, dv, bq, T(1), s, bk, guh + q0 * dv, dv, T(1),
-                      dvh + k0 * dv, dv);
+            matmul<T>(true, false, bk, dv, bq, T(1), s, bk, guh + q0 * sgu, sgu, T(1),
+                      dvh + k0 * DV.row, DV.row);
           }
           // dq (bq x d) += scale g k;  dk (bk x d) += scale g^T q
-          matmul<T>(false, false, bq, d, bk, scale, g, bk, kh + k0 * d, d, T(1),
-                    dqh + q0 * d, d);
-          matmul<T>(true, false, bk, d, bq, scale, g, bk, qh + q0 * d, d, T(1),
-                    dkh + k0 * d, d);
+          matmul<T>(false, false, bq, d, bk, scale, g, bk, kh + k0 * K.row, K.row, T(1),
+                    dqh + q0 * DQ.row, DQ.row);
+          matmul<T>(true, false, bk, d, bq, scale, g, bk, qh + q0 * Q.row, Q.row, T(1),
+                    dkh + k0 * DK.row, DK.row);
         }
       }
     }
@@ -396,20 +419,21 @@ at::Tensor checked_row_scale(const c10::optional<at::Tensor>& row_scale, const a
   if (!row_scale.has_value()) return at::Tensor();
   const at::Tensor& rows = *row_scale;
   TORCH_CHECK(!sums, "a row scale cannot be combined with the statistics");
-  TORCH_CHECK(rows.dim() == 2 && rows.size(0) == q.size(0) && rows.size(1) == q.size(1) &&
+  TORCH_CHECK(rows.dim() == 2 && rows.size(0) == q.size(0) * q.size(1) &&
+                  rows.size(1) == q.size(2) &&
                   rows.is_contiguous() && rows.scalar_type() == q.scalar_type(),
               "row_scale must be a contiguous (BH, Tq) tensor of q's dtype");
   return rows;
 }
 
 void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-  TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3, "q, k, v must be (BH, T, D)");
-  TORCH_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous(),
-              "q, k, v must be contiguous");
+  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "q, k, v must be (B, H, T, D)");
+  TORCH_CHECK(q.stride(3) == 1 && k.stride(3) == 1 && v.stride(3) == 1,
+              "q, k, v need a contiguous last dimension");
   TORCH_CHECK(q.scalar_type() == k.scalar_type() && q.scalar_type() == v.scalar_type(),
               "q, k, v must share their dtype");
-  TORCH_CHECK(q.size(0) == k.size(0) && k.size(0) == v.size(0) && k.size(1) == v.size(1) &&
-                  q.size(2) == k.size(2),
+  TORCH_CHECK(q.size(0) == k.size(0) && k.size(0) == v.size(0) && q.size(1) == k.size(1) &&
+                  k.size(1) == v.size(1) && k.size(2) == v.size(2) && q.size(3) == k.size(3),
               "q, k, v shapes disagree");
 }
 
@@ -425,12 +449,14 @@ std::vector<at::Tensor> relu_sums_forward(const at::Tensor& q, const at::Tensor&
   check_inputs(q, k, v);
   const at::Tensor rows = checked_row_scale(row_scale, q, need_sums);
   Visibility vis = visibility(padding.value_or(at::Tensor()), blocked.value_or(at::Tensor()),
-                              heads, q.size(1), k.size(1), q.size(0));
+                              heads, q.size(2), k.size(2), q.size(0) * q.size(1));
   Dropout drop(dropout_p, seed);
-  at::Tensor u = at::empty({q.size(0), q.size(1), v.size(2)}, q.options());
+  // (Tq, B, H, Dv) in memory: the (T, B, E) layout fairseq merges the heads back into
+  at::Tensor u = at::empty({q.size(2), q.size(0), q.size(1), v.size(3)}, q.options())
+                     .permute({1, 2, 0, 3});
   at::Tensor row_sum, xlogx, positives;
   if (need_sums) {
-    row_sum = at::zeros({q.size(0), q.size(1)}, q.options());
+    row_sum = at::zeros({q.size(0) * q.size(1), q.size(2)}, q.options());
     xlogx = at::zeros_like(row_sum);
     positives = at::zeros_like(row_sum);
   }
@@ -453,7 +479,7 @@ std::vector<at::Tensor> relu_sums_backward(const at::Tensor& q, const at::Tensor
   const at::Tensor rows = checked_row_scale(row_scale, q, grad_row_sum.has_value() ||
                                                               grad_xlogx.has_value());
   Visibility vis = visibility(padding.value_or(at::Tensor()), blocked.value_or(at::Tensor()),
-                              heads, q.size(1), k.size(1), q.size(0));
+                              heads, q.size(2), k.size(2), q.size(0) * q.size(1));
   Dropout drop(dropout_p, seed);
   at::Tensor dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v);
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "relu_sums_backward", [&] {

@@ -131,3 +131,23 @@ def test_gradcheck_with_a_row_scale_and_dropout():
     assert torch.autograd.gradcheck(function, leaves)
     with pytest.raises(ValueError, match="ask for one of the two"):
         compiled_relu_sums(*leaves, row_scale=rows)  # with the statistics
+
+
+def test_heads_are_read_and_written_where_fairseq_lays_them():
+    """q, k, v as fairseq's projections give them ((T, B, H, D) memory, seen as (B, H, T, D))
+    are read without a copy; U comes back in that layout, so merging the heads is a view, and
+    the gradients in the inputs' layout; the values are those of contiguous inputs."""
+    tgt_len, src_len, pad, blocked = ALL_CASES["long_4d_mask"]
+    strided = [x.permute(2, 0, 1, 3).contiguous().permute(1, 2, 0, 3).requires_grad_()
+               for x in make(tgt_len, src_len)]
+    dense = [x.detach().contiguous().requires_grad_() for x in strided]
+    assert not strided[0].is_contiguous()
+    got = compiled_relu_sums(*strided, key_padding_mask=pad, attn_mask=blocked, need_sums=False)
+    want = compiled_relu_sums(*dense, key_padding_mask=pad, attn_mask=blocked, need_sums=False)
+    torch.testing.assert_close(got.u, want.u, atol=1e-12, rtol=1e-12)
+    assert got.u.permute(2, 0, 1, 3).is_contiguous()  # (T, B, H, D) in memory
+    weight = torch.randn(want.u.shape, dtype=torch.float64)
+    for a, b, x in zip(torch.autograd.grad((got.u * weight).sum(), strided),
+                       torch.autograd.grad((want.u * weight).sum(), dense), strided):
+        torch.testing.assert_close(a, b, atol=1e-12, rtol=1e-12)
+        assert a.stride() == x.stride()
