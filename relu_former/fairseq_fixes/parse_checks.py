@@ -110,6 +110,12 @@ def _checking(original: Callable) -> Callable:
         typed = typed_flags(argv)
         # before fairseq's parser, which rewrites these flags and then names the rewritten ones
         check_precision({name for name in PRECISION_FIELDS if _flag(name) in typed})
+        if parser.get_default("task") is None and "--task" not in typed:
+            # fairseq-validate's parser has no default task, and fairseq 0.12 then looks up
+            # TASK_REGISTRY[None] and ends in "KeyError: None"
+            raise OptionError("--task", "--task is required by this command (it has no default "
+                              "task): give the task the model was trained with, e.g. --task "
+                              "translation")
         parsed = original(parser, input_args=input_args, parse_known=parse_known,
                           suppress_defaults=suppress_defaults, modify_parser=modify_parser)
         args = parsed[0] if parse_known else parsed

@@ -144,3 +144,14 @@ def test_fairseq_train_stops_in_one_line(flags, message, toy_data_bin, tmp_path)
     assert last.startswith("fairseq-train: error: ") and message in last, last
     assert set(re.findall(r"--[a-z0-9-]+", last)) <= set(flags), last
     assert not (tmp_path / "ckpt").exists()
+
+
+def test_fairseq_validate_without_a_task_names_the_flag(tmp_path):
+    """fairseq-validate has no default task; fairseq 0.12 ended in ``KeyError: None``."""
+    proc = run_command([fairseq_command("fairseq-validate"), tmp_path, "--user-dir", USER_DIR,
+                        "--path", tmp_path / "checkpoint_best.pt", "--cpu"],
+                       check=False, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and "KeyError" not in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("fairseq-validate: error: --task is required"), last
