@@ -52,21 +52,24 @@ figures. The closing note at the end lists every claim and its verdict.
   changing a setting (`--set KEY=VALUE`, or a row's flags) gives new keys only to the cells it
   changes.
 - **Tables that span sessions.** Each finished cell is also kept as a small JSON beside the
-  report, `reproduction/cells/SCALE/TABLE/ROW-seedS[-lrRATE].json` (its figures, validation
-  curve, rate, why it stopped, commit and key; no checkpoint), meant to be committed: a run on
-  another machine or a fresh clone takes every cell whose record has the same key from there
-  instead of training it. `--budget-minutes N` ends a call after N minutes: no cell starts
-  after that, a running training is stopped (it continues from its last checkpoint in the
-  next call on the same `--work`), the report shows what finished, and the call exits 1; the
-  same command continues the table. One call of a table at a time may use a work folder (a
-  second is refused, naming the folder and the other run's pid), and a data folder that this
-  program did not write is never deleted.
+  report, `reproduction/cells/SCALE/TABLE/ROW-seedS[-lrRATE][-max_epochN].json` (its figures,
+  validation curve, rate, why it stopped, commit and key; no checkpoint), meant to be
+  committed: a run on another machine or a fresh clone takes every cell whose record has the
+  same key from there instead of training it. `--budget-minutes N` ends a call after N
+  minutes: no cell starts after that, a running training is stopped (it continues from its
+  last checkpoint in the next call on the same `--work`), the report shows what finished, and
+  the call exits 1; the same command continues the table. One call of a table at a time may
+  use a work folder (a second is refused, naming the folder and the other run's pid), and a
+  data folder that this program did not write is never deleted.
 - **Rates and plateaus at toy scale.** ReLUFormer Table 4 and the memory study
   (`scripts/reproduce/tables/toy_settings.py`, `SENTENCE_PLATEAU`): the grid's cells are
-  seed-1 cells trained and not decoded (the chosen one is then decoded); the grid widens by a
-  factor 2 within 1e-4 to 4e-2; validation and a checkpoint every half epoch (142 updates of
-  2,048 tokens on the French catalogs), a patience of 4 validations (2 epochs) and a cap of 20
-  epochs. The other trained tables still run their fixed budgets.
+  seed-1 cells trained at most 20 epochs (a screening budget) and not decoded; the grid widens
+  by a factor 2 within 1e-4 to 4e-2; validation and a checkpoint every half epoch (142 updates
+  of 2,048 tokens on the French catalogs), a patience of 4 validations (2 epochs). The chosen
+  rate's cells (every seed) train to a plateau, at most `plateau_max_epoch` (60) epochs;
+  seed 1's continues its grid cell from its checkpoints (`continued_from`; one curve), or
+  reuses it as it is if it stopped at a plateau, and trains from scratch where they are absent
+  (a fresh clone). The other trained tables still run their fixed budgets.
 - **Seeds.** `--seeds N` (default 3) trains every row with seeds 1..N; a cell of a table is the
   mean ± sample standard deviation over the seeds that finished.
 - **Verdicts.** Per claim Welch's t-test (two-sided at 5%; a parity claim is non-inferiority

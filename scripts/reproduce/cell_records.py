@@ -17,14 +17,17 @@ from scripts.common.atomic_files import write_text_atomic
 
 
 class CellRecords:
-    """The records under ``root``, one file per table, row, seed and (if chosen) rate."""
+    """The records under ``root``, one file per table, row, seed, (if chosen) rate and (for
+    a cell at its row's chosen rate with a larger cap than the grid's) epoch cap."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
 
-    def path(self, table: str, row: str, seed: int, lr: float | None) -> Path:
+    def path(self, table: str, row: str, seed: int, lr: float | None,
+             max_epoch: int | None = None) -> Path:
         rate = "" if lr is None else f"-lr{lr:g}"
-        return self.root / table / f"{row}-seed{seed}{rate}.json"
+        cap = "" if max_epoch is None else f"-max_epoch{max_epoch}"
+        return self.root / table / f"{row}-seed{seed}{rate}{cap}.json"
 
     def get(self, path: Path, key: str) -> dict | None:
         """The record at ``path`` if it is of the cell ``key``."""

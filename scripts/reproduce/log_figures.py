@@ -46,12 +46,19 @@ def training_record(log: Path, patience: int | None) -> Dict[str, Any]:
     logged = [int(record["num_updates"]) for record in json_log_records(lines, "train_inner")]
     updates = max([*logged[-1:], *(point[0] for point in curve[-1:]), 0])
     stopped = "plateau" if _EARLY_STOP in text else "cap"
+    return {"curve": curve, "updates": updates, "stopped": stopped,
+            "still_improving": still_improving(curve, stopped, patience)}
+
+
+def still_improving(curve: List[List[float]], stopped: str | None,
+                    patience: int | None) -> bool:
+    """Whether a run stopped at its cap set its best valid nll within the last ``patience``
+    validations of ``curve`` (the last one without a patience)."""
     nlls = [nll for _, nll in curve]
     finite = [i for i, nll in enumerate(nlls) if math.isfinite(nll)]
     best = min(finite, key=lambda i: nlls[i]) if finite else None
     window = patience if patience and patience > 0 else 1
-    still = stopped == "cap" and best is not None and len(curve) - 1 - best < window
-    return {"curve": curve, "updates": updates, "stopped": stopped, "still_improving": still}
+    return stopped == "cap" and best is not None and len(curve) - 1 - best < window
 
 
 def train_figures(log: Path) -> Dict[str, float]:

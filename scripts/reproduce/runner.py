@@ -2,7 +2,9 @@
 
 Order: a table with an ``lr_grid`` first trains seed 1 of each row at every rate of the grid
 (widened while the best is at an edge) and keeps the rate of the best valid nll for the row;
-then rows without a parent (every seed), then the rows that start from them, ...; up to
+then rows without a parent (every seed), then the rows that start from them, ...; the cells
+at a chosen rate may train longer than the grid (``plateau_max_epoch``), seed 1's from its
+grid cell's checkpoints (:mod:`~scripts.reproduce.continuation`); up to
 ``jobs`` cells run at once, each process with ``threads`` threads, and a cell starts as soon
 as its own parent has finished. A finished cell's figures are stored at once
 (:class:`~scripts.reproduce.cell_cache.CellCache`) and, with ``records``, kept beside the
@@ -33,6 +35,7 @@ from scripts.common.atomic_files import write_text_atomic
 from scripts.common.child_processes import child_env, stream
 from scripts.common.folder_lock import folder_lock
 from scripts.common.repo_paths import REPO_ROOT
+from scripts.reproduce import continuation
 from scripts.reproduce.cell_cache import CellCache, settings_key
 from scripts.reproduce.cell_records import CellRecords
 from scripts.reproduce.kinds import Step, kind_module
@@ -134,29 +137,35 @@ def selected_rows(spec: TableSpec, only: Sequence[str] | None,
     return [row for row in rows if row.key in wanted]
 
 
-# how a row's rate is chosen, not what a cell trains: left out of the cells' keys
-SEARCH_KEYS = ("lr_grid", "lr_limits")
+# how a row's rate is chosen and how long its chosen cells may train, not what a grid cell
+# trains: left out of the cells' keys (a grid cell's key is the same as before the cap of
+# the chosen cells existed)
+SEARCH_KEYS = ("lr_grid", "lr_limits", "plateau_max_epoch")
 
 
-def at_rate(settings: Dict, lr: float | None) -> Dict:
+def at_rate(settings: Dict, lr: float | None, search: bool = False) -> Dict:
     """The settings a cell trains with: the table's, at its row's rate ``lr`` when the table
-    chooses one per row (``lr_grid``)."""
+    chooses one per row (``lr_grid``); a cell at the chosen rate (not a ``search`` cell of the
+    grid) at most ``plateau_max_epoch`` epochs where the table sets a larger one."""
     if lr is None:
         return settings
-    return {**{k: v for k, v in settings.items() if k not in SEARCH_KEYS}, "lr": lr}
+    found = {**{k: v for k, v in settings.items() if k not in SEARCH_KEYS}, "lr": lr}
+    if not search and settings.get("plateau_max_epoch", 0) > settings.get("max_epoch", 0):
+        found["max_epoch"] = settings["plateau_max_epoch"]
+    return found
 
 
 def make_cell(spec: TableSpec, options: RunOptions, data: Dict, row: Row, seed: int,
-              lr: float | None, parent: Cell | None) -> Cell:
+              lr: float | None, parent: Cell | None, search: bool = False) -> Cell:
     """One cell with its key (a child's includes its parent's) and its cache folder."""
     kind = kind_module(spec.kind)
-    settings = at_rate(spec.settings(options.scale), lr)
+    settings = at_rate(spec.settings(options.scale), lr, search)
     described = kind.cell_settings(spec, row, seed, options.scale, settings, data)
     described["parent"] = parent.key if parent else None
     key = settings_key(described)
     folder = CellCache(options.work / "cells" / options.scale).folder(spec.name, row.key, seed,
                                                                      key)
-    return Cell(row, seed, key, folder, parent, lr=lr)
+    return Cell(row, seed, key, folder, parent, lr=lr, search=search)
 
 
 def plan(spec: TableSpec, options: RunOptions, data: Dict,
@@ -290,7 +299,7 @@ class TableRun:
         self.printed: set = set()  # keys of the cells a dry run printed
 
     def settings_of(self, cell: Cell) -> Dict:
-        return at_rate(self.settings, cell.lr)
+        return at_rate(self.settings, cell.lr, cell.search)
 
     def row_of(self, cell: Cell) -> Row:
         # a grid cell is trained like a starting point: not decoded
@@ -303,7 +312,46 @@ class TableRun:
                                      cell.folder, cell.parent.folder if cell.parent else None)
 
     def record_path(self, cell: Cell) -> Path:
-        return self.records.path(self.spec.name, cell.row.key, cell.seed, cell.lr)
+        # a chosen cell with another cap than its grid cell is another record
+        cap = self.settings_of(cell).get("max_epoch")
+        longer = cap if cap != self.settings.get("max_epoch") else None
+        return self.records.path(self.spec.name, cell.row.key, cell.seed, cell.lr, longer)
+
+    def screening_cell(self, cell: Cell) -> tuple[Cell, Dict] | None:
+        """The grid cell (same row, seed and rate, the grid's cap) that the chosen cell
+        ``cell`` can start from (:mod:`~scripts.reproduce.continuation`), with its result;
+        None when ``cell`` is not a longer-capped chosen cell or that one is not here (a
+        fresh clone has its record, not its checkpoints)."""
+        if cell.search or cell.lr is None or cell.parent is not None:
+            return None
+        grid = make_cell(self.spec, self.options, self.data, cell.row, cell.seed, cell.lr, None,
+                         search=True)
+        if grid.key == cell.key:  # the same cell (no longer cap): decoded as it is
+            return None
+        found = self.cache.get(grid.folder, grid.key)
+        if found is None and self.records is not None:
+            found = self.records.get(self.record_path(grid), grid.key)
+        return (grid, found) if continuation.can_continue(grid.folder, found) else None
+
+    def start_from_screening(self, cell: Cell) -> Dict | None:
+        """Seed ``cell``'s folder from its grid cell unless it has a checkpoint of its own
+        (it was seeded, or trained, before); what it continues, if anything."""
+        if not (cell.folder / "checkpoint_last.pt").is_file():
+            found = self.screening_cell(cell)
+            if found is not None:
+                grid, result = found
+                continuation.seed(grid.folder, grid.key, result, cell.folder)
+                self.options.say(f"  {cell.row.key} seed {cell.seed} continues "
+                                 f"{grid.folder.name} (stopped at its {result['stopped']})")
+        return continuation.earlier_of(cell.folder)
+
+    def finished(self, cell: Cell, result: Dict) -> Dict:
+        """``result`` with, for a cell that continues a grid cell, the whole training's
+        curve and figures."""
+        earlier = continuation.earlier_of(cell.folder)
+        if earlier is None:
+            return result
+        return continuation.merged(earlier, result, self.settings_of(cell).get("patience"))
 
     def store(self, cell: Cell, result: Dict) -> None:
         cell.result = self.cache.put(cell.folder, cell.key, result)
@@ -345,6 +393,10 @@ class TableRun:
                     self.printed.add((cell.key, cell.search))
                     self.make_steps(cell)
                     print_dry_run(cell, self.options.say)
+                    found = self.screening_cell(cell)
+                    if found is not None:
+                        self.options.say(f"    (continues {found[0].folder.name}, stopped at "
+                                         f"its {found[1]['stopped']})")
         elif self.options.collect_only:
             for cell in todo:
                 self.collect(cell)
@@ -360,9 +412,9 @@ class TableRun:
             # a killed or still running cell: its logs are not complete
             self.options.say(f"  {cell.folder.name}: no complete logs ({error})")
             return
-        self.store(cell, {
+        self.store(cell, self.finished(cell, {
             "figures": figures, "seconds": None, "search": cell.search,
-            **training(cell.folder, self.settings_of(cell))})
+            **training(cell.folder, self.settings_of(cell))}))
 
     def run_cell(self, cell: Cell) -> None:
         options = self.options
@@ -375,8 +427,10 @@ class TableRun:
             raise CellFailed(f"{cell.folder.name}: its parent {cell.parent.folder.name} has "
                              "no result")
         cell.folder.mkdir(parents=True, exist_ok=True)
-        # a chosen grid cell's time includes its training's
-        begin = time.monotonic() - ((cell.trained or {}).get("seconds") or 0.0)
+        earlier = self.start_from_screening(cell)
+        # a chosen grid cell's time includes its training's, a continuation's the grid cell's
+        before = cell.trained or (earlier or {}).get("result") or {}
+        begin = time.monotonic() - (before.get("seconds") or 0.0)
         rate = f" at lr {cell.lr:g}" if cell.lr is not None else ""
         options.say(f"  run {cell.row.key} seed {cell.seed}{rate}")
         cpu: Dict[str, float] = {}
@@ -398,14 +452,16 @@ class TableRun:
             except Diverged as stopped:
                 options.say(f"  {cell.row.key} seed {cell.seed} diverged: {stopped.reason}")
                 figures = {"diverged": 1.0, "reason": stopped.reason}
+        if earlier is not None and "train.log" in cpu:
+            cpu["train.log"] += continuation.train_cpu(earlier)
         add_cpu_figures(figures, cpu)
-        self.store(cell, {
+        self.store(cell, self.finished(cell, {
             "figures": figures, "seconds": round(time.monotonic() - begin, 1),
             "cpu_seconds": round(sum(cpu.values()), 1), "search": cell.search,
             "row": cell.row.key, "seed": cell.seed, "machine": platform.node(),
             "commit": self.commit_id, "load_average": [round(v, 1) for v in os.getloadavg()],
             "finished_at": round(time.time(), 1),
-            **training(cell.folder, self.settings_of(cell))})
+            **training(cell.folder, self.settings_of(cell))}))
         options.say(f"  done {cell.row.key} seed {cell.seed}{rate} in "
                     f"{cell.result['seconds']} s")
 
@@ -452,8 +508,8 @@ class TableRun:
         rates: Dict[str, float] = {}
         points: Dict[str, List[List[float]]] = {}
         while rows:
-            cells = {row.key: [replace(make_cell(self.spec, self.options, self.data, row, 1, lr,
-                                                 None), search=True)
+            cells = {row.key: [make_cell(self.spec, self.options, self.data, row, 1, lr, None,
+                                         search=True)
                                for lr in grids[row.key]] for row in rows}
             found = [cell for row_cells in cells.values() for cell in row_cells]
             self.lookup(found)

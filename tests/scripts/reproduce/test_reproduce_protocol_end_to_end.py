@@ -1,6 +1,7 @@
 """The training protocol end to end, through the real fairseq command line on a fixture
 catalog: Table 4's tiny scale chooses a row's rate from a 3-point grid and trains to a
-plateau; a time budget stops a table, which the same command completes; a fresh work folder
+plateau (a grid cell at a plateau stands for the chosen rate's longer-capped cell); a time
+budget stops a table, which the same command completes; a fresh work folder
 takes the finished cells from the records beside the report instead of training them."""
 
 from __future__ import annotations
@@ -39,13 +40,25 @@ def row_line(tmp_path: Path) -> str:
 def test_a_row_takes_its_best_rate_of_a_grid_and_trains_to_a_plateau(tmp_path):
     assert main(arguments(tmp_path)) == 0
     found = records(tmp_path)
-    grid = TABLES[TABLE].settings("tiny")["lr_grid"]
-    assert sorted(found) == sorted(f"transformer-seed1-lr{lr:g}.json" for lr in grid)
-    nll = {record["lr"]: record["figures"]["valid_nll"] for record in found.values()}
+    settings = TABLES[TABLE].settings("tiny")
+    grid = {f"transformer-seed1-lr{lr:g}.json": lr for lr in settings["lr_grid"]}
+    nll = {lr: found[name]["figures"]["valid_nll"] for name, lr in grid.items()}
     chosen = min(nll, key=nll.get)
+    # the chosen rate's cell may train up to plateau_max_epoch epochs: a cell of its own
+    longer = f"transformer-seed1-lr{chosen:g}-max_epoch{settings['plateau_max_epoch']}.json"
+    assert sorted(found) == sorted([*grid, longer])
     decoded = [record for record in found.values() if not record["search"]]
     assert [record["lr"] for record in decoded] == [chosen]  # only the chosen one decoded
     assert decoded[0]["figures"]["bleu"] >= 0
+    # its grid cell stopped at a plateau: reused as it is, not trained again (its log copied)
+    screened = found[f"transformer-seed1-lr{chosen:g}.json"]
+    assert screened["stopped"] == decoded[0]["stopped"] == "plateau"
+    assert decoded[0]["curve"] == screened["curve"]
+    assert decoded[0]["figures"]["valid_nll"] == screened["figures"]["valid_nll"]
+    cells = tmp_path / "work" / "cells" / "tiny" / TABLE
+    assert decoded[0]["continued_from"] == f"transformer-seed1-{screened['key'][:12]}"
+    assert ((cells / f"transformer-seed1-{decoded[0]['key'][:12]}" / "train.log").read_bytes()
+            == (cells / decoded[0]["continued_from"] / "train.log").read_bytes())
     # every cell's curve: validations at rising updates, the table's nll the best of them
     for record in found.values():
         updates = [update for update, _ in record["curve"]]
@@ -54,10 +67,11 @@ def test_a_row_takes_its_best_rate_of_a_grid_and_trains_to_a_plateau(tmp_path):
     plateaus = [record for record in found.values() if record["stopped"] == "plateau"]
     assert plateaus and all(len(record["curve"]) >= 3 for record in plateaus)
     assert not any(record["still_improving"] for record in plateaus)
-    # the decoded model is the best validated one
-    cell = next((tmp_path / "work").glob(f"cells/tiny/{TABLE}/transformer-seed1-*/"
-                                         "generate-test-beam2.txt"))
-    assert "checkpoint_best.pt" in cell.read_text()
+    # the decoded model is the best validated one, in the chosen cell's own folder
+    (cell,) = (tmp_path / "work").glob(f"cells/tiny/{TABLE}/transformer-seed1-*/"
+                                       "generate-test-beam2.txt")
+    assert f"{cell.parent}/checkpoint_best.pt" in cell.read_text()
+    assert cell.parent.name.endswith(decoded[0]["key"][:12])
 
 
 def test_a_time_budget_stops_the_table_and_a_fresh_clone_takes_the_records(tmp_path, capsys):
