@@ -63,7 +63,8 @@ class UnsafeCheckpointError(CommandLineError):
             "; use a checkpoint from a source you trust, trained with fairseq or this plugin")
 
 
-def _find_command_line_error(error: BaseException | None) -> CommandLineError | None:
+def find_command_line_error(error: BaseException | None) -> CommandLineError | None:
+    """The ``CommandLineError`` that ``error`` is or was raised from, if any."""
     seen = set()
     while error is not None and id(error) not in seen:
         if isinstance(error, CommandLineError):
@@ -88,12 +89,17 @@ def is_fairseq_command() -> bool:
             or os.path.basename(os.path.dirname(script)) == "fairseq_cli")
 
 
-def exit_with_one_line(error: CommandLineError) -> NoReturn:
-    """Print ``error`` as ``PROG: error: MESSAGE``, as argparse does, and exit with its
-    status."""
+def one_line(error: CommandLineError) -> str:
+    """``error`` as argparse prints a bad flag: ``PROG: error: MESSAGE``, PROG being the
+    running command (``sys.argv[0]``)."""
     prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "fairseq"
+    return f"{prog}: error: {error}"
+
+
+def exit_with_one_line(error: CommandLineError) -> NoReturn:
+    """Print ``error`` as :func:`one_line` and exit with its status."""
     sys.stdout.flush()
-    sys.stderr.write(f"{prog}: error: {error}\n")
+    sys.stderr.write(one_line(error) + "\n")
     sys.stderr.flush()
     os._exit(error.exit_status)
 
@@ -106,7 +112,7 @@ def install_cli_error_hook() -> None:
 
     def hook(kind: Type[BaseException], error: BaseException,
              traceback: TracebackType | None) -> None:
-        found = _find_command_line_error(error)
+        found = find_command_line_error(error)
         if found is None:
             previous(kind, error, traceback)
             return

@@ -43,7 +43,10 @@ from relu_former.fairseq_fixes.last_batch import keep_last_batch
 from relu_former.fairseq_fixes.literal_config import read_config_strings_as_literals
 from relu_former.fairseq_fixes.parse_checks import check_parsed_command_lines
 from relu_former.fairseq_fixes.resume_check import check_resumed_models
-from relu_former.fairseq_fixes.save_dir_lock import lock_save_dirs
+from relu_former.fairseq_fixes.save_dir_lock import (
+    lock_save_dirs,
+    release_save_dirs_after_training,
+)
 from relu_former.fairseq_fixes.saved_source_limit import use_saved_source_limit
 from relu_former.sparse_softmax.old_checkpoints import upgrade_old_sparse_k_checkpoints
 
@@ -87,6 +90,16 @@ def _import_criterions() -> None:
     except BaseException:
         del sys.modules[name]
         raise
+
+
+def install_command_fixes() -> None:
+    """Install the fixes that wrap a ``fairseq_cli`` module: each wraps it only if it is
+    imported already (importing one sets up logging), as it is when a command loads the plugin
+    (idempotent). Python code that imports such a module after the plugin, then calls its
+    ``main()``, runs this first."""
+    release_save_dirs_after_training()
+    bound_interactive_input()
+    check_hydra_configs()
 
 
 allow_fairseq_checkpoint_globals()

@@ -1,26 +1,20 @@
 """Test helpers: a tiny parallel corpus in fairseq's formats and a driver for its CLI.
 
 The end-to-end tests run the real ``fairseq-preprocess``, ``fairseq-train`` and
-``fairseq-generate`` commands in processes of their own, as a user would, with the plugin
-loaded by ``--user-dir``; fairseq's console scripts are forked from a process that imported
-fairseq once (``fairseq_fork_server.py`` says what that changes, and ``fresh=True`` asks for a
-new interpreter). Everything is generated here; nothing is downloaded.
+``fairseq-generate`` console scripts with a user's command lines, the plugin loaded by
+``--user-dir``; they run inside the test process, as fairseq's own tests call its ``main()``
+(``fairseq_in_process.py`` says what that changes, and ``fresh=True`` asks for a new
+interpreter). Everything is generated here; nothing is downloaded.
 """
 
 from __future__ import annotations
 
-import atexit
-import json
 import os
 import re
 import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
-
-from fairseq_fork_server import STARTUP_ENV
 
 # The tests import these two from here, with the rest of their helpers.
 from scripts.common.fairseq_cli import fairseq_command  # noqa: F401
@@ -70,64 +64,14 @@ def tiny_hydra_train(data_bin: Path, save_dir: Path, *overrides: str,
     ], check=False, cwd=save_dir.parent)
 
 
-class ForkServer:
-    """This test process's ``fairseq_fork_server``: started with the environment of the first
-    command it runs, it serves the commands whose start-up environment matches it."""
-
-    def __init__(self, env: dict) -> None:
-        self.startup = {name: env.get(name) for name in STARTUP_ENV}
-        self.log = tempfile.NamedTemporaryFile(prefix="fairseq-fork-server-", suffix=".log",
-                                               delete=False)
-        self.proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).with_name("fairseq_fork_server.py"))],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True, env=env)
-        ready = self.proc.stdout.readline()
-        if not ready:
-            raise RuntimeError(f"the fairseq fork server did not start: see {self.log.name}")
-        self.scripts = set(json.loads(ready)["ready"])
-        atexit.register(self.stop)
-
-    def stop(self) -> None:
-        """End the server (its loop ends with its stdin); keep its log only if it wrote one."""
-        self.proc.stdin.close()
-        self.proc.wait(timeout=60)
-        self.log.close()
-        log = Path(self.log.name)
-        if not log.stat().st_size:
-            log.unlink()
-
-    def serves(self, args: Sequence[str], env: dict) -> bool:
-        return (self.proc.poll() is None and Path(args[0]).name in self.scripts
-                and {name: env.get(name) for name in STARTUP_ENV} == self.startup)
-
-    def run(self, args: Sequence[str], cwd: Path | None, env: dict, timeout: float,
-            input: str | None) -> subprocess.CompletedProcess:
-        with tempfile.TemporaryDirectory(prefix="fairseq-command-") as folder:
-            files = {name: Path(folder) / name for name in ("stdin", "stdout", "stderr")}
-            files["stdin"].write_text(input or "")
-            request = dict(argv=list(args), cwd=str(cwd or os.getcwd()), env=env,
-                           timeout=timeout, **{name: str(path) for name, path in files.items()})
-            self.proc.stdin.write(json.dumps(request) + "\n")
-            self.proc.stdin.flush()
-            reply = self.proc.stdout.readline()
-            if not reply:
-                raise RuntimeError(f"the fairseq fork server stopped: see {self.log.name}")
-            reply = json.loads(reply)
-            out, err = files["stdout"].read_text(), files["stderr"].read_text()
-        if reply["timed_out"]:
-            raise subprocess.TimeoutExpired(list(args), timeout, out, err)
-        return subprocess.CompletedProcess(list(args), reply["returncode"], out, err)
-
-
-_fork_server: list = []  # at most one per test process, started on first use
-
-
 def run_command(args: Sequence[str], cwd: Path | None = None, check: bool = True,
                 env: dict | None = None, timeout: int = 600, input: str | None = None,
                 fresh: bool = False) -> subprocess.CompletedProcess:
     """Run a command (``input`` on its stdin), capture its output and, with ``check``, fail
-    the test with its log. A fairseq console script is forked from the fork server unless
-    ``fresh`` (a new interpreter) is asked for or its start-up environment differs."""
+    the test with its log. A fairseq console script runs in this process
+    (``fairseq_in_process``) unless ``fresh`` (a new interpreter) is asked for or ``env`` sets
+    a variable read at start-up; ``timeout`` (seconds) applies to a command run as a process
+    only: a call in this process cannot be killed."""
     full_env = dict(os.environ)
     full_env.setdefault("OMP_NUM_THREADS", "1")
     full_env.pop("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", None)
@@ -137,10 +81,11 @@ def run_command(args: Sequence[str], cwd: Path | None = None, check: bool = True
     if env:
         full_env.update(env)
     args = [str(a) for a in args]
-    if not fresh and not _fork_server and Path(args[0]).name.startswith("fairseq-"):
-        _fork_server.append(ForkServer(full_env))
-    if not fresh and _fork_server and _fork_server[0].serves(args, full_env):
-        proc = _fork_server[0].run(args, cwd, full_env, timeout, input)
+    # imported on first use: it imports fairseq and the plugin into this process
+    from fairseq_in_process import run_in_process, runs_in_process
+
+    if not fresh and runs_in_process(args, env):
+        proc = run_in_process(args, cwd, full_env, input)
     else:
         proc = subprocess.run(args, cwd=cwd, env=full_env, capture_output=True, text=True,
                               timeout=timeout, input=input)

@@ -60,13 +60,17 @@ def strip_byte_order_mark(line: str) -> str:
 def bound_make_batches(make_batches: Callable) -> Callable:
     """``make_batches`` of fairseq-interactive, skipping or truncating over-long lines (and
     removing byte-order marks)."""
-    lines_seen = [0]  # lines of earlier buffers: the S- number of this buffer's first line
+    # lines of earlier buffers (the S- number of this buffer's first line), counted per run of
+    # fairseq-interactive's main(): each has a config of its own
+    seen = {"cfg": None, "lines": 0}
 
     @functools.wraps(make_batches)
     def bounded(lines, cfg, task, max_positions, encode_fn) -> Iterator:
         lines = [strip_byte_order_mark(line) for line in lines]
-        first_id = lines_seen[0]
-        lines_seen[0] += len(lines)
+        if seen["cfg"] is not cfg:
+            seen.update(cfg=cfg, lines=0)
+        first_id = seen["lines"]
+        seen["lines"] += len(lines)
         limit = source_limit(max_positions)
         if limit is None:
             yield from make_batches(lines, cfg, task, max_positions, encode_fn)

@@ -14,7 +14,11 @@ from fairseq import checkpoint_utils
 
 import relu_former.plugin  # noqa: F401  (the allowlist torch.load needs here)
 from relu_former.errors import OptionError
-from relu_former.fairseq_fixes.save_dir_lock import LOCK_FILE, lock_save_dir
+from relu_former.fairseq_fixes.save_dir_lock import (
+    LOCK_FILE,
+    lock_save_dir,
+    save_dirs_released_after,
+)
 
 from helpers import (
     REPO_ROOT,
@@ -59,6 +63,32 @@ def test_the_lock_is_refused_while_held_and_free_after_a_kill(tmp_path):
     lock_save_dir(str(tmp_path))  # no stale lock
     lock_save_dir(str(tmp_path))  # taken again by the same process: a no-op
     assert (tmp_path / LOCK_FILE).read_text() == f"{os.getpid()}\n"
+
+
+def _taken_by_another_process(save_dir) -> bool:
+    """Whether a new process is refused the lock of ``save_dir``."""
+    proc = subprocess.run(
+        [sys.executable, "-c", "from relu_former.fairseq_fixes.save_dir_lock import "
+         f"lock_save_dir; lock_save_dir({str(save_dir)!r})"],
+        cwd=REPO_ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0 or "is in use by another training" in proc.stderr, proc.stderr
+    return proc.returncode != 0
+
+
+def test_a_lock_taken_in_the_block_is_released_when_it_ends(tmp_path):
+    earlier, inside, raising = (tmp_path / name for name in ("earlier", "inside", "raising"))
+    for folder in (earlier, inside, raising):
+        folder.mkdir()
+    lock_save_dir(str(earlier))
+    with save_dirs_released_after():
+        lock_save_dir(str(inside))
+        assert _taken_by_another_process(inside)
+    assert not _taken_by_another_process(inside)
+    assert _taken_by_another_process(earlier)  # held before the block: still held
+    with pytest.raises(RuntimeError), save_dirs_released_after():
+        lock_save_dir(str(raising))
+        raise RuntimeError("the training failed")
+    assert not _taken_by_another_process(raising)
 
 
 @pytest.mark.slow

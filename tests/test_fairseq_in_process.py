@@ -1,0 +1,46 @@
+"""A fairseq command run in the test process gives what a new interpreter gives: the same
+error line and exit status for a bad flag, the same log stream and format and the same losses
+for a training; and a call leaves no logging handler, argv or folder behind."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+
+import pytest
+
+from helpers import USER_DIR, fairseq_command, run_command
+
+TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \| ", re.M)
+
+
+def test_a_bad_flag_gives_the_same_line_and_status_as_a_new_interpreter(tmp_path):
+    args = [fairseq_command("fairseq-train"), "--user-dir", USER_DIR, "--arch", "relu_former",
+            "--relu-gamma", "nan"]
+    handlers, argv, cwd = list(logging.root.handlers), list(sys.argv), os.getcwd()
+    in_process = run_command(args, check=False, cwd=tmp_path)
+    assert (list(logging.root.handlers), sys.argv, os.getcwd()) == (handlers, argv, cwd)
+    fresh = run_command(args, check=False, cwd=tmp_path, fresh=True)
+    assert in_process.returncode == fresh.returncode == 2
+    assert in_process.stderr.splitlines()[-1] == fresh.stderr.splitlines()[-1]
+    assert "--relu-gamma must be a finite number > 0" in in_process.stderr
+
+
+@pytest.mark.slow
+def test_training_logs_and_losses_are_those_of_a_new_interpreter(fairseq_run, tmp_path):
+    in_process = fairseq_run.train(save_dir="in_process")
+    args = list(in_process.args)
+    args[args.index("--save-dir") + 1] = str(tmp_path / "fresh")
+    fresh = run_command(args, fresh=True, cwd=fairseq_run.work)
+    for proc in (in_process, fresh):
+        assert TIMESTAMP.search(proc.stdout), proc.stdout[-1000:]  # fairseq-train's format
+        assert "| INFO | fairseq_cli.train | done training" in proc.stdout
+    assert (tmp_path / "fresh" / "checkpoint_last.pt").is_file()
+    # the same seed trains the same losses in both
+    losses = [re.findall(r"train_inner .* loss=([\d.]+)", p.stdout) for p in (in_process, fresh)]
+    assert losses[0] == losses[1] and losses[0]
+    # a second call on the same save directory is not refused by the first's lock
+    again = fairseq_run.train("--max-update", "8", save_dir="in_process")
+    assert "is in use by another training" not in again.stderr
