@@ -153,12 +153,19 @@ def interleaved_median_seconds(
     warmup: int = 1,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, float]:
-    """Median wall time of each case over ``rounds`` interleaved rounds after ``warmup``."""
+    """Median wall time of each case over ``rounds`` interleaved rounds after ``warmup``.
+
+    The order of the cases is reversed every other round (A B, B A, A B, ...): a case that
+    always ran right after another would inherit its state (freed memory the allocator hands
+    back warm or returns to the system, caches, the CPU's clock), a bias of its own that no
+    number of rounds averages out.
+    """
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
     times: dict[str, list[float]] = {name: [] for name in cases}
+    forward = list(cases.items())
     for index in range(warmup + rounds):
-        for name, step in cases.items():
+        for name, step in (forward if index % 2 == 0 else forward[::-1]):
             start = time.perf_counter()
             step()
             elapsed = time.perf_counter() - start

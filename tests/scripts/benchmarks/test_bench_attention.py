@@ -62,6 +62,13 @@ def test_interleaved_median_runs_every_case_warmup_plus_rounds_times():
         interleaved_median_seconds({"a": lambda: None}, rounds=0)
 
 
+def test_interleaved_rounds_alternate_the_order_of_the_cases():
+    order = []
+    interleaved_median_seconds({name: (lambda n=name: order.append(n)) for name in "ab"},
+                               rounds=3, warmup=1)
+    assert "".join(order) == "abbaabba"
+
+
 def test_markdown_table_formats_numbers_and_rejects_ragged_rows():
     table = markdown_table(["a", "b", "c"], [["x", 0.123456, 12345.6], ["y", 3, math.nan]])
     assert table.splitlines() == [
