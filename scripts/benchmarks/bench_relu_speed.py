@@ -57,6 +57,7 @@ HEADS = 4
 TIME_TARGET = 1.05
 MEMORY_TARGET = 1.2
 WORDS_TARGET = 0.95
+TABLES = ("attention", "decoder", "training")
 SIZE = ("--encoder-layers 2 --decoder-layers 2 --encoder-embed-dim {w} --decoder-embed-dim {w} "
         "--encoder-ffn-embed-dim {f} --decoder-ffn-embed-dim {f} "
         "--encoder-attention-heads 4 --decoder-attention-heads 4")
@@ -83,8 +84,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_quick_argument("--rounds", 7, 2, "timed rounds (median)", type=int)
     parser.add_argument("--vocab", type=int, default=4000,
                         help="synthetic vocabulary of the training table (default 4000)")
+    parser.add_argument("--tables", nargs="+", choices=TABLES, default=list(TABLES),
+                        help="which tables to measure (default all three)")
     parser.add_threads_and_out("write OUT/bench_relu_speed.md",
-                               "torch intra-op threads (default 1; the issue figures use 2)")
+                               "torch intra-op threads (default 1; the README's figures use 2)")
     return parser.parse_args(argv)
 
 
@@ -211,25 +214,26 @@ def training_rows(args: argparse.Namespace) -> list[list]:
 
 def report(args: argparse.Namespace, attention: list[list], decoder: list[list],
            training: list[list]) -> str:
-    return "\n".join([
-        "# bench_relu_speed: ReLU attention against softmax\n",
-        f"{torch_setup()}, median of {args.rounds} interleaved rounds after 1 warm-up.\n",
+    parts = {"attention": [
         "## One attention, forward + backward (ReLU / SDPA time)\n",
         f"{HEADS} heads, about {args.tokens} query tokens a call, no mask; target time ratio "
         f"<= {TIME_TARGET}, peak tensor memory ratio at the longest n <= {MEMORY_TARGET}.\n",
         markdown_table(["head dim", "n", "batch", "SDPA ms", "ReLU ms", "ReLU / SDPA", "met",
-                        "memory ratio"], attention),
+                        "memory ratio"], attention)], "decoder": [
         "## Decoder attentions at document length (ReLU / softmax module)\n",
         f"{args.decoder_length} queries and keys, batch 4, width 256, {HEADS} heads; forward + "
         "backward in training mode (attention dropout 0), the incremental step in evaluation "
         f"mode; target time ratio <= {TIME_TARGET}.\n",
-        markdown_table(["attention", "softmax ms", "ReLU ms", "ReLU / softmax", "met"], decoder),
+        markdown_table(["attention", "softmax ms", "ReLU ms", "ReLU / softmax", "met"],
+                       decoder)], "training": [
         "## Training words/s (ReLU / softmax attention)\n",
         f"relu_former_iwslt_de_en, 2+2 layers, 4 heads, FFN 2x width, {args.batch_tokens} "
         f"target tokens a step, vocabulary {args.vocab}; target ratio >= {WORDS_TARGET}.\n",
         markdown_table(["width", "data", "softmax words/s", "ReLU words/s", "ReLU / softmax",
-                        "met"], training),
-    ])
+                        "met"], training)]}
+    header = ["# bench_relu_speed: ReLU attention against softmax\n",
+              f"{torch_setup()}, median of {args.rounds} interleaved rounds after 1 warm-up.\n"]
+    return "\n".join(header + [line for name in args.tables for line in parts[name]])
 
 
 def main(argv=None) -> int:
@@ -237,7 +241,9 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     quiet_fairseq()
     log(f"bench_relu_speed: {torch_setup()}")
-    text = report(args, attention_rows(args), decoder_rows(args), training_rows(args))
+    measure = {"attention": attention_rows, "decoder": decoder_rows, "training": training_rows}
+    rows = {name: measure[name](args) if name in args.tables else [] for name in TABLES}
+    text = report(args, **rows)
     finish_report(args, "bench_relu_speed", text)
     return 0
 

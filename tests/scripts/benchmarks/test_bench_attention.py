@@ -206,3 +206,12 @@ def test_bench_relu_speed_prints_every_ratio_it_was_asked_for(tmp_path):
     assert {data for data, _ in training} == {"sentences", "64-token documents"}
     for value in [v for *_, v, _, _ in attention] + [v for _, v in decoder + training]:
         assert math.isfinite(float(value)) and float(value) > 0
+
+
+def test_bench_relu_speed_measures_only_the_tables_asked_for(tmp_path):
+    run_command([sys.executable, "-m", "scripts.benchmarks.bench_relu_speed", "--quick",
+                 "--tables", "decoder", "--decoder-length", "24", "--rounds", "1",
+                 "--out", tmp_path], cwd=REPO_ROOT)
+    text = (tmp_path / "bench_relu_speed.md").read_text()
+    assert "## Decoder attentions" in text
+    assert "## One attention" not in text and "## Training" not in text
