@@ -75,12 +75,17 @@ def translate_and_score(run: Run, data_bin: Path, work: Path, beam: int,
     sacreBLEU scores the detokenised output against the untouched references in
     ``work/raw``, case-insensitively (the models see lower-cased text).
     """
-    import sacrebleu
-
     n_test = len(read_lines(work / "prep" / run.data / f"test.{SRC}"))
     ordered = generate(run, data_bin, work, beam, ["--remove-bpe", "--max-tokens", "6000"],
                        n_test, args, position)
-    references = read_lines(work / "raw" / f"test.{TGT}")
     detok = moses_detokenize(ordered, TGT)
     write_lines(work / run.key / "test.hyp.detok", detok)
-    run.bleu = sacrebleu.corpus_bleu(detok, [references], lowercase=True).score
+    run.bleu = sacre_bleu(detok, read_lines(work / "raw" / f"test.{TGT}"))
+
+
+def sacre_bleu(detokenised: Sequence[str], references: Sequence[str]) -> float:
+    """sacreBLEU of detokenised output against the untouched references, case-insensitive
+    (the models see lower-cased text): the demo's and the ablations' ``BLEU``."""
+    import sacrebleu
+
+    return sacrebleu.corpus_bleu(list(detokenised), [list(references)], lowercase=True).score

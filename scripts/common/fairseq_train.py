@@ -93,6 +93,7 @@ def train(run: Run, budget: Budget, data_bin: Path, work: Path, args: argparse.N
     from tqdm import tqdm
 
     command, max_update, cap = train_command(run, budget, data_bin, work, args)
+    run.budget_updates = max_update
     bar = tqdm(total=max_update, desc=f"train {run.key:<15}", unit="upd", leave=True,
                disable=args.quiet, dynamic_ncols=True, mininterval=1.0, position=position)
     started = time.time()
@@ -111,5 +112,6 @@ def train(run: Run, budget: Budget, data_bin: Path, work: Path, args: argparse.N
         tail = (work / run.key / "train.log").read_text()[-3000:]
         raise RuntimeError(f"fairseq-train failed for {run.key} (exit {code}):\n{tail}")
     write_text_atomic(work / run.key / "cpu.json", json.dumps({"train_cpu": run.train_cpu}))
-    if run.updates < max_update:
-        run.note = f"stopped by the {cap:.0f} s time cap after {run.updates} updates"
+    if not run.finished:
+        run.note = (f"stopped by the {cap:.0f} s time cap after {run.updates} of its "
+                    f"{max_update} updates: not finished")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable, Dict, Sequence
+import threading
+from typing import Callable, List, Sequence
 
 from scripts.common.run_record import Run
 
@@ -23,24 +23,52 @@ def threads_per_job(args: argparse.Namespace) -> int:
 def in_parallel(step: Callable[[Run, int], None], runs: Sequence[Run], jobs: int) -> None:
     """Run ``step(run, position)`` for every run, ``jobs`` at a time; re-raise the first error.
 
-    A run with a ``parent`` starts once its parent is done; ``position`` (0 to jobs - 1) is
-    the line of its progress bar.
+    A free job takes the first run, in ``runs``' order, that is ready: a run with a
+    ``parent`` among ``runs`` is ready once its parent is done (it never holds a job while it
+    waits, so the cores stay busy with the runs that can go), and is skipped if its parent
+    failed. ``position`` (0 to jobs - 1) is the line of its progress bar.
     """
-    if not runs:
-        return
-    futures: Dict[str, Future] = {}
+    keys = {run.key for run in runs}
+    pending, done, failed = list(runs), set(), set()
+    errors: List[BaseException] = []
+    free = list(range(jobs))
+    changed = threading.Condition()
 
-    def after_parent(run: Run, position: int) -> None:
-        # parents are submitted first, so they are running or done: no deadlock
-        if run.parent is not None and run.parent.key in futures:
-            futures[run.parent.key].result()
-        step(run, position)
+    def waiting_on(run: Run) -> str | None:
+        parent = run.parent.key if run.parent is not None else None
+        return parent if parent in keys and parent not in done else None
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for i, run in enumerate(runs):
-            futures[run.key] = pool.submit(after_parent, run, i % jobs)
-        for future in futures.values():
-            future.result()
+    def work(run: Run, position: int) -> None:
+        try:
+            step(run, position)
+        except BaseException as error:  # re-raised in the caller's thread
+            with changed:
+                errors.append(error)
+                failed.add(run.key)
+        finally:
+            with changed:
+                done.add(run.key)
+                free.append(position)
+                changed.notify_all()
+
+    threads = []
+    with changed:
+        while pending:
+            # runs whose parent failed never start
+            pending = [r for r in pending if r.parent is None or r.parent.key not in failed]
+            ready = next((r for r in pending if waiting_on(r) is None), None)
+            if ready is None or not free:
+                if pending:
+                    changed.wait()
+                continue
+            pending.remove(ready)
+            thread = threading.Thread(target=work, args=(ready, free.pop(0)), daemon=True)
+            thread.start()
+            threads.append(thread)
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
 
 
 def machine_line() -> str:

@@ -44,6 +44,7 @@ class Run:
     data: str = "sentences"  # the data bin's name, e.g. "summaries"
     generate_flags: List[str] = field(default_factory=list)
     parent: Run | None = None  # fine-tuned from this run's last checkpoint
+    budget_updates: int = 0    # the update budget it trains for (0: not known yet)
     # measured
     losses: List[tuple] = field(default_factory=list)  # (update, training nll in bits)
     wps: List[float] = field(default_factory=list)
@@ -59,6 +60,11 @@ class Run:
     entropy: float = math.nan
     zeros: float = math.nan
     note: str = ""
+
+    @property
+    def finished(self) -> bool:
+        """Whether it trained its whole update budget (a time cap did not stop it first)."""
+        return self.updates >= self.budget_updates
 
 
 def parse_log_line(line: str, run: Run) -> str | None:

@@ -56,17 +56,27 @@ class WorkFolder:
         return corpus
 
     def train_all(self, runs: List[Run], budget_of: Callable[[Run], Budget],
-                  args: argparse.Namespace, jobs: int, step: str) -> None:
-        """Train every run not already trained (``--resume``), ``jobs`` at a time."""
-        done = [run for run in runs if self.resume and trained_before(run, self.work)]
+                  args: argparse.Namespace, jobs: int, step: str,
+                  after: Callable[[Run, int], None] | None = None) -> None:
+        """Train every run not already trained (``--resume``), ``jobs`` at a time; ``after``
+        (e.g. decoding) runs in the same job right after each run is trained or reused."""
+        for run in runs:
+            run.budget_updates = budget_of(run).max_update
+        done = {run.key for run in runs if self.resume and trained_before(run, self.work)}
         if done:
-            self.say("  reusing the trained " + ", ".join(r.key for r in done) + " (--resume)")
-        todo = [run for run in runs if run not in done]
-        if not todo:
-            return
-        self.say(f"{step} training {len(todo)} models: " + ", ".join(r.label for r in todo))
-        in_parallel(lambda run, pos: train(run, budget_of(run), self.bin(run.data), self.work,
-                                           args, pos), todo, jobs)
+            self.say("  reusing the trained " + ", ".join(sorted(done)) + " (--resume)")
+        todo = [run for run in runs if run.key not in done]
+        if todo:
+            self.say(f"{step} training {len(todo)} models: "
+                     + ", ".join(r.label for r in todo))
+
+        def one(run: Run, position: int) -> None:
+            if run.key not in done:
+                train(run, budget_of(run), self.bin(run.data), self.work, args, position)
+            if after is not None:
+                after(run, position)
+
+        in_parallel(one, runs if after is not None else todo, jobs)
 
 
 OWNER_STAMP = ".written-by-relu-former"

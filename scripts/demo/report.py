@@ -14,6 +14,7 @@ from scripts.common.atomic_files import write_text_atomic
 from scripts.common.plotting import markdown_table
 from scripts.common.run_record import Run
 from scripts.demo.loss_plots import task_loss_panels
+from scripts.demo.reference_rows import References, updates_cell
 from scripts.demo.summarization import SummaryReferences
 
 TABLE_HEADERS = ["model", "params", "updates", "train s", "words/s", "valid nll", "BLEU",
@@ -32,11 +33,37 @@ def _median(values: Sequence[float]) -> float:
 
 
 def table_rows(runs: Sequence[Run]) -> List[list]:
-    """The translation table."""
-    return [_dashes([run.label, run.params if run.params is not None else "-", run.updates,
-                     run.train_seconds, _median(run.wps), run.valid_nll, run.bleu,
-                     run.tok_bleu, run.entropy, run.zeros])
+    """The translation table's model rows."""
+    return [_dashes([run.label, run.params if run.params is not None else "-",
+                     updates_cell(run.updates, run.finished), run.train_seconds,
+                     _median(run.wps), run.valid_nll, run.bleu, run.tok_bleu, run.entropy,
+                     run.zeros])
             for run in runs if run.data == "sentences"]
+
+
+def translation_table(runs: Sequence[Run], references: References | None) -> List[list]:
+    """The models' rows, then the copy and trivial reference rows."""
+    rows = table_rows(runs)
+    return rows + (references.rows(TABLE_HEADERS) if references and rows else [])
+
+
+# The translation comparisons: run keys, each pair in one sentence.
+TRANSLATION_PAIRS = (("softmax", "relu"), ("finetune_ce", "finetune_sparse"))
+
+
+def translation_findings(runs: Sequence[Run], references: References | None) -> List[str]:
+    """The unigram entropy against the softmax Transformer, then one sentence per comparison
+    (softmax against ReLUFormer; the two continuations): whether both learned and, only if
+    both did, which is ahead."""
+    translation = [run for run in runs if run.data == "sentences"]
+    if references is None or not translation:
+        return []
+    models = {run.key: dict(zip(TABLE_HEADERS, row), label=run.label)
+              for run, row in zip(translation, table_rows(translation))}
+    lines = [references.entropy_line(next(iter(models.values())))]
+    lines += [references.comparison(models[a], models[b]) for a, b in TRANSLATION_PAIRS
+              if a in models and b in models]
+    return lines
 
 
 def summary_rows(runs: Sequence[Run]) -> List[list]:
@@ -61,7 +88,8 @@ def summary_rows(runs: Sequence[Run]) -> List[list]:
     rows = []
     for run in runs:
         rows.append(_dashes([
-            run.label, run.params if run.params is not None else "-", run.updates,
+            run.label, run.params if run.params is not None else "-",
+            updates_cell(run.updates, run.finished),
             run.train_seconds, run.train_cpu, run.valid_nll,
             run.rouge.get("rouge1", math.nan), run.rouge.get("rouge2", math.nan),
             run.rouge.get("rougeL", math.nan), ratio(per_update(base), per_update(run)),
@@ -70,15 +98,19 @@ def summary_rows(runs: Sequence[Run]) -> List[list]:
 
 
 def loss_plot(runs: Sequence[Run], path: Path,
-              references: SummaryReferences | None = None) -> Path:
+              references: SummaryReferences | None = None,
+              translation: References | None = None) -> Path:
     """Every run's training nll against its updates, one panel per task (their vocabularies
-    differ), the summaries' unigram entropy dashed in theirs."""
+    differ), each task's unigram entropy dashed in its panel."""
     def curves(data: str) -> Dict[str, tuple]:
         return {run.label: ([u for u, _ in run.losses], [v for _, v in run.losses])
                 for run in runs if run.losses and run.data == data}
 
-    dashed = ({} if references is None else
-              {"Summarization": ("unigram entropy of the summaries", references.entropy_bits)})
+    dashed = {}
+    if translation is not None:
+        dashed["Translation"] = ("unigram entropy of the targets", translation.entropy_bits)
+    if references is not None:
+        dashed["Summarization"] = ("unigram entropy of the summaries", references.entropy_bits)
     return task_loss_panels(path, {"Translation": curves("sentences"),
                                    "Summarization": curves("summaries")},
                             "Training cross-entropy (full softmax)", references=dashed)
@@ -113,7 +145,7 @@ def write_report(out: Path, runs: Sequence[Run], context: Dict[str, object],
         "# relu-former demo report\n",
         f"Machine: {context['machine']}. Total wall time {context['wall']}.\n",
     ]
-    translation = table_rows(runs)
+    translation = translation_table(runs, context.get("translation_references"))
     if translation:
         parts += _report_section(
             "Translation", context["corpus"], f"Size `{context['scale']}`: {context['model']}",
@@ -125,10 +157,20 @@ def write_report(out: Path, runs: Sequence[Run], context: Dict[str, object],
             "entropy (nats) and share of exactly-zero weights are means over every attention row "
             "of every layer and head on the test split "
             "(`scripts/analysis/analyze_attention.py`). The models trained from scratch get the "
-            "same update budget and wall-clock cap, whichever comes first; the "
+            "same update budget and train all of it (a model a safety cap stopped reads "
+            "\"not finished\" and no comparison uses it); the "
             "last two continue the softmax Transformer's last checkpoint, each for the same "
             "number of updates, with a fresh Adam and a constant learning rate (the one the "
-            "softmax run ended at).\n")
+            "softmax run ended at). The reference rows read no model "
+            "(`scripts/demo/translation_references.py`), scored with the same sacreBLEU: the "
+            "copy output is the source sentence itself, the trivial output the same for every "
+            "sentence (the most frequent target words); the trivial row's `valid nll` is the "
+            "targets' unigram entropy, on the BPE tokens the models' valid nll is measured on. "
+            "A model has learned when its valid nll is at least 2 bits below it and its BLEU "
+            "above both reference rows.\n")
+        findings = translation_findings(runs, context.get("translation_references"))
+        if findings:
+            parts.append("\n".join(f"- {line}" for line in findings) + "\n")
     if context.get("summary_corpus"):
         parts += _report_section(
             "Long-input summarization", context["summary_corpus"],
@@ -141,8 +183,9 @@ def write_report(out: Path, runs: Sequence[Run], context: Dict[str, object],
             "time of the whole fairseq-train process; `train speed` the vanilla encoder's "
             "CPU seconds per update divided by this model's (above 1: faster); `decode s` "
             "fairseq-generate's own time for the test split and `decode speed` the vanilla "
-            "encoder's time divided by this model's. The models train, and then "
-            "decode, at the same time, so that the machine's load affects each alike. The "
+            "encoder's time divided by this model's. The models decode at the same time, "
+            "so that the machine's load affects each alike (training speed is CPU time, "
+            "which load hardly changes). The "
             "reference rows read no model: the trivial output is the same for every page (the "
             "most frequent words of the training summaries; its `valid nll` is the summaries' "
             "unigram entropy, what a model of word frequencies alone gets), the lead output "

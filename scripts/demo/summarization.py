@@ -5,25 +5,23 @@ writes it) and computes, on the same test pages the models decode, the ROUGE of 
 and the lead output and the summaries' unigram entropy
 (``scripts/demo/reference_summaries.py``). Its rows go under the models' rows in the table;
 ``findings`` says in words what the table shows, and says that the comparison is not
-meaningful when no model beats the trivial output.
+meaningful when no model beats the trivial output; the rows and the "learned" test are
+``scripts/demo/reference_rows.py``'s, which the translation table uses too.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Sequence
 
+from scripts.demo.reference_rows import References, finished, number
 from scripts.demo.reference_summaries import median_length, reference_scores, unigram_entropy
 from scripts.demo.summary_data import TARGET
 from scripts.recipes.lib.prepare_text import read_lines, sentencepiece_decode
 
 TRIVIAL_KEY, LEAD_KEY = "trivial", "lead"
 ROUGE_COLUMNS = (("ROUGE-1", "rouge1"), ("ROUGE-2", "rouge2"), ("ROUGE-L", "rougeL"))
-# The acceptance margin: a model has learnt from its inputs when its valid nll is this far
-# below what a unigram model of the summaries gets.
-LEARNED_MARGIN_BITS = 2.0
 # Pyramidion "matches" the vanilla encoder when its ROUGE-1 is within this many points.
 PARITY_POINTS = 2.0
 
@@ -63,68 +61,54 @@ class SummaryReferences:
         return cls.measure(work / "prep" / "summaries",
                            work / "bin" / "summaries" / f"dict.{TARGET}.txt")
 
-    def rows(self, headers: Sequence[str]) -> List[list]:
-        """The two reference rows of a table with ``headers`` ("-" where nothing applies).
-
-        The trivial row's ``valid nll`` is the unigram entropy: the valid nll of the model
-        that always predicts the summaries' unigram distribution, whose best output it is.
-        """
+    @property
+    def table(self) -> References:
+        """The reference rows and the comparison sentences, shared with the translation
+        table (``scripts/demo/reference_rows.py``)."""
         labels = reference_labels(self.words)
-        rows = []
-        for key in (TRIVIAL_KEY, LEAD_KEY):
-            cells = dict.fromkeys(headers, "-")
-            cells[headers[0]] = labels[key]
-            for column, name in ROUGE_COLUMNS:
-                cells[column] = self.scores[key][name]
-            if key == TRIVIAL_KEY and "valid nll" in cells:
-                cells["valid nll"] = round(self.entropy_bits, 3)
-            rows.append([cells[h] for h in headers])
-        return rows
+        return References(
+            labels={key: labels[key] for key in (TRIVIAL_KEY, LEAD_KEY)},
+            scores={key: {column: self.scores[key][name] for column, name in ROUGE_COLUMNS}
+                    for key in (TRIVIAL_KEY, LEAD_KEY)},
+            entropy_bits=self.entropy_bits, entropy_row=TRIVIAL_KEY, metric="ROUGE-1",
+            targets="the summaries", floor_rows=(TRIVIAL_KEY,))
+
+    def rows(self, headers: Sequence[str]) -> List[list]:
+        """The two reference rows of a table with ``headers`` ("-" where nothing applies);
+        the trivial row's ``valid nll`` is the unigram entropy."""
+        return self.table.rows(headers)
 
     def findings(self, models: Sequence[Dict[str, object]]) -> List[str]:
         """Sentences on the models' rows against the references.
 
         ``models`` are the model rows as ``{column: cell}`` in table order, the vanilla
-        encoder first and the Pyramidion last, with ``label``, ``valid nll``, ``ROUGE-1`` and
-        ``train speed``.
+        encoder first and the Pyramidion last, with ``label``, ``updates``, ``valid nll``,
+        ``ROUGE-1`` and ``train speed``. A model the safety cap stopped is left out of every
+        comparison.
         """
         if not models:
             return []
+        table = self.table
         trivial = self.scores[TRIVIAL_KEY]["rouge1"]
         vanilla, last = models[0], models[-1]
-        lines = []
-        nll = _number(vanilla.get("valid nll"))
-        gap = self.entropy_bits - nll
-        lines.append(
-            f"Unigram entropy of the summaries: {self.entropy_bits:.2f} bits/token; "
-            f"{vanilla['label']}: valid nll {nll:.2f} bits, {gap:.2f} bits below it "
-            + ("(it has learnt from the pages, not only word frequencies)."
-               if gap >= LEARNED_MARGIN_BITS else
-               f"(less than the {LEARNED_MARGIN_BITS:g} bits this demo asks of a model that "
-               "has learnt from the pages)."))
-        beating = [m for m in models if _number(m.get("ROUGE-1")) > trivial]
+        lines = [table.entropy_line(vanilla)]
+        beating = [m for m in models if finished(m) and number(m.get("ROUGE-1")) > trivial]
         if not beating:
             lines.append(
-                f"**The comparison is not meaningful at this budget**: no model's ROUGE-1 "
-                f"beats the trivial output's {trivial:.2f}, so the ROUGE columns measure which "
-                "frequent words each model settled on, not which summarises better. The "
-                "speed columns still hold.")
+                f"**The comparison is not meaningful at this budget**: no finished model's "
+                f"ROUGE-1 beats the trivial output's {trivial:.2f}, so the ROUGE columns "
+                "measure which frequent words each model settled on, not which summarises "
+                "better. The speed columns still hold.")
             return lines
         lines.append("ROUGE-1 above the trivial output's "
                      f"{trivial:.2f}: " + ", ".join(str(m["label"]) for m in beating)
                      + "; lead output: " f"{self.scores[LEAD_KEY]['rouge1']:.2f}.")
         if last is not vanilla:
-            delta = _number(last.get("ROUGE-1")) - _number(vanilla.get("ROUGE-1"))
-            verdict = ("within" if abs(delta) <= PARITY_POINTS else "not within")
-            lines.append(
-                f"{last['label']} against {vanilla['label']}: ROUGE-1 {delta:+.2f} points "
-                f"({verdict} {PARITY_POINTS:g} points), training "
-                f"{_number(last.get('train speed')):.2f}x the vanilla speed per update.")
+            delta = number(last.get("ROUGE-1")) - number(vanilla.get("ROUGE-1"))
+            verdict = "within" if abs(delta) <= PARITY_POINTS else "not within"
+            lines.append(table.comparison(
+                last, vanilla,
+                f"ROUGE-1 {delta:+.2f} points ({verdict} {PARITY_POINTS:g} points of each "
+                f"other), training {number(last.get('train speed')):.2f}x the vanilla speed "
+                "per update"))
         return lines
-
-
-def _number(cell: object) -> float:
-    try:
-        return float(cell)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return math.nan

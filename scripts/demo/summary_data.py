@@ -39,7 +39,7 @@ class SummaryScale:
     heads: int
     max_tokens: int        # source tokens per batch
     max_update: int
-    time_budget_s: float
+    safety_cap_s: float    # not a budget: a net far above the time max_update takes
     warmup: int
     lr: float
     max_test: int

@@ -48,3 +48,36 @@ def test_the_first_error_is_raised_after_the_others_ran():
 def test_each_job_gets_its_share_of_the_threads_and_at_least_one():
     assert threads_per_job(argparse.Namespace(threads=5, jobs=2)) == 2
     assert threads_per_job(argparse.Namespace(threads=1, jobs=3)) == 1
+
+
+def test_a_waiting_continuation_does_not_hold_a_job_that_a_ready_run_can_use():
+    parent = Run("parent", "p", "arch", [])
+    runs = [parent, Run("child", "c", "arch", [], parent=parent), Run("other", "o", "arch", [])]
+    events, lock = [], threading.Lock()
+
+    def step(run: Run, position: int) -> None:
+        with lock:
+            events.append(("start", run.key))
+        time.sleep(0.3 if run.key == "parent" else 0.01)
+        with lock:
+            events.append(("end", run.key))
+
+    in_parallel(step, runs, jobs=2)
+    # the second job runs "other" at once instead of waiting for the parent with "child"
+    assert events.index(("start", "other")) < events.index(("end", "parent"))
+    assert events.index(("end", "parent")) < events.index(("start", "child"))
+
+
+def test_the_continuation_of_a_failed_run_is_skipped_and_the_error_raised():
+    parent = Run("parent", "p", "arch", [])
+    runs = [parent, Run("child", "c", "arch", [], parent=parent), Run("other", "o", "arch", [])]
+    ran = []
+
+    def step(run: Run, position: int) -> None:
+        ran.append(run.key)
+        if run.key == "parent":
+            raise RuntimeError("fairseq-train failed for parent")
+
+    with pytest.raises(RuntimeError, match="failed for parent"):
+        in_parallel(step, runs, jobs=2)
+    assert sorted(ran) == ["other", "parent"]

@@ -84,3 +84,24 @@ def test_out_with_a_users_work_folder_keeps_the_users_files(module, tmp_path):
         "--out"]
     assert thesis.read_text() == "my thesis"
     assert sorted(p.name for p in out.rglob("*")) == ["chapter1.tex", "thesis", "work"]
+
+
+def test_train_all_trains_what_is_not_done_and_runs_after_for_every_run(tmp_path,
+                                                                       monkeypatch):
+    import argparse
+
+    from scripts.common import work_folder
+    from scripts.common.run_record import Budget, Run
+
+    trained, after = [], []
+    monkeypatch.setattr(work_folder, "trained_before", lambda run, work: run.key == "old")
+    monkeypatch.setattr(work_folder, "train",
+                        lambda run, budget, *rest: trained.append((run.key, budget.max_update)))
+    folder = WorkFolder(tmp_path, resume=True, tag="t")
+    runs = [Run("old", "o", "arch", []), Run("new", "n", "arch", [])]
+    budget = Budget(1, 8, 16, 2, 100, 7, 60.0, 1, 1e-3)
+    folder.train_all(runs, lambda run: budget, argparse.Namespace(), 2, "1/1",
+                     after=lambda run, position: after.append(run.key))
+    assert trained == [("new", 7)]           # the reused run is not trained again ...
+    assert sorted(after) == ["new", "old"]   # ... but decoded like the others
+    assert [run.budget_updates for run in runs] == [7, 7]

@@ -244,7 +244,7 @@ def test_a_continuation_starts_from_its_parent_with_a_constant_learning_rate(tmp
         2e-3 * (300 / 800) ** 0.5, rel=1e-5)
     assert "--warmup-init-lr" not in command
     # fairseq counts the parent's training time stored in its checkpoint against the cap
-    cap = scale.time_budget_s * 300 / 800
+    cap = scale.safety_cap_s * 300 / 800
     assert budget == pytest.approx(cap)
     assert float(command[command.index("--stop-time-hours") + 1]) == pytest.approx(
         (360 + cap) / 3600, abs=1e-6)
@@ -276,8 +276,29 @@ def test_summary_speeds_are_relative_to_the_vanilla_row():
 
 
 def test_bad_flags_are_argparse_errors(capsys):
-    for flags in (["--jobs", "0"], ["--budget-scale", "0"], ["--tiny", "--full"],
+    for flags in (["--jobs", "0"], ["--threads", "0"], ["--tiny", "--full"],
                   ["--no-summaries", "--no-translation"]):
         with pytest.raises(SystemExit):
             demo.parse_args(flags)
     assert "--jobs" in capsys.readouterr().err
+    # update budgets only: no wall-clock cap to scale
+    with pytest.raises(SystemExit):
+        demo.parse_args(["--budget-scale", "2"])
+    assert "unrecognized arguments: --budget-scale" in capsys.readouterr().err
+
+
+def test_threads_default_to_one_per_job_whatever_the_cores():
+    assert (demo.parse_args([]).threads, demo.parse_args([]).jobs) in ((2, 2), (1, 1))
+    args = demo.parse_args(["--jobs", "3"])
+    assert args.threads == 3
+    assert demo.parse_args(["--threads", "4", "--jobs", "2"]).threads == 4
+
+
+def test_safety_caps_are_far_above_what_the_budgets_take():
+    # 0.22 CPU s an update of the default translation model, 0.3 of the summaries' (measured);
+    # the caps are a net, at least 3x that on 2 quiet cores
+    scale = demo.SCALES["default"]
+    assert scale.safety_cap_s >= 3 * scale.max_update * 0.22
+    assert scale.summary.safety_cap_s >= 3 * scale.summary.max_update * 0.3
+    child = Run("finetune_ce", "c", "a", [], parent=Run("softmax", "s", "a", []))
+    assert scale.budget(child).time_budget_s >= 3 * scale.finetune_update * 0.22

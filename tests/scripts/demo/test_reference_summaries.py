@@ -75,8 +75,10 @@ def test_reference_rows_fill_only_what_applies():
     ]
 
 
-def _model(label: str, nll: float, rouge1: float, speed: float = 1.0) -> dict:
-    return {"label": label, "valid nll": nll, "ROUGE-1": rouge1, "train speed": speed}
+def _model(label: str, nll: float, rouge1: float, speed: float = 1.0,
+           updates: object = 700) -> dict:
+    return {"label": label, "valid nll": nll, "ROUGE-1": rouge1, "train speed": speed,
+            "updates": updates}
 
 
 def test_findings_say_when_the_comparison_is_not_meaningful():
@@ -93,8 +95,20 @@ def test_findings_print_the_entropy_gap_and_the_pyramidion_gap_with_its_speed():
         [_model("vanilla", 5.0, 30.0), _model("transpooler", 5.2, 19.0, 1.0),
          _model("pyramidion", 5.1, 27.5, 1.4)])
     text = "\n".join(lines)
-    assert "2.50 bits below" in text and "learnt from the pages" in text
+    assert "2.50 bits below" in text and "learnt from its inputs" in text
     assert "not meaningful" not in text
     assert "above the trivial output's 20.00: vanilla, pyramidion;" in text
-    assert "pyramidion against vanilla: ROUGE-1 -2.50 points (not within 2 points)" in text
+    assert "pyramidion against vanilla: both learned" in text
+    assert "vanilla is ahead by 2.50 ROUGE-1" in text
+    assert "ROUGE-1 -2.50 points (not within 2 points of each other)" in text
     assert "1.40x the vanilla speed" in text
+
+
+def test_a_model_the_safety_cap_stopped_is_left_out_of_the_comparisons():
+    lines = _references().findings(
+        [_model("vanilla", 5.0, 30.0), _model("pyramidion", 5.1, 27.5, 1.4,
+                                              updates="400 (not finished)")])
+    text = "\n".join(lines)
+    assert "above the trivial output's 20.00: vanilla;" in text
+    assert "pyramidion against vanilla: **not meaningful**: pyramidion is not finished" in text
+    assert "ahead" not in text and "within" not in text

@@ -1,0 +1,71 @@
+"""The demo's figures depend on the seed and the thread count, not on the machine's load:
+the tiny demo gives the same table quiet and with three busy CPU loops beside it."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+
+import pytest
+
+from scripts.demo.report import SUMMARY_HEADERS, TABLE_HEADERS
+
+from catalog_fixtures import write_fixture_catalogs
+from helpers import run_command, table_by_label
+from manpage_fixtures import write_fixture_man_pages
+
+# times and the speeds computed from them are the only columns load may change
+TIMED_COLUMNS = {"train s", "words/s", "train CPU s", "train speed", "decode s", "decode speed"}
+
+
+def _busy(stop) -> None:
+    while not stop.is_set():
+        sum(range(10_000))
+
+
+def _figures(report: str) -> dict:
+    """Every (table, row, column) cell of both tables but the timed ones."""
+    figures = {}
+    for name, headers in (("translation", TABLE_HEADERS), ("summaries", SUMMARY_HEADERS)):
+        for label, row in table_by_label(report, headers).items():
+            for column, cell in row.items():
+                if column not in TIMED_COLUMNS:
+                    figures[name, label, column] = cell
+    return figures
+
+
+def _run_tiny(out, flags):
+    run_command([sys.executable, "-m", "scripts.demo.demo", "--tiny", "--quiet", *flags,
+                 "--out", out], timeout=1800)
+    return (out / "report.md").read_text()
+
+
+@pytest.mark.slow
+def test_tiny_demo_gives_the_same_figures_quiet_and_beside_three_busy_loops(tmp_path):
+    flags = ["--locale-dir", write_fixture_catalogs(tmp_path / "locale"),
+             "--man-dir", write_fixture_man_pages(tmp_path / "man")]
+    quiet = _run_tiny(tmp_path / "quiet", flags)
+    context = multiprocessing.get_context("fork")
+    stop = context.Event()
+    loops = [context.Process(target=_busy, args=(stop,), daemon=True) for _ in range(3)]
+    for loop in loops:
+        loop.start()
+    try:
+        busy = _run_tiny(tmp_path / "busy", flags)
+    finally:
+        stop.set()
+        for loop in loops:
+            loop.join(30)
+    figures = _figures(quiet)
+    # both tables, models and reference rows, every model at its whole update budget
+    assert {name for name, _, _ in figures} == {"translation", "summaries"}
+    updates = {cell for (_, label, column), cell in figures.items()
+               if column == "updates" and not label.startswith("reference")}
+    assert updates == {"20", "10"}, updates
+    assert any(column == "BLEU" and label.startswith("reference")
+               for _, label, column in figures)
+    assert _figures(busy) == figures
+    # so are the sentences drawn from them (the summaries' speed sentence aside)
+    sentences = [[line for line in report.splitlines()
+                  if line.startswith("- ") and "speed" not in line] for report in (quiet, busy)]
+    assert sentences[0] and sentences[0] == sentences[1]
