@@ -231,8 +231,13 @@ def report(args: argparse.Namespace, attention: list[list], decoder: list[list],
         f"target tokens a step, vocabulary {args.vocab}; target ratio >= {WORDS_TARGET}.\n",
         markdown_table(["width", "data", "softmax words/s", "ReLU words/s", "ReLU / softmax",
                         "met"], training)]}
+    # glibc's allocator settings change a training step's time (page faults of the big
+    # blocks it returns to the system and maps again), so the report says which were set
+    malloc = ", ".join(f"{k}={v}" for k, v in sorted(os.environ.items())
+                       if k.startswith("MALLOC_"))
     header = ["# bench_relu_speed: ReLU attention against softmax\n",
-              f"{torch_setup()}, median of {args.rounds} interleaved rounds after 1 warm-up.\n"]
+              f"{torch_setup()}, median of {args.rounds} interleaved rounds after 1 warm-up; "
+              f"allocator: {malloc or 'glibc defaults'}.\n"]
     return "\n".join(header + [line for name in args.tables for line in parts[name]])
 
 
