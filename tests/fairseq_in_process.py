@@ -97,27 +97,45 @@ def _loggers() -> list[logging.Logger]:
                              if isinstance(logger, logging.Logger)]
 
 
+def _states() -> dict[logging.Logger, tuple]:
+    return {logger: (logger.level, list(logger.handlers), logger.propagate, logger.disabled)
+            for logger in _loggers()}
+
+
+def _set_states(states: dict[logging.Logger, tuple], close_others: bool) -> None:
+    """Every logger as in ``states``; one not there as a new one is (no level, no handler);
+    with ``close_others``, the handlers not in ``states`` closed (the call's)."""
+    for logger in _loggers():
+        level, handlers, propagate, disabled = states.get(
+            logger, (logging.NOTSET, [], True, False))
+        for added in set(logger.handlers) - set(handlers) if close_others else ():
+            added.close()
+        logger.handlers = list(handlers)
+        logger.setLevel(level)
+        logger.propagate, logger.disabled = propagate, disabled
+
+
+# The loggers as fairseq's and the plugin's imports leave them, which a command starts with;
+# noted when the conftest imports this module, before a test's code (a script's
+# quiet_fairseq, say) sets the "fairseq" logger to WARNING
+_IMPORTED_STATES = {logger: state for logger, state in _states().items()
+                    if logger is not logging.root}  # the root's is the command's own
+
+
 @contextlib.contextmanager
 def _logging_of(module: str) -> Iterator[None]:
     """Logging as a new process of ``module`` has it; every logger's state put back after
     (hydra's dictConfig and fairseq's --log-file change more than the root)."""
-    saved = {logger: (logger.level, list(logger.handlers), logger.propagate, logger.disabled)
-             for logger in _loggers()}
-    disabled = logging.root.manager.disable
+    saved, disabled = _states(), logging.root.manager.disable
+    _set_states(_IMPORTED_STATES, close_others=False)
+    logging.disable(logging.NOTSET)
     handler, level = _root_handler(module)
     logging.root.handlers = [handler]
     logging.root.setLevel(level)
     try:
         yield
     finally:
-        for logger in _loggers():
-            level, handlers, propagate, was_disabled = saved.get(
-                logger, (logging.NOTSET, [], True, False))
-            for added in set(logger.handlers) - set(handlers):
-                added.close()
-            logger.handlers = handlers
-            logger.setLevel(level)
-            logger.propagate, logger.disabled = propagate, was_disabled
+        _set_states(saved, close_others=True)
         logging.disable(disabled)
 
 

@@ -16,6 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+# Imported with the conftest, before any test's code runs: it notes the loggers' state that
+# fairseq's imports leave, which each command starts with.
+from fairseq_in_process import run_in_process, runs_in_process
+
 # The tests import these two from here, with the rest of their helpers.
 from scripts.common.fairseq_cli import fairseq_command  # noqa: F401
 from scripts.common.toy_corpus import write_toy_parallel_corpus  # noqa: F401
@@ -81,9 +85,6 @@ def run_command(args: Sequence[str], cwd: Path | None = None, check: bool = True
     if env:
         full_env.update(env)
     args = [str(a) for a in args]
-    # imported on first use: it imports fairseq and the plugin into this process
-    from fairseq_in_process import run_in_process, runs_in_process
-
     if not fresh and runs_in_process(args, env):
         proc = run_in_process(args, cwd, full_env, input)
     else:

@@ -1,6 +1,7 @@
 """A fairseq command run in the test process gives what a new interpreter gives: the same
 error line and exit status for a bad flag, the same log stream and format and the same losses
-for a training; and a call leaves no logging handler, argv or folder behind."""
+for a training, the same logging whatever the test process set; and a call leaves no logging
+handler, argv or folder behind."""
 
 from __future__ import annotations
 
@@ -26,6 +27,25 @@ def test_a_bad_flag_gives_the_same_line_and_status_as_a_new_interpreter(tmp_path
     assert in_process.returncode == fresh.returncode == 2
     assert in_process.stderr.splitlines()[-1] == fresh.stderr.splitlines()[-1]
     assert "--relu-gamma must be a finite number > 0" in in_process.stderr
+
+
+def test_a_command_logs_as_a_new_process_whatever_the_test_process_set(toy_raw_corpus,
+                                                                         tmp_path):
+    quiet = [logging.getLogger(name) for name in ("fairseq", "fairseq_cli")]
+    levels = [logger.level for logger in quiet]
+    for logger in quiet:  # as a script run in the test process quiets fairseq
+        logger.setLevel(logging.WARNING)
+    try:
+        proc = run_command([fairseq_command("fairseq-preprocess"), "--source-lang", "de",
+                            "--target-lang", "en", "--trainpref", toy_raw_corpus / "train",
+                            "--destdir", tmp_path / "bin", "--workers", "1"], cwd=tmp_path)
+        assert [logger.level for logger in quiet] == [logging.WARNING] * 2
+    finally:
+        for logger, level in zip(quiet, levels):
+            logger.setLevel(level)
+    # fairseq-preprocess's INFO lines, on stderr as in a new process
+    assert re.search(r"\| INFO \| fairseq_cli.preprocess \| \[de\] Dictionary", proc.stderr), \
+        proc.stderr[-2000:]
 
 
 @pytest.mark.slow
