@@ -6,21 +6,27 @@ What it does (``make demo`` runs it with the default size), one step at a time:
    (``scripts/common/gettext_corpus.py``; falls back, saying so, to a generated task when there
    are none), Moses-tokenised, lower-cased, joint BPE (``scripts/recipes/lib/prepare_text.py``,
    the recipes' helpers), ``fairseq-preprocess``.
-2. Summarization data: the manual pages installed on the machine, the page as the input and
-   its one-line NAME description as the summary (``scripts/demo/manpage_corpus.py``,
-   ``scripts/demo/summary_data.py``; a generated task when there are none), SentencePiece.
-3. Translation models, with the same size, data and update budget, through the real
-   ``fairseq-train --user-dir relu_former``: a softmax Transformer, a ReLUFormer (ReLU
-   attention + the regularisers) and (``--full``, ``--tiny``) a Transformer trained from
-   scratch with the sparse-softmax criterion; then the softmax Transformer continued for the
-   same number of updates once with label-smoothed cross-entropy and once with sparse-softmax.
-4. Summarization models: a vanilla encoder, a Pyramidion and (``--full``, ``--tiny``) a
-   Transpooler of one size and budget, trained at the same time.
-5. Decoding with ``fairseq-generate`` (sparse-softmax models with top-k decoding), sacreBLEU
-   for translation, ROUGE-1/2/L for summaries (``scripts/recipes/lib/score.py``, the recipes'
-   scorer), training and decoding speed of the pooling models relative to the vanilla one.
-6. Attention of every translation model (``scripts/analysis/analyze_attention.py``), plots,
-   ``OUT/report.md`` with both tables, reference rows and commands to try each model.
+2. Summarization data (beside step 1, in a forked process): the manual pages installed on
+   the machine, the page as the input and its one-line NAME description as the summary
+   (``scripts/demo/manpage_corpus.py``, ``scripts/demo/summary_data.py``; a generated task
+   when there are none), SentencePiece.
+3. Every model trains its whole update budget (a safety cap far above it aside), through
+   the real ``fairseq-train --user-dir relu_former``, in one queue of ``--jobs`` at a time:
+   translation models of the same size, data and budget, a softmax Transformer, a ReLUFormer
+   (ReLU attention + the regularisers) and (``--full``, ``--tiny``) a Transformer trained
+   from scratch with the sparse-softmax criterion, then the softmax Transformer continued for
+   the same number of updates once with label-smoothed cross-entropy and once with
+   sparse-softmax, each decoded with ``fairseq-generate`` (sparse-softmax models with top-k
+   decoding) and sacreBLEU as soon as it is trained; summarization models of one size and
+   budget, a vanilla encoder, a Pyramidion and (``--full``, ``--tiny``) a Transpooler.
+4. Decoding of the summaries, every model at the same time, ROUGE-1/2/L
+   (``scripts/recipes/lib/score.py``, the recipes' scorer); training and decoding speed of
+   the pooling models relative to the vanilla one.
+5. Attention of every translation model (``scripts/analysis/analyze_attention.py``).
+6. Reference rows that read no model and the targets' unigram entropy for both tables,
+   plots, ``OUT/report.md`` with both tables, a sentence per comparison (only models that
+   learned are ranked) and commands to try each model. For a seed and a thread count the
+   figures are the same on any machine; only times and speeds differ.
 
     python -m scripts.demo.demo                 # default size, ~13 min on 2 idle cores
     python -m scripts.demo.demo --full          # bigger models, longer training

@@ -100,8 +100,8 @@ class References:
         """"" when the model learned, else the reason it did not, as a clause."""
         label = model["label"]
         if not finished(model):
-            return (f"{label} is {NOT_FINISHED} (the safety cap stopped it at "
-                    f"{model.get('updates')} updates)")
+            return (f"{label} is {NOT_FINISHED} (the safety cap stopped it after "
+                    f"{str(model.get('updates')).split()[0]} updates)")
         gap, score = self.gap(model), number(model.get(self.metric))
         if not gap >= LEARNED_MARGIN_BITS:
             return (f"{label}'s valid nll is {_below(gap)} the unigram entropy "

@@ -12,11 +12,12 @@ import sys
 
 import pytest
 
+from scripts.common.fairseq_generate import sacre_bleu
 from scripts.common.fairseq_train import train_command
 from scripts.common.plotting import format_number
 from scripts.common.run_record import Run
 from scripts.demo import demo
-from scripts.demo.reference_summaries import median_length, reference_outputs
+from scripts.demo.reference_summaries import median_length, reference_outputs, unigram_entropy
 from scripts.demo.report import SUMMARY_HEADERS, TABLE_HEADERS, summary_rows
 from scripts.demo.summarization import reference_labels
 from scripts.demo.summary_data import build_summary_data
@@ -57,7 +58,9 @@ def test_tiny_translation_demo_on_fixture_catalog_prints_table_and_writes_report
     out = tmp_path / "report"
     proc = run_tiny_demo(out, "--no-summaries", "--locale-dir", locale)
     assert "GNU gettext catalogs" in proc.stdout
-    rows = table_rows(proc.stdout)
+    table = table_rows(proc.stdout)
+    rows = {label: row for label, row in table.items() if not label.startswith("reference")}
+    references = {label: row for label, row in table.items() if label.startswith("reference")}
     assert list(rows) == [
         "Transformer (softmax)", "ReLUFormer (regularised)",
         "Transformer + sparse-softmax, from scratch (top-5 decoding)",
@@ -70,6 +73,23 @@ def test_tiny_translation_demo_on_fixture_catalog_prints_table_and_writes_report
             assert math.isfinite(value) and value >= 0, (label, column, row)
         assert int(row["updates"]) > 0 and float(row["words/s"]) > 0
         assert 0 <= float(row["BLEU"]) <= 100
+    # the reference rows: the source copied and the frequent target words, same sacreBLEU
+    work = out / "work"
+    copy_row, trivial_row = references.values()
+    assert copy_row["BLEU"] == format_number(sacre_bleu(
+        read_lines(work / "raw" / "test.de"), read_lines(work / "raw" / "test.en")), 3)
+    assert copy_row["valid nll"] == "-" and trivial_row["updates"] == "-"
+    entropy = float(trivial_row["valid nll"])
+    assert entropy == pytest.approx(unigram_entropy(
+        read_lines(work / "prep" / "sentences" / "train.en"),
+        read_lines(work / "prep" / "sentences" / "valid.en"),
+        len(read_lines(work / "bin" / "sentences" / "dict.en.txt")) + 4), rel=5e-3)
+    assert (f"Unigram entropy of the target sentences: {entropy:.2f} bits/token"
+            in proc.stdout)
+    for pair in ("Transformer (softmax) against ReLUFormer (regularised): ",
+                 "softmax Transformer +10 updates label-smoothed CE against softmax "
+                 "Transformer +10 updates sparse-softmax (top-5 decoding): "):
+        assert pair in proc.stdout
     # the continuations ran their own budget from the softmax model's checkpoint
     for label in list(rows)[3:]:
         assert rows[label]["updates"] == "10"
@@ -84,7 +104,7 @@ def test_tiny_translation_demo_on_fixture_catalog_prints_table_and_writes_report
     assert float(rows["Transformer (softmax)"]["attn entropy"]) > 0
 
     report = (out / "report.md").read_text()
-    assert table_rows(report) == rows
+    assert table_rows(report) == table
     assert "Long-input summarization" not in report
     images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", report)
     assert {"demo_loss.png", "analyze_attention_heatmap.png", "analyze_attention_entropy.png",

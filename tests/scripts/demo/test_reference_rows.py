@@ -47,7 +47,8 @@ def test_both_learned_says_who_is_ahead():
 @pytest.mark.parametrize("second, reason", [
     (_model("relu", 7.1, 22.6), "relu's valid nll is 1.90 bits below the unigram entropy"),
     (_model("relu", 6.0, 3.0), "relu's BLEU 3.00 is not above the copy and trivial rows' 3.00"),
-    (_model("relu", 6.0, 22.6, "316 (not finished)"), "relu is not finished"),
+    (_model("relu", 6.0, 22.6, "316 (not finished)"),
+     "relu is not finished (the safety cap stopped it after 316 updates)"),
 ])
 def test_not_meaningful_unless_both_learned_and_why(second, reason):
     line = _references().comparison(_model("softmax", 6.5, 26.4), second)
