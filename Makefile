@@ -6,6 +6,15 @@ PIP := $(PY) -m pip
 # constraints.txt is the one place torch is pinned; every pip call passes it.
 PIP_INSTALL := $(PIP) install --disable-pip-version-check -q -c constraints.txt
 STAMP := $(VENV)/.installed
+# The fairseq distribution, built from source against the installed torch. The shortcut below
+# skips the slow build only when this exact distribution and version is installed, not any
+# importable fairseq (fairseq 0.12.2 or ve-fairseq would pass `import fairseq`). ve-fairseq
+# 0.12.3's prebuilt wheels were tried and are not used: docs/install.md says why.
+FAIRSEQ_DIST := fairseq-fixed
+FAIRSEQ_VERSION := 0.12.3.1
+# Distributions that install the same fairseq/ folder: removed first, or their files and
+# metadata would stay mixed with fairseq-fixed's.
+OTHER_FAIRSEQ_DISTS := fairseq ve-fairseq
 PYTEST_ARGS ?=
 # pytest-xdist workers for make test / test-fast: the suite is mostly single-threaded fairseq
 # runs, so two workers halve its wall time on 2 cores. PYTEST_WORKERS=0 runs it in one process.
@@ -28,8 +37,9 @@ $(VENV)/bin/python:
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt setup.py \
 		relu_former/relu_attention/kernels/relu_attention_cpu.cpp | $(VENV)/bin/python
 	$(PIP_INSTALL) torch cython numpy setuptools wheel
-	$(PY) -c "import fairseq" 2>/dev/null || \
-		$(PIP_INSTALL) --no-deps --no-build-isolation fairseq-fixed==0.12.3.1
+	$(PY) -c "from importlib.metadata import version as v; assert v('$(FAIRSEQ_DIST)') == '$(FAIRSEQ_VERSION)'" 2>/dev/null || { \
+		$(PIP) uninstall -y -q $(OTHER_FAIRSEQ_DISTS) 2>/dev/null; \
+		$(PIP_INSTALL) --no-deps --no-build-isolation $(FAIRSEQ_DIST)==$(FAIRSEQ_VERSION); }
 	$(PIP_INSTALL) -r requirements.txt -r requirements-dev.txt
 	$(PIP_INSTALL) --no-build-isolation -e .
 	$(PY) -c "import torch, fairseq, relu_former; print('torch', torch.__version__, 'fairseq', fairseq.__version__)"

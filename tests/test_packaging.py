@@ -90,3 +90,50 @@ def test_suite_warning_filters_hide_only_named_third_party_noise(pytestconfig):
             warnings.warn(message, category, stacklevel=1)
     assert [str(w.message) for w in seen] == ["relu_former: a warning of the plugin",
                                              "relu_former: a deprecated flag"]
+
+
+def _install_plan() -> list[str]:
+    """The shell lines ``make install`` would run on a fresh venv, continuation lines joined."""
+    plan = run_command(["make", "-n", "-B", "install", "VENV=/nonexistent/venv"],
+                       cwd=REPO_ROOT).stdout
+    return plan.replace("\\\n", " ").splitlines()
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_install_passes_the_torch_pin_to_every_pip_call_and_fairseq_without_deps():
+    installs = [line for line in _install_plan() if "pip install" in line]
+    assert len(installs) == 4, installs
+    for line in installs:
+        for command in line.split(";"):
+            assert "pip install" not in command or "-c constraints.txt" in command, command
+    # fairseq's metadata requires torchaudio, which would pull a second torch
+    fairseq = [line for line in installs if "fairseq" in line]
+    assert len(fairseq) == 1 and "--no-deps" in fairseq[0], fairseq
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_install_builds_the_documented_fairseq_and_checks_it_by_name():
+    """fairseq-fixed, as docs/install.md says; ve-fairseq's wheels were tried and not taken.
+    The step is skipped only when that distribution and version is installed: any other
+    fairseq would pass a bare ``import fairseq``."""
+    pins = set(re.findall(r"\b[\w-]*fairseq[\w-]*==[\d.]+", " ".join(_install_plan())))
+    assert pins == {"fairseq-fixed==0.12.3.1"}, pins
+    documented = (REPO_ROOT / "docs" / "install.md").read_text()
+    assert "--no-deps --no-build-isolation fairseq-fixed==0.12.3.1" in documented
+    fairseq_line = next(line for line in _install_plan() if "fairseq-fixed==" in line)
+    assert "v('fairseq-fixed') == '0.12.3.1'" in fairseq_line
+    assert 'import fairseq"' not in fairseq_line
+
+
+def test_one_torch_at_the_pinned_version_and_one_fairseq_are_installed():
+    """A second torch (pulled by fairseq's torchaudio requirement, say) replaces the pinned
+    build; a second fairseq distribution installed over the first leaves their files mixed."""
+    import importlib.metadata as metadata
+
+    if not hasattr(metadata, "packages_distributions"):
+        pytest.skip("needs Python 3.10's importlib.metadata.packages_distributions")
+    providers = metadata.packages_distributions()
+    assert len(set(providers["torch"])) == 1, providers["torch"]
+    assert len(set(providers["fairseq"])) == 1, providers["fairseq"]
+    pin = re.search(r"^torch==([\w.]+)", (REPO_ROOT / "constraints.txt").read_text(), re.M)
+    assert metadata.version("torch").split("+")[0] == pin.group(1)
