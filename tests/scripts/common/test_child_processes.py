@@ -3,6 +3,7 @@ the thread cap in the environment."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 from scripts.common.child_processes import child_env, stream
@@ -58,3 +59,11 @@ def test_a_child_keeps_big_blocks_instead_of_faulting_them_in_again(monkeypatch)
 def test_the_callers_own_malloc_setting_wins(monkeypatch):
     monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
     assert child_env(1)["MALLOC_MMAP_THRESHOLD_"] == "65536"
+
+
+def test_children_find_the_console_scripts_of_the_python_running_them(monkeypatch):
+    # a venv's python called by its path, not activated: its fairseq-train comes first
+    monkeypatch.setenv("PATH", os.pathsep.join(["/usr/bin", os.path.dirname(sys.executable)]))
+    parts = child_env(1)["PATH"].split(os.pathsep)
+    assert parts[0] == os.path.dirname(sys.executable)
+    assert parts.count(os.path.dirname(sys.executable)) == 1 and "/usr/bin" in parts
