@@ -170,7 +170,16 @@ def test_tiny_summarization_demo_on_fixture_man_pages_reports_rouge_and_speed(tm
     if all(float(rows[label]["ROUGE-1"]) <= trivial for label in list(rows)[:3]):
         assert "not meaningful at this budget" in report
     else:
-        assert "not meaningful" not in report
+        assert "not meaningful at this budget" not in report
+        # the Pyramidion is ranked against the vanilla encoder only if both learned
+        vanilla, pyramidion = "Vanilla encoder (64 tokens)", "Pyramidion 64->32->16"
+        sentence = next(line for line in report.splitlines()
+                        if line.startswith(f"- {pyramidion} against {vanilla}: "))
+        learned = all(entropy - float(rows[label]["valid nll"]) >= 2
+                      and float(rows[label]["ROUGE-1"]) > trivial
+                      for label in (vanilla, pyramidion))
+        assert ("both learned" in sentence) == learned
+        assert ("**not meaningful**" in sentence) == (not learned)
     # a try-it command per model; the Pyramidion's summarises the example page
     commands = try_it_commands(report)
     assert list(commands) == list(rows)[:3]
