@@ -127,6 +127,11 @@ def _logging_of(module: str) -> Iterator[None]:
     """Logging as a new process of ``module`` has it; every logger's state put back after
     (hydra's dictConfig and fairseq's --log-file change more than the root)."""
     saved, disabled = _states(), logging.root.manager.disable
+    # logging.config.dictConfig (hydra's, fairseq's job logging) closes every handler in
+    # logging's registry, pytest's log file included: the call sees only its own
+    registry = (logging._handlerList[:], dict(logging._handlers))
+    del logging._handlerList[:]
+    logging._handlers.clear()
     _set_states(_IMPORTED_STATES, close_others=False)
     logging.disable(logging.NOTSET)
     handler, level = _root_handler(module)
@@ -137,6 +142,9 @@ def _logging_of(module: str) -> Iterator[None]:
     finally:
         _set_states(saved, close_others=True)
         logging.disable(disabled)
+        logging._handlerList[:] = registry[0]
+        logging._handlers.clear()
+        logging._handlers.update(registry[1])
 
 
 def _print_warning(message, category, filename, lineno, file=None, line=None) -> None:

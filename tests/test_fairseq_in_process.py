@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from helpers import USER_DIR, fairseq_command, run_command
+from helpers import USER_DIR, fairseq_command, run_command, tiny_hydra_train
 
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \| ", re.M)
 
@@ -46,6 +46,20 @@ def test_a_command_logs_as_a_new_process_whatever_the_test_process_set(toy_raw_c
     # fairseq-preprocess's INFO lines, on stderr as in a new process
     assert re.search(r"\| INFO \| fairseq_cli.preprocess \| \[de\] Dictionary", proc.stderr), \
         proc.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_hydras_logging_set_up_leaves_the_test_process_handlers_open(toy_data_bin, tmp_path):
+    handler = logging.FileHandler(tmp_path / "test.log", mode="w")  # as pytest's log file
+    logging.root.addHandler(handler)
+    try:
+        proc = tiny_hydra_train(toy_data_bin, tmp_path / "ckpt", "model.dropout=nan")
+        assert proc.returncode == 2, proc.stderr[-3000:]
+        logging.getLogger("fairseq_in_process").warning("after the call")
+    finally:
+        logging.root.removeHandler(handler)
+        handler.close()
+    assert "after the call" in (tmp_path / "test.log").read_text()
 
 
 @pytest.mark.slow
