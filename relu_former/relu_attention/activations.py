@@ -69,6 +69,8 @@ from relu_former.relu_attention.kernels.common import (
     visible_keys,
     xlogx_sum,
 )
+from relu_former.relu_attention.kernels.decoding_step import MAX_QUERIES as DECODING_MAX_QUERIES
+from relu_former.relu_attention.kernels.decoding_step import decoding_step
 from relu_former.relu_attention.kernels.dispatch import BoundBackend
 from relu_former.relu_attention.kernels.reference import relu_scores
 from relu_former.relu_attention.regularisers import row_validity, statistics_from_sums
@@ -217,9 +219,15 @@ def relu_attention(q: Tensor, k: Tensor, v: Tensor, *,
     Returned weights s_ij / (gamma sqrt(n_i/2)) are exactly the coefficients applied to v.
     """
     batch, heads, tgt_len, _ = q.shape
-    kernel = _kernel(backend, key_chunk_size, q, dropout_p, need_weights)
     n, factor = _row_factor(key_padding_mask, attn_mask, q, k.size(-2), gamma,
                             variance_reduction, need_statistics)
+    if (tgt_len <= DECODING_MAX_QUERIES and not dropout_p and not need_statistics
+            and not need_weights and not torch.is_grad_enabled()):
+        # a decoding step: two small products beat any tiled kernel's set-up
+        out = decoding_step(q, k, v, row_scale=factor, key_padding_mask=key_padding_mask,
+                            attn_mask=attn_mask)
+        return AttentionResult(out, None, None)
+    kernel = _kernel(backend, key_chunk_size, q, dropout_p, need_weights)
     masks = dict(key_padding_mask=key_padding_mask, attn_mask=attn_mask, dropout_p=dropout_p)
     if (getattr(kernel, "scales_rows", False) and not need_statistics
             and not (isinstance(factor, Tensor) and factor.requires_grad)):

@@ -15,6 +15,10 @@ with q, k, v of shape (B, H, T, D). The names:
     auto       triton on CUDA where triton imports, else flex on CUDA without dropout where
                FlexAttention exists; on the CPU cpp where it is built, else tiled
 
+A decoding step (at most 16 queries a head, no gradient, dropout, weights or statistics) is
+not a backend's: ``relu_attention`` computes it in two dense products whatever the backend
+(``decoding_step.py``), which is faster there than any tiled kernel's set-up.
+
 Adding a backend is one entry of ``BACKENDS`` (a module with an optional dependency, as the
 Triton kernel, imports it inside its functions, so that the table itself imports with torch
 alone). ``key_chunk_size`` is read by the backends of ``CHUNKED_BACKENDS`` only: giving it to
