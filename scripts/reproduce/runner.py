@@ -297,6 +297,8 @@ class TableRun:
         self.started = 0
         self.commit_id = ""
         self.printed: set = set()  # keys of the cells a dry run printed
+        # set after an error or an interrupt: no cell, and no step of a running cell, starts
+        self.stopped = threading.Event()
 
     def settings_of(self, cell: Cell) -> Dict:
         return at_rate(self.settings, cell.lr, cell.search)
@@ -445,6 +447,8 @@ class TableRun:
                     self.settings_of(cell), self.data, cell.folder, None)}
             try:
                 for step in cell.steps:
+                    if self.stopped.is_set():
+                        raise CellFailed(f"{cell.folder.name}: stopped before {step.log}")
                     cpu[step.log] = (cell.trained.get("cpu_seconds") or 0.0) / len(done) if (
                         step.log in done) else run_step(step, cell.folder, options.threads,
                                                         options.deadline)
@@ -472,7 +476,7 @@ class TableRun:
         After an error no new cell starts."""
         self.commit_id = self.commit_id or commit()  # the code the cells of this call run
         submitted: Dict[int, Future] = {}
-        stopped = threading.Event()
+        stopped = self.stopped
 
         def after_parent(cell: Cell) -> None:
             if cell.parent is not None and id(cell.parent) in submitted:
@@ -487,10 +491,18 @@ class TableRun:
 
         ordered = sorted(todo, key=cell_depth)
         with ThreadPoolExecutor(max_workers=max(1, self.options.jobs)) as pool:
-            for cell in ordered:
-                submitted[id(cell)] = pool.submit(after_parent, cell)
-            for cell in ordered:
-                submitted[id(cell)].result()
+            try:
+                for cell in ordered:
+                    submitted[id(cell)] = pool.submit(after_parent, cell)
+                for cell in ordered:
+                    submitted[id(cell)].result()
+            except BaseException:
+                # Ctrl-C reaches this thread only: without the flag the pool's exit would
+                # wait for every queued cell (a step's process got the interrupt too, but a
+                # worker between two steps would go on to the next ones)
+                stopped.set()
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
 
     def choose_rates(self) -> tuple[Dict[str, float], Dict[str, List[List[float]]]]:
         """Each trained row's rate, the best valid nll of seed 1 over the settings'

@@ -43,3 +43,29 @@ def test_ctrl_c_stops_with_one_line_and_status_130(tmp_path):
     assert proc.returncode == 130, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
     assert err.splitlines()[-1] == STOPPED
+
+
+def test_an_interrupt_while_a_cell_runs_starts_no_other_cell():
+    """Ctrl-C reaches the main thread only: the worker running a cell between two steps
+    must not go on to the queued cells (the pool's exit would otherwise wait for them all)."""
+    import _thread
+    import threading
+    from types import SimpleNamespace
+
+    from scripts.reproduce.runner import TableRun
+
+    ran = []
+
+    def run_cell(cell):
+        ran.append(cell.key)
+        if len(ran) == 1:
+            _thread.interrupt_main()  # as Ctrl-C arrives while the first cell runs
+            time.sleep(0.5)
+
+    table = SimpleNamespace(options=SimpleNamespace(jobs=1), commit_id="x",
+                            stopped=threading.Event(), run_cell=run_cell)
+    cells = [SimpleNamespace(key=i, parent=None) for i in range(4)]
+    with pytest.raises(KeyboardInterrupt):
+        TableRun.run(table, cells)
+    assert ran == [0]
+    assert table.stopped.is_set()
