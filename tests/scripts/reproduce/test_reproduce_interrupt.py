@@ -17,6 +17,14 @@ STOPPED = ("python -m scripts.reproduce: stopped by an interrupt; the cells that
            "kept, and the same command resumes from them")
 
 
+def _as_from_a_terminal() -> None:
+    """The child's SIGINT as a shell gives a foreground command: default, not blocked. A
+    test worker may hand on an ignored or blocked SIGINT (a process inherits both), and a
+    Python started with SIGINT ignored never raises KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 @pytest.mark.slow
 def test_ctrl_c_stops_with_one_line_and_status_130(tmp_path):
     work = tmp_path / "work"
@@ -27,7 +35,7 @@ def test_ctrl_c_stops_with_one_line_and_status_130(tmp_path):
         [sys.executable, "-m", "scripts.reproduce", "relu_former_table4", "--scale", "tiny",
          "--seeds", "1", "--work", str(work), "--out", str(tmp_path / "reproduction.md")],
         cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True)
+        start_new_session=True, preexec_fn=_as_from_a_terminal)
     try:
         deadline = time.monotonic() + 120
         while not work.exists() and proc.poll() is None and time.monotonic() < deadline:
