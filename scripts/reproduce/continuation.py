@@ -22,12 +22,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
 from pathlib import Path
 from typing import Any, Dict
 
-from scripts.common.atomic_files import write_text_atomic
+from scripts.common.atomic_files import copy_atomic, write_text_atomic
 from scripts.reproduce.log_figures import still_improving
 
 MARKER = "continued_from.json"
@@ -47,12 +45,6 @@ def can_continue(folder: Path, result: Dict[str, Any] | None) -> bool:
     return all((folder / name).is_file() for name in needed)
 
 
-def _copy(source: Path, target: Path) -> None:
-    partial = target.with_name(f".{target.name}.partial")
-    shutil.copyfile(source, partial)
-    os.replace(partial, target)
-
-
 def seed(earlier: Path, key: str, result: Dict[str, Any], folder: Path) -> None:
     """Copy the finished cell ``earlier`` (``key``, ``result``) into ``folder``, each file
     through a temporary name, ``checkpoint_last.pt`` last."""
@@ -64,7 +56,7 @@ def seed(earlier: Path, key: str, result: Dict[str, Any], folder: Path) -> None:
         names[-1:-1] = [name for name in ("train.log.cpu", "train.log")
                         if (earlier / name).is_file()]
     for name in names:
-        _copy(earlier / name, folder / name)
+        copy_atomic(earlier / name, folder / name)
 
 
 def earlier_of(folder: Path) -> Dict[str, Any] | None:
