@@ -131,6 +131,11 @@ def summary_findings(runs: Sequence[Run], references: SummaryReferences | None) 
 
 
 
+def _bullets(lines: List[str]) -> List[str]:
+    """The findings as one markdown list (nothing for none)."""
+    return ["\n".join(f"- {line}" for line in lines) + "\n"] if lines else []
+
+
 def _report_section(title: str, corpus: str, size: str, table: str, columns: str) -> List[str]:
     """One task's part of the report: what it trained on, at what size, the table, its columns."""
     return [f"## {title}\n", f"Corpus: {corpus}.  ", f"{size}.\n", table, columns]
@@ -168,9 +173,7 @@ def write_report(out: Path, runs: Sequence[Run], context: Dict[str, object],
             "targets' unigram entropy, on the BPE tokens the models' valid nll is measured on. "
             "A model has learned when its valid nll is at least 2 bits below it and its BLEU "
             "above both reference rows.\n")
-        findings = translation_findings(runs, context.get("translation_references"))
-        if findings:
-            parts.append("\n".join(f"- {line}" for line in findings) + "\n")
+        parts += _bullets(translation_findings(runs, context.get("translation_references")))
     if context.get("summary_corpus"):
         parts += _report_section(
             "Long-input summarization", context["summary_corpus"],
@@ -190,9 +193,7 @@ def write_report(out: Path, runs: Sequence[Run], context: Dict[str, object],
             "most frequent words of the training summaries; its `valid nll` is the summaries' "
             "unigram entropy, what a model of word frequencies alone gets), the lead output "
             "a page's first words.\n")
-        findings = summary_findings(runs, context.get("summary_references"))
-        if findings:
-            parts.append("\n".join(f"- {line}" for line in findings) + "\n")
+        parts += _bullets(summary_findings(runs, context.get("summary_references")))
     if notes:
         parts.append("\n".join(notes) + "\n")
     captions = [
