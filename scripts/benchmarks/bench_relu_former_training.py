@@ -34,6 +34,7 @@ from scripts.common.benchmarking import (
     quiet_fairseq,
     torch_setup,
 )
+from scripts.common.fairseq_trainer import trainer_from_argv
 from scripts.common.plotting import line_plot, markdown_table
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -107,24 +108,13 @@ def write_dictionaries(folder: Path, vocab: int) -> None:
 
 def build_trainer(data: Path, arch: str, flags: list[str], max_positions: int):
     """fairseq's Trainer for one model, built exactly as fairseq-train builds it."""
-    from fairseq import options, tasks
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-    from fairseq.trainer import Trainer
-
-    parser = options.get_training_parser()
-    argv = [
+    return trainer_from_argv([
         str(data), "--user-dir", USER_DIR, "--task", "translation", "-s", "de", "-t", "en",
         "--arch", arch, "--cpu", "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)",
         "--lr", "5e-4", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "4000",
         "--max-source-positions", str(max_positions),
         "--max-target-positions", str(max_positions), "--seed", "1", *flags,
-    ]
-    args = options.parse_args_and_arch(parser, input_args=argv)
-    cfg = convert_namespace_to_omegaconf(args)
-    task = tasks.setup_task(cfg.task)
-    model = task.build_model(cfg.model)
-    criterion = task.build_criterion(cfg.criterion)
-    return Trainer(cfg, task, model, criterion)
+    ])
 
 
 def synthetic_batch(dictionary, length: int, batch_tokens: int, seed: int) -> dict:

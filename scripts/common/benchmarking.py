@@ -152,8 +152,11 @@ def interleaved_median_seconds(
     rounds: int,
     warmup: int = 1,
     progress: Callable[[str], None] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, float]:
-    """Median wall time of each case over ``rounds`` interleaved rounds after ``warmup``.
+    """Median time of each case over ``rounds`` interleaved rounds after ``warmup``: wall
+    time, or with ``clock=time.process_time`` the process's CPU time (which other jobs on the
+    machine hardly change).
 
     The order of the cases is reversed every other round (A B, B A, A B, ...): a case that
     always ran right after another would inherit its state (freed memory the allocator hands
@@ -166,9 +169,9 @@ def interleaved_median_seconds(
     forward = list(cases.items())
     for index in range(warmup + rounds):
         for name, step in (forward if index % 2 == 0 else forward[::-1]):
-            start = time.perf_counter()
+            start = clock()
             step()
-            elapsed = time.perf_counter() - start
+            elapsed = clock() - start
             if index >= warmup:
                 times[name].append(elapsed)
         if progress is not None:

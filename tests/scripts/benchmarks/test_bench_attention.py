@@ -69,6 +69,19 @@ def test_interleaved_rounds_alternate_the_order_of_the_cases():
     assert "".join(order) == "abbaabba"
 
 
+def test_interleaved_median_reads_the_clock_it_is_given():
+    # a clock that a case moves on by its own cost: CPU time, whatever the wall clock did
+    now = [0.0]
+    costs = {"a": [5.0, 1.0, 2.0, 9.0], "b": [1.0, 4.0, 4.0, 3.0]}
+
+    def case(name):
+        return lambda: now.__setitem__(0, now[0] + costs[name].pop(0))
+
+    medians = interleaved_median_seconds({name: case(name) for name in costs}, rounds=3,
+                                         warmup=1, clock=lambda: now[0])
+    assert medians == {"a": 2.0, "b": 4.0}
+
+
 def test_markdown_table_formats_numbers_and_rejects_ragged_rows():
     table = markdown_table(["a", "b", "c"], [["x", 0.123456, 12345.6], ["y", 3, math.nan]])
     assert table.splitlines() == [
