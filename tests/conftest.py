@@ -41,3 +41,15 @@ def toy_data_bin(toy_raw_corpus, tmp_path_factory) -> Path:
 def fairseq_run(toy_data_bin, tmp_path) -> FairseqRun:
     """A fresh work folder driving the fairseq CLI on the toy binarized corpus."""
     return FairseqRun(data_bin=toy_data_bin, work=tmp_path)
+
+
+@pytest.fixture
+def one_thread():
+    """Torch at one thread for the test, as the synthetic studies' commands run (restored
+    after): their figures depend on the thread count only through float rounding."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

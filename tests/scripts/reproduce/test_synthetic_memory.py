@@ -16,12 +16,7 @@ TINY = ["--keys", "32", "--width", "16", "--slots", "8", "32", "--patience", "60
         "--every", "20"]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_relu_ffn_with_a_slot_per_key_memorises_every_key():

@@ -1,0 +1,218 @@
+"""What the synthetic studies share: the rate grid per row, the plateau stop, the cell cache,
+and the JSON and markdown they write (:mod:`scripts.reproduce.synthetic_memory`,
+:mod:`scripts.reproduce.synthetic_scorer`).
+
+A study is a table of rows trained in-process in seconds. Each row picks its rate on seed 1
+from a grid (:data:`GRID`, widened x2 by :func:`scripts.reproduce.runner.widened` while the
+best, the lowest final training loss, is at an edge, within :data:`LR_LIMITS`); its other
+seeds train at that rate. A training stops at a plateau (:class:`Plateau`: no gain in
+``patience`` steps) or at ``max_steps``, and records its curve and the reason. Every finished
+cell is kept under ``OUT/cells`` by a hash of all its settings, so a rerun resumes; the
+claims are judged by :func:`scripts.reproduce.claims.judge` (Welch, Holm, refusals).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Sequence
+
+from scripts.common.atomic_files import write_text_atomic
+from scripts.common.plotting import markdown_table
+from scripts.reproduce.cell_cache import CellCache, settings_key
+from scripts.reproduce.report import plain
+from scripts.reproduce.runner import widened
+from scripts.reproduce.spec import Row
+
+GRID = (1.25e-3, 2.5e-3, 5e-3, 1e-2)
+LR_LIMITS = (1e-4, 4e-2)
+# what a seed's JSON record keeps of its cell's result
+SEED_FIELDS = ("stopped", "still_improving", "updates", "curve", "cpu_seconds", "figures")
+
+
+@dataclass
+class Cell:
+    """One row at one seed and rate, with its result once trained (what
+    :func:`scripts.reproduce.claims.judge` reads: ``row``, ``seed``, ``result``)."""
+
+    row: Row
+    seed: int
+    lr: float
+    result: Dict[str, Any] | None = None
+    lr_grid: List[List[float]] | None = None
+
+
+class Plateau:
+    """The stop rule. A gain is the task's score rising by ``need`` over its best, or, while
+    the score is short of ``full``, the loss falling by the fraction ``loss_gain`` below the
+    loss of the last gain (a model may sit still in its score while it learns), or, given a
+    ``loss_scale``, by ``loss_gain`` times that scale (for a loss that tends to 0, where every
+    step would gain a fixed fraction); a training stops once ``patience`` steps pass without a
+    gain ('plateau') or at ``max_steps`` ('cap')."""
+
+    def __init__(self, limits: Dict[str, Any], need: float, full: float,
+                 loss_scale: float | None = None) -> None:
+        self.limits, self.need, self.full = limits, need, full
+        self.loss_scale = loss_scale
+        self.best, self.best_loss, self.best_step = -math.inf, math.inf, 0
+
+    def update(self, step: int, score: float, loss: float) -> str | None:
+        """Record the figures of ``step``; the stop reason, or None to go on."""
+        gain = self.limits["loss_gain"]
+        lower = (self.best_loss * (1.0 - gain) if self.loss_scale is None
+                 else self.best_loss - gain * self.loss_scale)
+        if score >= self.best + self.need or (score < self.full and loss < lower):
+            self.best, self.best_loss, self.best_step = max(self.best, score), loss, step
+        if step - self.best_step >= self.limits["patience"]:
+            return "plateau"
+        return "cap" if step >= self.limits["max_steps"] else None
+
+
+class Study:
+    """The cells of one run, trained on demand and each cached the moment it finishes.
+
+    ``settings(row, seed, lr)`` names everything the cell's result depends on (its cache
+    key), ``train(row, seed, lr)`` trains it (a result with ``stopped``, ``updates``,
+    ``curve``, ``cpu_seconds`` and ``figures``, ``loss`` and ``diverged`` among them), and
+    ``progress(row, seed, lr, result)`` is the line said once a cell is trained. ``task``
+    and ``limits`` are kept for the report.
+    """
+
+    def __init__(self, name: str, args: argparse.Namespace,
+                 settings: Callable[[Row, int, float], Dict[str, Any]],
+                 train: Callable[[Row, int, float], Dict[str, Any]],
+                 progress: Callable[[Row, int, float, Dict[str, Any]], str],
+                 task: Any = None, limits: Dict[str, Any] | None = None,
+                 say: Callable[[str], None] = print) -> None:
+        self.name, self.args, self.say = name, args, say
+        self.task, self.limits = task, limits or {}
+        self.settings, self.train, self.progress = settings, train, progress
+        self.cache = CellCache(Path(args.out) / "cells")
+        self.seen: List[Cell] = []   # every cell looked up, the rate grids' included
+        self.trained = 0
+
+    def cell(self, row: Row, seed: int, lr: float) -> Cell:
+        settings = self.settings(row, seed, lr)
+        key = settings_key(settings)
+        folder = self.cache.folder(self.name, row.key, seed, f"{lr:g}-{key}")
+        stored = self.cache.get(folder, key)
+        if stored is None:
+            found = self.train(row, seed, lr)
+            stored = self.cache.put(folder, key, {**found, "settings": settings})
+            self.trained += 1
+            self.say(self.progress(row, seed, lr, stored))
+        self.seen.append(Cell(row, seed, lr, stored))
+        return self.seen[-1]
+
+    def row_cells(self, row: Row) -> List[Cell]:
+        """Seed 1 over the widened grid, then the other seeds at the rate of lowest loss."""
+        grid, found = sorted(self.args.lr_grid), {}
+        while True:
+            for lr in grid:
+                if lr not in found:
+                    found[lr] = self.cell(row, 1, lr)
+            loss = {lr: final_loss(cell) for lr, cell in found.items()}
+            more = widened(grid, loss, LR_LIMITS)
+            if more is None:
+                break
+            grid = sorted([*grid, more])
+        chosen = min(grid, key=loss.get)
+        points = [[lr, plain(loss[lr])] for lr in grid]
+        cells = [found[chosen]] + [self.cell(row, seed, chosen)
+                                   for seed in range(2, self.args.seeds + 1)]
+        for cell in cells:
+            cell.lr_grid = points
+        return cells
+
+    def cpu_minutes(self) -> float:
+        """The CPU time of every cell looked up (the rate grids' included), in minutes."""
+        return sum(cell.result["cpu_seconds"] for cell in self.seen) / 60
+
+
+def final_loss(cell: Cell) -> float:
+    figures = cell.result["figures"]
+    return math.inf if figures["diverged"] else float(figures["loss"])
+
+
+def learning_table(cells: Sequence[Cell], rows: Sequence[Row]) -> str:
+    """Per row: its rate, seed 1's final loss over the grid, how its seeds stopped and after
+    how many steps."""
+    lines = []
+    for row in rows:
+        done = [cell for cell in cells if cell.row.key == row.key]
+        stops = [cell.result["stopped"] for cell in done]
+        grid = ", ".join(f"{lr:g}: " + ("diverged" if loss is None else f"{loss:.4g}")
+                         for lr, loss in done[0].lr_grid)
+        lines.append([row.label, f"{done[0].lr:g}", grid,
+                      ", ".join(f"{stops.count(s)} {s}" for s in sorted(set(stops))),
+                      ", ".join(str(cell.result["updates"]) for cell in done)])
+    return markdown_table(["row", "rate", "rate grid (seed 1's final loss)", "stopped",
+                           "steps (seeds 1..)"], lines)
+
+
+def row_records(cells: Sequence[Cell], rows: Sequence[Row]) -> Dict[str, Dict[str, Any]]:
+    """The JSON of each row: its label, rate, rate grid and per seed its record."""
+    return {row.key: {"label": row.label,
+                      "lr": next(c.lr for c in cells if c.row.key == row.key),
+                      "lr_grid": next(c.lr_grid for c in cells if c.row.key == row.key),
+                      "seeds": [{"seed": c.seed, **{k: c.result[k] for k in SEED_FIELDS}}
+                                for c in cells if c.row.key == row.key]}
+            for row in rows}
+
+
+def add_protocol_arguments(parser: argparse.ArgumentParser, max_steps: int, patience: int,
+                           loss_gain: float, every: int, step: str = "full-batch step"
+                           ) -> None:
+    """The options every study has: ``--out``, ``--seeds``, ``--lr-grid``, ``--max-steps``,
+    ``--patience``, ``--loss-gain`` and ``--every`` (a study adds its own ``--min-gain``)."""
+    parser.add_argument("--out", required=True, type=Path, metavar="DIR",
+                        help="folder for the results and the finished cells (a rerun "
+                             "resumes from them)")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds per row (default 3)")
+    parser.add_argument("--lr-grid", type=float, nargs="+", default=list(GRID), metavar="LR",
+                        help="seed 1's rates per row, widened x2 while the best is at an edge "
+                             f"(within {LR_LIMITS[0]:g}-{LR_LIMITS[1]:g}; default "
+                             f"{' '.join(f'{lr:g}' for lr in GRID)})")
+    parser.add_argument("--max-steps", type=int, default=max_steps,
+                        help=f"the cap on {step}s (default {max_steps})")
+    parser.add_argument("--patience", type=int, default=patience,
+                        help=f"steps without a gain before a plateau (default {patience})")
+    parser.add_argument("--loss-gain", type=float, default=loss_gain, metavar="FRACTION",
+                        help="a relative fall of the loss that also counts as a gain while "
+                             f"the score is short of full (default {loss_gain:g})")
+    parser.add_argument("--every", type=int, default=every,
+                        help=f"steps between curve points (default {every})")
+
+
+def check_positive(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                   flags: Sequence[str]) -> None:
+    """Refuse, through ``parser``, a whole-number option below 1 or a rate not above 0."""
+    for flag in flags:
+        if getattr(args, flag) < 1:
+            parser.error(f"--{flag.replace('_', '-')}: give a positive whole number")
+    if min(args.lr_grid) <= 0:
+        parser.error("--lr-grid: give positive rates")
+
+
+def run_study(study: Study, rows: Sequence[Row],
+              report: Callable[[Study, List[Cell]], Dict[str, Any]]) -> int:
+    """Train (or read back) every row's cells, then write what ``report`` makes of them
+    (:func:`write_results`); the exit status."""
+    write_results(study, report(study, [cell for row in rows for cell in study.row_cells(row)]))
+    return 0
+
+
+def write_results(study: Study, found: Dict[str, Any]) -> None:
+    """Write ``OUT/NAME.json`` and ``OUT/NAME.md`` (``found`` less its ``markdown``)
+    atomically, and print the table and a closing line."""
+    out, name = Path(study.args.out), study.name
+    found["cells_trained_now"] = study.trained
+    markdown = found.pop("markdown")
+    write_text_atomic(out / f"{name}.json", json.dumps(plain(found), indent=1) + "\n")
+    write_text_atomic(out / f"{name}.md", markdown)
+    print(markdown)
+    print(f"{len(study.seen)} cells ({study.trained} trained now), "
+          f"{found['cpu_minutes']:.2f} CPU minutes in all; {out / (name + '.json')}")
