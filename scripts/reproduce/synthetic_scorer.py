@@ -1,0 +1,335 @@
+"""Pyramidion's scorer table (Table 4) as picking marked tokens out of 256: a task where the
+index-based and random scorers are bounded, so the paper's claim (the trainable linear scorer
+beats random, index-based and PoWER-like selection) is asked of the pooling alone, beside the
+natural-data table (:mod:`scripts.reproduce.tables.pyramidion_table4`).
+
+**Task.** A sequence holds n = 256 tokens; k = n/4 of them (the table's 4x reduction), at
+random positions drawn per sequence, are *marked*. A token has a content c among C = 32 and a
+mark; the vocabulary is the 2C ids ``mark * C + c``, embedded by a fixed random table of width
+64 drawn once from a seed: ``E[c] = U[c]`` unmarked and ``E[C + c] = U[c] + m`` marked, with
+U and m Gaussian of variance 1/64 a coordinate (norm about 1). The target is the bag of the
+marked tokens' contents, a count per content (k draws among C: 2 on average). The contents
+are shared by both halves on purpose: were the marked ids a vocabulary of their own, the sum
+of all 256 embeddings would hold their counts, and a pooler that averages everything (equal
+scores) would solve the task without selecting anything. Here the sum of all tokens gives
+only the contents of all 256; the marked ones' bag needs the marked tokens and not the others.
+
+**Model.** The plugin's own :class:`relu_former.pyramidion.pooling.TokenPooler` (scorer by
+name, base 20, sorting, the successive-halving operator) pools the 256 embedded tokens to k
+slots; a linear head reads the counts off the sum of the k slots, and the loss is their
+squared error (mean over contents). The operator mixes each kept token with a weaker partner
+by a softmax of their scores, so the scores get the loss's gradient: a trainable scorer learns
+to keep the marked tokens (a linear scorer needs only ``w . m`` large). The head starts at
+zero, so the scorer's first gradient comes from a head that has learnt what the kept tokens
+are worth, not from a random one (with a random head, the first steps shrink every output and
+with it the marked tokens' weights: the linear scorer fell to 0% before it recovered).
+
+**Metric.** Marked recall: the share of the k slots whose dominant source (the input of largest
+weight in the slot, as the pooler reports per input its slot and weight; ties to the earliest
+position) is a marked token, in %, on the test sequences. Without a model, k of the n tokens
+taken at random hold k/n = 25% marked ones in expectation, and the index scorer (keep the
+first) is bound to the same 25% since the marks sit at random positions; random pooling is that
+reference itself. A trainable scorer (linear, nonlinear, PoWER-like) at or below 25% has not
+learnt to select, nor has one whose test loss is at or above that of predicting the training
+set's mean counts (its scores learn only through that loss): a claim on it is refused as not
+meaningful. The index and random rows are held to neither: their selection learns nothing by
+construction (it is the bound the claims are about), and their head's loss, which only the
+head learns, says nothing of it (at 32 tokens and 128 training sequences the index row's head
+overfits to a test loss above the mean's, with its recall the same). Also reported: the test
+loss.
+
+**Protocol** (:mod:`scripts.reproduce.synthetic_study`). Adam on minibatches of ``--batch``
+training sequences; the curve holds the mean training loss and recall over the last
+``--every`` steps, and a cell stops at a plateau when in ``--patience`` steps its recall has
+not risen by ``--min-gain`` points and its loss has not fallen by ``--loss-gain`` times the
+no-model training loss; else at ``--max-steps``. The loss counts at 100% recall too, as the
+head is still learning the counts then, and in units of the no-model loss rather than of its
+own value: the task is exactly solvable (a linear map of the marked tokens' sum gives their
+counts), so the loss tends to 0 and a relative fall of 1% in 200 steps went on to 2,875
+steps at 5e-3 (loss 0.0016) for no change in recall. Each row picks its rate on seed 1 from
+the grid by its final training loss; the index and random scorers have no parameters, but
+their head trains, so they search the grid too (their rate is the head's). The claims are
+judged by :mod:`scripts.reproduce.claims` (Welch, Holm, refusals). Minibatches rather than the full
+batch: the PoWER-like scorer's attention costs O(n^2) per sequence, 0.7 CPU s a step on 512
+sequences at one thread. Each finished cell is kept under ``OUT/cells``, so a rerun resumes;
+results go to ``OUT/synthetic_scorer.json`` and ``.md``.
+
+    python -m scripts.reproduce.synthetic_scorer --out /tmp/synthetic_scorer
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Dict, List, Sequence, Tuple
+
+import torch
+import torch.nn.functional as F
+
+import scripts.reproduce.synthetic_study as protocol
+from relu_former.pyramidion.pooling import TokenPooler
+from scripts.reproduce.claims import NoModel, judge
+from scripts.reproduce.report import claims_table, result_table, spreads
+from scripts.reproduce.spec import Comparison, Metric, Row, TableSpec
+from scripts.reproduce.tables.pyramidion_table4 import SCORERS
+
+NAME = "synthetic_scorer"
+TRAINABLE = ("linear", "nonlinear", "power")
+RECALL = Metric("recall", "marked recall (%)")
+TEST_LOSS = Metric("test_loss", "test loss (squared error)", higher_is_better=False, digits=4)
+EVAL_BATCH = 128  # test sequences a forward pass (bounds the PoWER scorer's n x n attention)
+
+
+@dataclass(frozen=True)
+class Split:
+    ids: torch.Tensor      # [S, n] token ids
+    marked: torch.Tensor   # [S, n] bool
+    counts: torch.Tensor   # [S, C] the marked tokens' contents, counted
+
+
+@dataclass(frozen=True)
+class Task:
+    table: torch.Tensor    # [2C, width]: unmarked contents, then the same contents marked
+    kept: int              # k, the pooled length and the number of marked tokens
+    train: Split
+    test: Split
+
+    @property
+    def length(self) -> int:
+        return self.train.ids.shape[1]
+
+    @property
+    def contents(self) -> int:
+        return self.train.counts.shape[1]
+
+    def chance_recall(self) -> float:
+        """Marked recall of k tokens taken at random, in %: k / n."""
+        return 100.0 * self.kept / self.length
+
+    def no_model_loss(self, split: Split) -> float:
+        """The loss on ``split`` of predicting the training set's mean counts (no model)."""
+        mean = self.train.counts.mean(0)
+        return F.mse_loss(mean.expand_as(split.counts), split.counts).item()
+
+
+def draw(count: int, length: int, kept: int, contents: int, generator: torch.Generator
+         ) -> Split:
+    marked_at = torch.rand(count, length, generator=generator).argsort(1)[:, :kept]
+    marked = torch.zeros(count, length, dtype=torch.bool).scatter_(1, marked_at, True)
+    content = torch.randint(contents, (count, length), generator=generator)
+    counts = torch.zeros(count, contents).scatter_add_(
+        1, content, marked.to(torch.float32))
+    return Split(content + contents * marked.long(), marked, counts)
+
+
+def make_task(length: int = 256, contents: int = 32, width: int = 64, train: int = 2048,
+              test: int = 512, seed: int = 0) -> Task:
+    generator = torch.Generator().manual_seed(seed)
+    units = torch.randn(contents + 1, width, generator=generator) / math.sqrt(width)
+    table = torch.cat([units[:contents], units[:contents] + units[contents]])
+    kept = length // 4
+    return Task(table, kept, draw(train, length, kept, contents, generator),
+                draw(test, length, kept, contents, generator))
+
+
+class Model(torch.nn.Module):
+    """The plugin's pooler on the embedded tokens, then a linear head on the pooled sum."""
+
+    def __init__(self, width: int, contents: int, scorer: str) -> None:
+        super().__init__()
+        self.pooler = TokenPooler(width, scorer=scorer)
+        self.head = torch.nn.Linear(width, contents)
+        torch.nn.init.zeros_(self.head.weight)  # see the module's docstring
+        torch.nn.init.zeros_(self.head.bias)
+
+    def forward(self, tokens: torch.Tensor, kept: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Predicted counts [B, C] and the dominant input position of each slot [B, k]."""
+        pooled, _, (slot, weight) = self.pooler(tokens.transpose(0, 1), None, kept)
+        return self.head(pooled.sum(0)), dominant(slot, weight, kept)
+
+
+def dominant(slot: torch.Tensor, weight: torch.Tensor, kept: int) -> torch.Tensor:
+    """Per pooled slot, the input position of largest weight there (ties: the earliest)."""
+    batch, length = slot.shape
+    largest = weight.new_full((batch, kept), -1.0).scatter_reduce(1, slot, weight, "amax")
+    position = torch.arange(length).expand(batch, length)
+    candidates = torch.where(weight >= largest.gather(1, slot), position, length)
+    return torch.full((batch, kept), length).scatter_reduce(1, slot, candidates, "amin")
+
+
+def figures(model: Model, task: Task, split: Split, rows: torch.Tensor
+            ) -> Tuple[torch.Tensor, float]:
+    """The loss (with its graph) and the marked recall in % of ``rows`` of ``split``."""
+    counts, source = model(task.table[split.ids[rows]], task.kept)
+    recall = 100.0 * split.marked[rows].gather(1, source).float().mean().item()
+    return F.mse_loss(counts, split.counts[rows]), recall
+
+
+def evaluate(model: Model, task: Task) -> Tuple[float, float]:
+    """Test loss and marked recall (%), a batch of :data:`EVAL_BATCH` at a time."""
+    loss = recall = 0.0
+    size = task.test.ids.shape[0]
+    with torch.no_grad():
+        for start in range(0, size, EVAL_BATCH):
+            rows = torch.arange(start, min(start + EVAL_BATCH, size))
+            part, hit = figures(model, task, task.test, rows)
+            loss, recall = loss + part.item() * len(rows), recall + hit * len(rows)
+    return loss / size, recall / size
+
+
+def batches(size: int, batch: int, generator: torch.Generator):
+    """Rows of the training set, ``batch`` at a time, a fresh permutation each epoch."""
+    while True:
+        order = torch.randperm(size, generator=generator)
+        for start in range(0, size - batch + 1, batch):
+            yield order[start:start + batch]
+
+
+def train(task: Task, scorer: str, lr: float, seed: int, limits: Dict[str, Any]
+          ) -> Dict[str, Any]:
+    """Adam on minibatches until the recall plateaus or ``max_steps``; the cell's result."""
+    torch.manual_seed(seed)  # the weights, and the random scorer's draws
+    model = Model(task.table.shape[1], task.contents, scorer)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    rows = batches(task.train.ids.shape[0], min(limits["batch"], task.train.ids.shape[0]),
+                   torch.Generator().manual_seed(seed))
+    # the loss counts at 100% too, as the head is still learning the counts; in units of the
+    # no-model loss, as it tends to 0 (see the module's docstring)
+    plateau = protocol.Plateau(limits, need=limits["min_gain"], full=math.inf,
+                      loss_scale=task.no_model_loss(task.train))
+    curve: List[List[float]] = []
+    window: List[Tuple[float, float]] = []  # (loss, recall) since the last curve point
+    start = time.process_time()
+    for step in range(1, limits["max_steps"] + 1):
+        loss, recall = figures(model, task, task.train, next(rows))
+        if not math.isfinite(loss.item()):
+            return result(model, task, curve, step, "diverged", start)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        window.append((loss.item(), recall))
+        if step % limits["every"] and step != limits["max_steps"]:
+            continue
+        mean_loss, mean_recall = (sum(values) / len(window) for values in zip(*window))
+        curve.append([step, round(mean_loss, 5), round(mean_recall, 3)])
+        window = []
+        stop = plateau.update(step, mean_recall, mean_loss)
+        if stop is not None:
+            return result(model, task, curve, step, stop, start)
+    raise AssertionError("unreachable: the loop returns at max_steps")
+
+
+def result(model: Model, task: Task, curve: List[List[float]], step: int, stop: str,
+           start: float) -> Dict[str, Any]:
+    diverged = stop == "diverged"
+    test_loss, recall = (math.nan, math.nan) if diverged else evaluate(model, task)
+    return {"stopped": "cap" if diverged else stop, "still_improving": stop == "cap",
+            "updates": step, "curve": curve, "cpu_seconds": time.process_time() - start,
+            "figures": {"recall": recall, "test_loss": test_loss,
+                        "loss": curve[-1][1] if curve else math.nan,
+                        "train_recall": curve[-1][2] if curve else math.nan,
+                        "diverged": diverged}}
+
+
+def rows() -> List[Row]:
+    return [Row(key, f"{label} scorer") for key, label in SCORERS.items()]
+
+
+def spec() -> TableSpec:
+    claims = [Comparison("linear", worse, "recall", f"linear scorer beats {what}")
+              for worse, what in (("random", "random"), ("index", "index-based"),
+                                  ("power", "PoWER-like"))]
+    return TableSpec(NAME, "scorers picking marked tokens out of 256",
+                     "Pyramidion, Table 4 (synthetic)", "", "synthetic", (RECALL, TEST_LOSS),
+                     tuple(rows()), tuple(claims))
+
+
+def make_study(args: argparse.Namespace) -> protocol.Study:
+    """The study of ``args``: cells keyed by the scorer, seed, rate, task and limits."""
+    task = make_task(args.length, args.contents, args.width, args.train, args.test)
+    limits = {"max_steps": args.max_steps, "patience": args.patience, "batch": args.batch,
+              "min_gain": args.min_gain, "loss_gain": args.loss_gain, "every": args.every}
+
+    def settings(row: Row, seed: int, lr: float) -> Dict[str, Any]:
+        return {"scorer": row.key, "seed": seed, "lr": lr, "length": args.length,
+                "contents": args.contents, "width": args.width, "train": args.train,
+                "test": args.test, **limits}
+
+    def progress(row: Row, seed: int, lr: float, stored: Dict[str, Any]) -> str:
+        found = stored["figures"]
+        return (f"{row.label}, seed {seed}, lr {lr:g}: recall {found['recall']:.2f}%, "
+                f"test loss {found['test_loss']:.4g}, {stored['stopped']} at step "
+                f"{stored['updates']} ({stored['cpu_seconds']:.1f} CPU s)")
+
+    def trained(row: Row, seed: int, lr: float) -> Dict[str, Any]:
+        return train(task, row.key, lr, seed, limits)
+
+    return protocol.Study(NAME, args, settings, trained, progress, task, limits)
+
+
+def report(study: protocol.Study, cells: Sequence[protocol.Cell]) -> Dict[str, Any]:
+    table, task = spec(), study.task
+    chance, no_model_loss = task.chance_recall(), task.no_model_loss(task.test)
+    loss_reference = NoModel(TEST_LOSS, no_model_loss, "predicting the training set's mean "
+                                                       "counts, which needs no model")
+    references = {key: [NoModel(RECALL, chance, "k of n tokens taken at random (no model)"),
+                        loss_reference] for key in TRAINABLE}
+    judged = judge(table, cells, {"no_model": references})
+    args = study.args
+    return {"task": {"length": args.length, "kept": task.kept, "contents": args.contents,
+                     "width": args.width, "train": args.train, "test": args.test,
+                     "chance_recall": chance, "mean_prediction_loss": no_model_loss},
+            "limits": study.limits, "seeds": args.seeds,
+            "rows": protocol.row_records(cells, table.rows),
+            "claims": judged, "cpu_minutes": study.cpu_minutes(),
+            "markdown": "\n".join([
+                f"{task.kept} marked tokens among {args.length} ({args.contents} contents, "
+                f"width {args.width}; {args.train} training and {args.test} test sequences); "
+                f"k of n taken at random hold {chance:.3g}% marked ones, and predicting the "
+                f"mean counts has test loss {no_model_loss:.4g} (the references that read no "
+                "model).\n",
+                result_table(table, spreads(table, cells)),
+                protocol.learning_table(cells, table.rows),
+                claims_table(table, judged)])}
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog=f"python -m scripts.reproduce.{NAME}",
+        description="Pyramidion's scorer table as picking the k = n/4 marked tokens out of "
+                    "n by the plugin's TokenPooler (scorers linear, nonlinear, index, power, "
+                    "random), each trained to a plateau at its own learning rate; the "
+                    "paper's claims judged by Welch's test with Holm's correction.")
+    protocol.add_protocol_arguments(parser, max_steps=2000, patience=200, loss_gain=0.01,
+                                    every=25, step="minibatch step")
+    parser.add_argument("--length", type=int, default=256, metavar="N",
+                        help="tokens a sequence, a multiple of 4: a quarter are marked and "
+                             "kept (default 256)")
+    parser.add_argument("--contents", type=int, default=32, metavar="C",
+                        help="contents a token can carry; the vocabulary is 2C ids, marked "
+                             "and unmarked (default 32)")
+    parser.add_argument("--width", type=int, default=64, help="embedding width (default 64)")
+    parser.add_argument("--train", type=int, default=2048, metavar="S",
+                        help="training sequences (default 2048)")
+    parser.add_argument("--test", type=int, default=512, metavar="S",
+                        help="test sequences (default 512)")
+    parser.add_argument("--batch", type=int, default=32,
+                        help="training sequences a step (default 32)")
+    parser.add_argument("--min-gain", type=float, default=0.5, metavar="POINTS",
+                        help="points of training recall a gain must add (default 0.5)")
+    args = parser.parse_args(argv)
+    protocol.check_positive(parser, args, ("seeds", "contents", "width", "train", "test",
+                                           "batch", "max_steps", "patience", "every"))
+    if args.length < 4 or args.length % 4:
+        parser.error("--length: give a multiple of 4")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    torch.set_num_threads(1)
+    return protocol.run_study(make_study(parse(argv)), rows(), report)
+
+if __name__ == "__main__":
+    raise SystemExit(main())
