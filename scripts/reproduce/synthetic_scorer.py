@@ -20,9 +20,11 @@ slots; a linear head reads the counts off the sum of the k slots, and the loss i
 squared error (mean over contents). The operator mixes each kept token with a weaker partner
 by a softmax of their scores, so the scores get the loss's gradient: a trainable scorer learns
 to keep the marked tokens (a linear scorer needs only ``w . m`` large). The head starts at
-zero, so the scorer's first gradient comes from a head that has learnt what the kept tokens
-are worth, not from a random one (with a random head, the first steps shrink every output and
-with it the marked tokens' weights: the linear scorer fell to 0% before it recovered).
+zero, so that the scorer's first gradients come from a head that has begun to learn what the
+kept tokens are worth rather than from a random map (measured on full batches of 512 at 5e-3,
+seed 3: with PyTorch's random head the linear scorer's recall was 0% at step 100, with the
+zero head 79%; both 100% at step 200). The trainable scorers still dip below chance in their
+first 50 or so steps before they rise (the curves in the committed results).
 
 **Metric.** Marked recall: the share of the k slots whose dominant source (the input of largest
 weight in the slot, as the pooler reports per input its slot and weight; ties to the earliest
