@@ -85,12 +85,18 @@ VALID_NLL = Metric("valid_nll", "valid nll (bits)", False)
 ROUGE = (Metric("rouge1", "ROUGE-1"), Metric("rouge2", "ROUGE-2"))
 CPU_MODEL = Deviation("model", "6+6 layers of width 512", "2+2 layers of width 64, 4 heads",
                       "CPU budget")
-SENTENCE_BUDGET = Deviation(
-    "budget", "100k updates of ~8,192 tokens, 4k warm-up", "batches of 2,048 tokens, 60 warm-up; "
-    "each row's rate chosen on seed 1 from 1.25-10 x 1e-3 at a 20-epoch screening budget; at "
-    "that rate every seed trains until valid nll has not improved for 2 epochs (at most 60), "
-    "seed 1 continuing its screening run", "CPU budget: small models, trained until they stop "
-    "learning")
+def sentence_budget(screening_epochs: int = SENTENCE_PLATEAU["max_epoch"]) -> Deviation:
+    """The budget deviation of a sentence table whose grid screens rates for
+    ``screening_epochs`` epochs."""
+    return Deviation(
+        "budget", "100k updates of ~8,192 tokens, 4k warm-up", "batches of 2,048 tokens, 60 "
+        "warm-up; each row's rate chosen on seed 1 from 1.25-10 x 1e-3 at a "
+        f"{screening_epochs}-epoch screening budget; at that rate every seed trains until valid "
+        "nll has not improved for 2 epochs (at most 60), seed 1 continuing its screening run",
+        "CPU budget: small models, trained until they stop learning")
+
+
+SENTENCE_BUDGET = sentence_budget()
 MANPAGES = Deviation("data", "arXiv", "manual pages -> their NAME line", "offline long texts")
 SUMMARY_MODEL = Deviation("layers", "3+3 (Pyramidion), 6+6 (deep); width 512",
                           "4+2 for every row, width 64", "CPU budget: 4+4 on 512-token pages "
