@@ -130,6 +130,24 @@ def update_summary(doc: Path, name: str, entry: dict) -> None:
     write_section(doc, "summary", summary_section(found, list(TABLES.values())), DOC_HEADER)
 
 
+# options that say how one call runs, not what the table is: the report's command leaves them
+# out, so that it is the command that trains the table (flag -> how many values it takes)
+CALL_ONLY = {"--collect-only": 0, "--no-report": 0, "--budget-minutes": 1, "--max-new-cells": 1}
+
+
+def reproducing_argv(argv: Sequence[str]) -> list[str]:
+    """``argv`` without the options of :data:`CALL_ONLY` (``--flag value`` or ``--flag=value``)."""
+    kept, skip = [], 0
+    for token in argv:
+        if skip:
+            skip -= 1
+        elif token.split("=", 1)[0] in CALL_ONLY:
+            skip = 0 if "=" in token else CALL_ONLY[token]
+        else:
+            kept.append(token)
+    return kept
+
+
 def parse_value(text: str):
     try:
         return json.loads(text)
@@ -244,7 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cells, data = run_table(spec, options)  # what finished, for the report
     if args.dry_run or args.no_report:
         return status
-    command = "python -m scripts.reproduce " + shlex.join(argv)
+    command = "python -m scripts.reproduce " + shlex.join(reproducing_argv(argv))
     entry = verdicts(spec, cells, data, args.scale, args.seeds)
     replaced = note_replaced(args.out, spec.name, entry)
     text = section(spec, cells, data, args.scale, args.seeds, command,

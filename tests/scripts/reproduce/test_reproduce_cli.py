@@ -94,6 +94,18 @@ def test_collect_only_builds_the_table_from_cluster_logs(tmp_path, capsys):
                      r"learning: ReLUFormer, 3 of 3 seeds stopped", text)
     assert "| Sparsemax | - |" in text  # no logs: no figure, never an invented one
     assert "6 of 15 cells finished" in text
+    # the report names the command that trains the table, not this call's --collect-only
+    assert (f"Command: `python -m scripts.reproduce relu_former_table4 --scale paper --seeds 3 "
+            f"--work {work} --out {out}`") in text
+
+
+def test_the_reported_command_leaves_out_how_one_call_ran():
+    from scripts.reproduce.__main__ import reproducing_argv
+
+    argv = ["relu_former_table4", "--rows", "transformer", "--budget-minutes", "30",
+            "--no-report", "--max-new-cells=2", "--collect-only", "--seeds", "3"]
+    assert reproducing_argv(argv) == ["relu_former_table4", "--rows", "transformer",
+                                      "--seeds", "3"]
 
 
 def test_bad_flags_name_the_fix(capsys):
