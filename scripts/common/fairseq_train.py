@@ -48,12 +48,14 @@ def _schedule(run: Run, budget: Budget, work: Path) -> tuple[List, float]:
     if run.parent is None:
         return ["--lr", str(budget.lr), "--lr-scheduler", "inverse_sqrt", "--warmup-updates",
                 str(budget.warmup), "--warmup-init-lr", "1e-07"], 0.0
-    # A continuation: the parent's weights, a fresh optimizer, and a constant learning rate
-    # equal to the one the parent's schedule ended at.
+    # A continuation: the parent's weights (its last checkpoint, or ``run.start_from``), a
+    # fresh optimizer, and a constant learning rate equal to the one the parent's schedule
+    # reached at ``run.parent.updates``.
     lr = final_learning_rate(budget.lr, budget.warmup, run.parent.updates)
     spent = 0.0 if math.isnan(run.parent.train_seconds) else run.parent.train_seconds
+    checkpoint = run.start_from or work / run.parent.key / "checkpoint_last.pt"
     return ["--lr", f"{lr:.6g}", "--lr-scheduler", "fixed", "--finetune-from-model",
-            work / run.parent.key / "checkpoint_last.pt"], spent
+            checkpoint], spent
 
 
 def train_command(run: Run, budget: Budget, data_bin: Path, work: Path,

@@ -44,6 +44,8 @@ class Run:
     data: str = "sentences"  # the data bin's name, e.g. "summaries"
     generate_flags: List[str] = field(default_factory=list)
     parent: Run | None = None  # fine-tuned from this run's last checkpoint
+    # where the parent's checkpoint is elsewhere than WORK/parent.key/checkpoint_last.pt
+    start_from: Path | None = None
     budget_updates: int = 0    # the update budget it trains for (0: not known yet)
     # measured
     losses: List[tuple] = field(default_factory=list)  # (update, training nll in bits)

@@ -14,10 +14,19 @@ stopped, on this machine or another. ``max_new_cells`` stops after that many new
 ``deadline`` at a time (a running training is stopped, and continues from its last
 checkpoint next time); a failing step stops the run with the cell and its log named, after
 the cells already finished are stored. A work folder runs one call of a table at a time.
+
+A row may start from a row of another table (``parent="TABLE:ROW"``): its starting point is
+that table's own cell (the same seed, that row's chosen rate, that table's settings, data,
+key, cache folder and record), planned by a :class:`TableRun` of that table in the same call
+(which chooses the row's rate on its grid first if it has not been chosen) and, where a
+row starting from it runs and the cell is neither here nor recorded (or recorded without its
+checkpoints here), trained by that run as that table trains it. The call holds that table's
+folder lock too (taken after its own), and both tables' data must share one dictionary.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import platform
@@ -29,7 +38,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Dict, List, Sequence
+from typing import Callable, Dict, List, Mapping, Sequence
 
 from scripts.common.atomic_files import write_text_atomic
 from scripts.common.child_processes import child_env, stream
@@ -41,11 +50,17 @@ from scripts.reproduce.cell_records import CellRecords
 from scripts.reproduce.kinds import Step, kind_module
 from scripts.reproduce.log_figures import training_record
 from scripts.reproduce.report import commit
-from scripts.reproduce.spec import Row, TableSpec
+from scripts.reproduce.spec import Row, TableSpec, split_parent
+from scripts.reproduce.tables import TABLES
 
 
 class CellFailed(RuntimeError):
     """A step of a cell exited non-zero; the message names the cell and its log."""
+
+
+class DictionaryMismatch(SystemExit):
+    """A row starts from another table's model whose data has another dictionary; the one-line
+    message names both dictionary files."""
 
 
 _DIVERGED = re.compile(r"FloatingPointError|\bnan\b|\binf\b|overflow|Minimum loss scale",
@@ -88,6 +103,9 @@ class Cell:
     search: bool = False  # a grid cell: trained, decoded only if its rate is chosen
     trained: Dict | None = None  # the grid cell's result this cell continues (it decodes)
     from_record: bool = False  # its result is the repository's record (no checkpoint here)
+    # the run of the table whose cell it is (its spec, settings, data, records), where that
+    # is not the run that handles it: another table's row that a row starts from
+    owner: TableRun | None = None
 
 
 @dataclass
@@ -104,10 +122,17 @@ class RunOptions:
     say: Callable[[str], None] = print
     deadline: float | None = None  # time.monotonic() at which the call stops (a budget)
     records: Path | None = None  # finished cells kept in the repository (cell_records.py)
+    # the tables a "TABLE:ROW" parent names, with any settings changed for this call
+    # (default: every table as defined)
+    tables: Mapping[str, TableSpec] | None = None
 
 
 def depth(spec: TableSpec, row: Row) -> int:
-    return 0 if row.parent is None else 1 + depth(spec, spec.row(row.parent))
+    """How many rows of ``spec`` lie between ``row`` and its first ancestor (0 for a row
+    trained from scratch or from another table's row)."""
+    if row.parent is None or split_parent(row.parent)[0] is not None:
+        return 0
+    return 1 + depth(spec, spec.row(row.parent))
 
 
 def cell_depth(cell: Cell) -> int:
@@ -116,9 +141,10 @@ def cell_depth(cell: Cell) -> int:
 
 def selected_rows(spec: TableSpec, only: Sequence[str] | None,
                   settings: Dict | None = None) -> List[Row]:
-    """The rows to run, in table order: all, or ``only`` and the rows they start from; rows
-    at a ``length`` the scale's ``lengths`` leaves out are skipped, and with ``use_parents``
-    false (a paper that trains every row from scratch) so are the hidden starting points."""
+    """The rows to run, in table order: all, or ``only`` and the rows of this table they
+    start from (another table's are :func:`foreign_parents`); rows at a ``length`` the
+    scale's ``lengths`` leaves out are skipped, and with ``use_parents`` false (a paper that
+    trains every row from scratch) so are the hidden starting points."""
     settings = settings or {}
     rows = list(spec.rows)
     if "lengths" in settings:
@@ -133,8 +159,22 @@ def selected_rows(spec: TableSpec, only: Sequence[str] | None,
         row = spec.row(key)
         while row is not None:
             wanted.add(row.key)
-            row = spec.row(row.parent) if row.parent else None
+            own = row.parent is not None and split_parent(row.parent)[0] is None
+            row = spec.row(row.parent) if own else None
     return [row for row in rows if row.key in wanted]
+
+
+def foreign_parents(rows: Sequence[Row], settings: Dict) -> Dict[str, List[str]]:
+    """Per other table, its rows that ``rows`` start from (in order; none where the scale
+    trains every row from scratch, ``use_parents`` false)."""
+    found: Dict[str, List[str]] = {}
+    if not settings.get("use_parents", True):
+        return found
+    for row in rows:
+        table, key = split_parent(row.parent) if row.parent else (None, "")
+        if table is not None and key not in found.setdefault(table, []):
+            found[table].append(key)
+    return found
 
 
 # how a row's rate is chosen and how long its chosen cells may train, not what a grid cell
@@ -169,16 +209,22 @@ def make_cell(spec: TableSpec, options: RunOptions, data: Dict, row: Row, seed: 
 
 
 def plan(spec: TableSpec, options: RunOptions, data: Dict,
-         rates: Dict[str, float] | None = None) -> List[Cell]:
+         rates: Dict[str, float] | None = None,
+         parents: Mapping[tuple[str, int], Cell] | None = None) -> List[Cell]:
     """Every cell of the table, a row's at its chosen rate (``rates``; a row that starts from
-    another trains at that one's)."""
+    another trains at that one's); a row that starts from another table's row ``"T:R"``
+    starts from ``parents["T:R", seed]``, that table's cell."""
     settings = spec.settings(options.scale)
     cells: Dict[tuple, Cell] = {}
     use_parents = settings.get("use_parents", True)
     for row in sorted(selected_rows(spec, options.rows, settings),
                       key=lambda r: depth(spec, r)):
         for seed in range(1, options.seeds + 1):
-            parent = cells[row.parent, seed] if row.parent and use_parents else None
+            parent = None
+            if row.parent and use_parents:
+                foreign = split_parent(row.parent)[0] is not None
+                parent = (parents or {})[row.parent, seed] if foreign else cells[row.parent,
+                                                                                  seed]
             lr = parent.lr if parent is not None else (rates or {}).get(row.key)
             cells[row.key, seed] = make_cell(spec, options, data, row, seed, lr, parent)
     return list(cells.values())
@@ -269,10 +315,14 @@ def training(folder: Path, settings: Dict) -> Dict:
     return found
 
 
-def print_dry_run(cell: Cell, say: Callable[[str], None]) -> None:
+def dry_run_header(cell: Cell, name: str | None = None) -> str:
     rate = "" if cell.lr is None else (
         f"  (lr {cell.lr:g}{', a rate of the grid: not decoded' if cell.search else ''})")
-    say(f"# {cell.row.key}, seed {cell.seed} -> {cell.folder}{rate}")
+    return f"# {name or cell.row.key}, seed {cell.seed} -> {cell.folder}{rate}"
+
+
+def print_dry_run(cell: Cell, say: Callable[[str], None], name: str | None = None) -> None:
+    say(dry_run_header(cell, name))
     for step in cell.steps:
         say(step.describe())
         if step.dry_run is not None:
@@ -282,12 +332,21 @@ def print_dry_run(cell: Cell, say: Callable[[str], None]) -> None:
             say("\n".join(f"    {line}" for line in text.splitlines()))
 
 
-class TableRun:
-    """The cells of one call: looked up in the cache, run (or printed, or collected from
-    logs), ``max_new_cells`` counted over every phase of the call."""
+def table_lock(work: Path, name: str) -> contextlib.AbstractContextManager:
+    """The lock that lets one call at a time run table ``name`` in ``work``."""
+    return folder_lock(work / "locks" / f"{name}.lock", f"{work} ({name})")
 
-    def __init__(self, spec: TableSpec, options: RunOptions) -> None:
+
+class TableRun:
+    """The cells of one table in one call: looked up in the cache, run (or printed, or
+    collected from logs). The call's first table is the ``root``: ``max_new_cells``, the
+    commit and the stop after an error are counted over every phase and every table of the
+    call, and it holds (``locks``) the locks of the other tables its rows start from."""
+
+    def __init__(self, spec: TableSpec, options: RunOptions,
+                 root: TableRun | None = None) -> None:
         self.spec, self.options = spec, options
+        self.root = root or self
         self.kind = kind_module(spec.kind)
         self.settings = spec.settings(options.scale)
         self.data = self.kind.prepare(spec, options.scale, self.settings, options.work,
@@ -298,7 +357,49 @@ class TableRun:
         self.commit_id = ""
         self.printed: set = set()  # keys of the cells a dry run printed
         # set after an error or an interrupt: no cell, and no step of a running cell, starts
-        self.stopped = threading.Event()
+        self.stopped = root.stopped if root else threading.Event()
+        self.locks = root.locks if root else contextlib.ExitStack()
+
+    def name_of(self, cell: Cell) -> str:
+        """The cell's row as the call names it: ``TABLE:ROW`` for another table's."""
+        return cell.row.key if self is self.root else f"{self.spec.name}:{cell.row.key}"
+
+    def other(self, name: str, rows: List[str]) -> TableRun:
+        """A run of table ``name`` for its ``rows`` that this table's rows start from, in this
+        call: that table's lock held until the call ends, its data built (or found), its
+        dictionary checked against this table's (:class:`DictionaryMismatch`)."""
+        options = self.options
+        self.locks.enter_context(table_lock(options.work, name))
+        other = TableRun((options.tables or TABLES)[name], replace(options, rows=rows),
+                         root=self.root)
+        mine, theirs = (getattr(run.kind, "dictionary", lambda _: None)(run.data)
+                        for run in (self, other))
+        if mine is not None and theirs is not None and mine.read_bytes() != theirs.read_bytes():
+            raise DictionaryMismatch(f"{self.spec.name} starts from {name}'s models, but its "
+                                     f"dictionary {mine} differs from theirs, {theirs}")
+        return other
+
+    def plan_cells(self) -> List[Cell]:
+        """Every cell of the selected rows, looked up: each row's rate chosen first (its grid
+        run, printed or collected), then the cells of other tables that rows start from
+        (planned by those tables' runs; printed or collected with them, run only when a row
+        that starts from them runs), then this table's."""
+        rates, grids = self.choose_rates()
+        parents: Dict[tuple[str, int], Cell] = {}
+        rows = selected_rows(self.spec, self.options.rows, self.settings)
+        for name, keys in foreign_parents(rows, self.settings).items():
+            other = self.other(name, keys)
+            theirs = other.plan_cells()
+            if self.options.dry_run or self.options.collect_only:
+                other.handle(theirs)
+            parents.update({(f"{name}:{cell.row.key}", cell.seed): cell for cell in theirs
+                            if cell.row.key in keys})
+        cells = plan(self.spec, self.options, self.data, rates, parents)
+        for cell in cells:  # parents first: a row that starts from another shows its grid
+            cell.owner = self
+            cell.lr_grid = cell.parent.lr_grid if cell.parent else grids.get(cell.row.key)
+        self.lookup(cells)
+        return cells
 
     def settings_of(self, cell: Cell) -> Dict:
         return at_rate(self.settings, cell.lr, cell.search)
@@ -375,15 +476,19 @@ class TableRun:
                 else None
 
     def starting_points(self, todo: List[Cell]) -> List[Cell]:
-        """``todo`` and the recorded cells they start from whose checkpoints are not here
-        (trained again)."""
+        """``todo`` and the cells they start from that must run first: recorded cells whose
+        checkpoints are not here (trained again), and another table's cells not run yet."""
         todo = list(todo)
+        listed = {id(cell) for cell in todo}
         for cell in todo:  # grows while it is walked: a parent's parent too
             parent = cell.parent
-            if (parent is not None and parent.result is not None and parent.from_record
-                    and not parent.folder.is_dir()):
+            if parent is None or id(parent) in listed:
+                continue
+            if parent.result is not None and parent.from_record and not parent.folder.is_dir():
                 parent.result = None
+            if parent.result is None:
                 todo.append(parent)
+                listed.add(id(parent))
         return todo
 
     def handle(self, cells: Sequence[Cell]) -> None:
@@ -393,8 +498,19 @@ class TableRun:
             for cell in cells:
                 if (cell.key, cell.search) not in self.printed:
                     self.printed.add((cell.key, cell.search))
+                    if self is not self.root and cell.result is not None:
+                        # another table's finished cell: a starting point, not trained here
+                        where = "" if cell.folder.is_dir() else (
+                            " (recorded; its checkpoints are not in this work folder)")
+                        self.options.say(f"{dry_run_header(cell, self.name_of(cell))}: "
+                                         f"cached{where}")
+                        continue
                     self.make_steps(cell)
-                    print_dry_run(cell, self.options.say)
+                    print_dry_run(cell, self.options.say, self.name_of(cell))
+                    if cell.parent is not None and cell.parent.result is None:
+                        self.options.say("    (its parent has not trained yet: the rate and "
+                                         "checkpoint it starts from follow from how the "
+                                         "parent's training ends, not from this line)")
                     found = self.screening_cell(cell)
                     if found is not None:
                         self.options.say(f"    (continues {found[0].folder.name}, stopped at "
@@ -419,12 +535,12 @@ class TableRun:
             **training(cell.folder, self.settings_of(cell))}))
 
     def run_cell(self, cell: Cell) -> None:
-        options = self.options
-        if options.max_new_cells is not None and self.started >= options.max_new_cells:
+        options, root = self.options, self.root
+        if options.max_new_cells is not None and root.started >= options.max_new_cells:
             raise BudgetSpent(f"stopped after {options.max_new_cells} new cells")
         if options.deadline is not None and time.monotonic() >= options.deadline:
             raise BudgetSpent(TIME_SPENT)
-        self.started += 1
+        root.started += 1
         if cell.parent is not None and cell.parent.result is None:
             raise CellFailed(f"{cell.folder.name}: its parent {cell.parent.folder.name} has "
                              "no result")
@@ -434,7 +550,8 @@ class TableRun:
         before = cell.trained or (earlier or {}).get("result") or {}
         begin = time.monotonic() - (before.get("seconds") or 0.0)
         rate = f" at lr {cell.lr:g}" if cell.lr is not None else ""
-        options.say(f"  run {cell.row.key} seed {cell.seed}{rate}")
+        name = self.name_of(cell)
+        options.say(f"  run {name} seed {cell.seed}{rate}")
         cpu: Dict[str, float] = {}
         if cell.parent is not None and cell.parent.result["figures"].get("diverged"):
             figures = {"diverged": 1.0, "reason": "its starting point diverged"}
@@ -463,18 +580,20 @@ class TableRun:
             "figures": figures, "seconds": round(time.monotonic() - begin, 1),
             "cpu_seconds": round(sum(cpu.values()), 1), "search": cell.search,
             "row": cell.row.key, "seed": cell.seed, "machine": platform.node(),
-            "commit": self.commit_id, "load_average": [round(v, 1) for v in os.getloadavg()],
+            "commit": root.commit_id, "load_average": [round(v, 1) for v in os.getloadavg()],
             "finished_at": round(time.time(), 1),
             **training(cell.folder, self.settings_of(cell))}))
-        options.say(f"  done {cell.row.key} seed {cell.seed}{rate} in "
+        options.say(f"  done {name} seed {cell.seed}{rate} in "
                     f"{cell.result['seconds']} s")
 
     def run(self, todo: Sequence[Cell]) -> None:
         """Run ``todo``, ``jobs`` at a time. A cell starts as soon as its parent has
         finished, not after its parent's whole wave: parents are submitted first and the pool
         starts cells in order, so a child waits only for a parent that is already running.
-        After an error no new cell starts."""
-        self.commit_id = self.commit_id or commit()  # the code the cells of this call run
+        Another table's cell is run by that table's run (its ``owner``). After an error no
+        new cell starts."""
+        root = self.root
+        root.commit_id = root.commit_id or commit()  # the code the cells of this call run
         submitted: Dict[int, Future] = {}
         stopped = self.stopped
 
@@ -484,7 +603,7 @@ class TableRun:
             if stopped.is_set():
                 return
             try:
-                self.run_cell(cell)
+                (cell.owner or self).run_cell(cell)
             except BaseException:
                 stopped.set()
                 raise
@@ -549,25 +668,18 @@ class TableRun:
 def run_table(spec: TableSpec, options: RunOptions) -> tuple[List[Cell], Dict]:
     """Run (or, with ``dry_run``, print; with ``collect_only``, only read) every cell; a
     table with an ``lr_grid`` first chooses each trained row's rate on seed 1. One run of a
-    table at a time in a work folder: a second is refused (:class:`FolderInUse`)."""
-    with folder_lock(options.work / "locks" / f"{spec.name}.lock",
-                     f"{options.work} ({spec.name})"):
-        return _run_table(spec, options)
-
-
-def _run_table(spec: TableSpec, options: RunOptions) -> tuple[List[Cell], Dict]:
-    table = TableRun(spec, options)
-    rates, grids = table.choose_rates()
-    cells = plan(spec, options, table.data, rates)
-    for cell in cells:
-        root = cell
-        while root.parent is not None:
-            root = root.parent
-        cell.lr_grid = grids.get(root.row.key)
-    table.lookup(cells)
-    if not (options.dry_run or options.collect_only):
-        todo = [cell for cell in cells if cell.result is None]
-        options.say(f"{spec.name}: {len(cells) - len(todo)} of {len(cells)} cells cached, "
-                    f"{len(todo)} to run")
-    table.handle(cells)
+    table at a time in a work folder: a second is refused (:class:`FolderInUse`), and so is
+    a call whose rows start from a table that another call is running. The cells returned
+    are this table's (not the other tables' cells its rows start from)."""
+    with table_lock(options.work, spec.name):
+        table = TableRun(spec, options)
+        with table.locks:  # the other tables' locks, taken as their rows are planned
+            cells = table.plan_cells()
+            if not (options.dry_run or options.collect_only):
+                todo = [cell for cell in cells if cell.result is None]
+                first = len(table.starting_points(todo)) - len(todo)
+                options.say(f"{spec.name}: {len(cells) - len(todo)} of {len(cells)} cells "
+                            f"cached, {len(todo)} to run" + (
+                                f" after {first} they start from" if first else ""))
+            table.handle(cells)
     return cells, table.data

@@ -30,7 +30,10 @@ class Row:
     """One model (or configuration) of a table.
 
     ``flags`` go to ``fairseq-train`` (or to the wrapped script) on top of the table's;
-    ``parent`` names the row whose final checkpoint this row starts from (the same seed);
+    ``parent`` names the row whose model this row starts from (the same seed): a row of the
+    same table, or ``"TABLE:ROW"``, a row of another table (that table's cell, at its chosen
+    rate, with its settings, data and key: the cell ``python -m scripts.reproduce TABLE --rows
+    ROW`` plans, trained and recorded as that table trains it);
     ``hidden`` rows are trained as starting points and not shown; ``point`` holds the x of a
     curve (e.g. the document length); ``paper`` the paper's figures for this row;
     ``recipe_model``, ``recipe_env`` and ``recipe_flags`` the paper-scale recipe's MODEL,
@@ -116,6 +119,12 @@ class TableSpec:
         if scale == "tiny":
             merged.update(self.tiny)
         return merged
+
+
+def split_parent(parent: str) -> Tuple[str | None, str]:
+    """``(table, row)`` of a row's ``parent``; table None for a row of the same table."""
+    table, _, row = parent.rpartition(":")
+    return table or None, row
 
 
 def family(row: Row) -> str:

@@ -9,7 +9,13 @@ Every kind module defines
     steps(spec, row, seed, scale, settings, data, folder, parent) -> list[Step]
         the commands of one cell (``parent``: the folder of the row it starts from);
     collect(spec, row, folder) -> dict
-        the cell's figures, read from the logs its steps wrote in ``folder``.
+        the cell's figures, read from the logs its steps wrote in ``folder``;
+
+and may define
+
+    dictionary(data) -> Path | None
+        the file of the vocabulary its data is binarized with: a row that starts from another
+        table's row needs the same file (byte for byte) in both tables' data.
 
 At ``--scale paper`` the steps are the recipes' ``train.sh``/``evaluate.sh`` calls, whose
 ``--dry-run`` prints the exact fairseq command; ``collect`` reads the same files either way.

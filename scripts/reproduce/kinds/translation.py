@@ -8,8 +8,11 @@ consecutive messages (:mod:`scripts.reproduce.doc_corpus`). ``sentences`` holds 
 each split; ``docs<L>`` the same pairs packed into documents of at most L English tokens.
 All are binarized with the sentence data's joined dictionary, so a document model can start
 from a sentence model's checkpoint (G-Transformer's recipe for making document models
-learn). A row with ``parent`` continues the parent's final checkpoint with a fresh optimizer.
-Training goes through the shared orchestrator's command (``scripts/common/fairseq_train.py``).
+learn), of this table or of another one with the same dictionary (:func:`dictionary`). A row
+with ``parent`` continues the parent's model with a fresh optimizer: its best validated
+checkpoint where the parent was validated during training (trained to a plateau: the model
+its table decodes), else its last. Training goes through the shared orchestrator's command
+(``scripts/common/fairseq_train.py``).
 
 Paper scale: the recipes (``train.sh MODEL -- --seed S ...``, ``evaluate.sh MODEL``).
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import Any, Callable, Dict, List
 
@@ -59,6 +63,15 @@ def prepare(spec: TableSpec, scale: str, settings: Dict[str, Any], work: Path,
                        lambda folder: build_data(settings, folder), say)
     # outside the cells' keys: a figure of the data, measured anew for every report
     return {**data, "no_model": no_model(spec, Path(data["folder"]))}
+
+
+def dictionary(data: Dict[str, Any]) -> Path | None:
+    """The dictionary every data set of ``data`` is binarized with (None at paper scale): a
+    model trained on one data folder can start from one trained on another only if the two
+    files are the same."""
+    if "folder" not in data:
+        return None
+    return Path(data["folder"]) / "bin" / "dictionary" / f"dict.{SRC}.txt"
 
 
 def no_model(spec: TableSpec, folder: Path) -> Dict[str, List[NoModel]]:
@@ -221,17 +234,29 @@ def budget(settings: Dict[str, Any], updates: int) -> Budget:
 def train_step(row: Row, seed: int, settings: Dict[str, Any], data_bin: Path, folder: Path,
                parent: Path | None, extra: List[str]) -> Step:
     """fairseq-train through :func:`scripts.common.fairseq_train.train_command` (the demo's
-    orchestrator): a continuation starts from the parent cell's last checkpoint with a
-    fresh optimizer at the learning rate the parent's schedule ended at."""
+    orchestrator): a continuation starts from the parent cell's model with a fresh
+    optimizer at the learning rate the parent's schedule had reached there: its best
+    validated checkpoint, at the update of its best valid nll, where its validation curve
+    has more than one point (it trained to a plateau, and its table decodes that model),
+    else its last. A run to a plateau (``patience``) has no update cap, a continuation at a
+    fixed budget trains ``finetune_update`` updates."""
     run = Run(folder.name, row.label, settings["arch"], [*extra, *row.flags])
-    updates = settings["max_update"] or 0
+    plateau = "patience" in settings  # stopped by --patience or --max-epoch only
+    updates = 0 if plateau else settings["max_update"] or 0
     if parent is not None:
-        figures = json.loads((parent / "result.json").read_text())["figures"] if (
+        result = json.loads((parent / "result.json").read_text()) if (
             parent / "result.json").is_file() else {}
+        figures = result.get("figures", {})
+        curve = [point for point in result.get("curve") or [] if math.isfinite(point[1])]
+        best = min(curve, key=lambda point: point[1]) if len(curve) > 1 else None
         run.parent = Run(parent.name, "parent", settings["arch"], [])
-        run.parent.updates = int(figures.get("updates", settings["max_update"]))
+        run.start_from = parent / ("checkpoint_best.pt" if best else "checkpoint_last.pt")
+        # a parent not trained yet (a dry run): as if its schedule were at its peak
+        run.parent.updates = int(best[0] if best else figures.get("updates") or settings[
+            "max_update"] or settings["warmup"])
         run.parent.train_seconds = float(figures.get("train_seconds", 0.0))
-        updates = settings["finetune_update"]
+        if not plateau:
+            updates = settings["finetune_update"]
     command, _, _ = train_command(run, budget(settings, updates), data_bin, folder.parent,
                                   argparse.Namespace(seed=seed, budget_scale=1.0))
     return Step("train.log", argv=[str(part) for part in command], trains=True)

@@ -4,12 +4,13 @@ a misspelt flag or a wrong choice fails here, not 40 minutes into a table."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from scripts.reproduce.kinds import kind_module
-from scripts.reproduce.runner import RunOptions, plan
+from scripts.reproduce.runner import RunOptions, foreign_parents, plan
 from scripts.reproduce.tables import TABLES
 
 FAIRSEQ_TABLES = sorted(name for name, spec in TABLES.items()
@@ -35,7 +36,12 @@ def test_every_toy_command_parses(name, parsers, tmp_path, monkeypatch):
     kind = kind_module(spec.kind)
     settings = spec.settings("toy")
     data = {"folder": str(tmp_path), "description": "fake"}
-    cells = plan(spec, RunOptions(scale="toy", seeds=1, work=tmp_path), data)
+    options = RunOptions(scale="toy", seeds=1, work=tmp_path)
+    # the other tables' cells that rows start from (Table 6's: Table 4's sentence models)
+    parents = {(f"{table}:{cell.row.key}", cell.seed): cell
+               for table, rows in foreign_parents(spec.rows, settings).items()
+               for cell in plan(TABLES[table], replace(options, rows=rows), data)}
+    cells = plan(spec, options, data, parents=parents)
     assert cells
     for cell in cells:
         parent = cell.parent.folder if cell.parent else None

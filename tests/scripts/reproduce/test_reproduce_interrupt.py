@@ -72,7 +72,8 @@ def test_an_interrupt_while_a_cell_runs_starts_no_other_cell():
 
     table = SimpleNamespace(options=SimpleNamespace(jobs=1), commit_id="x",
                             stopped=threading.Event(), run_cell=run_cell)
-    cells = [SimpleNamespace(key=i, parent=None) for i in range(4)]
+    table.root = table
+    cells = [SimpleNamespace(key=i, parent=None, owner=None) for i in range(4)]
     # interrupt_main does nothing unless Python's own SIGINT handler is installed, which a
     # test worker may have replaced
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)

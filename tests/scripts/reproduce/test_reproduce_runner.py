@@ -235,3 +235,60 @@ def test_a_claim_on_a_row_that_was_not_run_says_so(kind, tmp_path):
     cells, data = run_table(SPEC, options(tmp_path, rows=["good"]))
     text = section(SPEC, cells, data, "toy", 3, "cmd")
     assert "| good beats bad | score | superiority | - | - | - | - | - | not run |" in text
+
+
+# ---- rows that start from another table's rows ------------------------------------------
+
+DOCS = TableSpec(name="documents", title="rows that start from SPEC's", paper="Nobody, Table 2",
+                 claim="-", kind="translation", metrics=(Metric("score", "score"),),
+                 rows=(Row("child", "Child of the other table's good", parent="synthetic:good"),),
+                 toy={"offset": 0.0})
+
+
+def test_a_row_starts_from_the_other_tables_own_cell(kind, tmp_path):
+    parents, _ = run_table(SPEC, options(tmp_path, rows=["good"]))
+    kind.calls.clear()
+    cells, _ = run_table(DOCS, options(tmp_path, tables={"synthetic": SPEC}))
+    # the other table's cells are its own (same key and folder) and are not trained again
+    assert kind.calls == [("child", 1), ("child", 2), ("child", 3)]
+    assert [cell.row.key for cell in cells] == ["child"] * 3  # this table's cells only
+    for cell, parent in zip(cells, parents):
+        assert (cell.parent.key, cell.parent.folder) == (parent.key, parent.folder)
+        assert cell.folder.parent.name == "documents"
+        assert cell.result["figures"]["score"] == pytest.approx(12.0 + 0.2 * cell.seed)
+    # the child's key holds its parent's: another parent setting, new parents and children
+    kind.calls.clear()
+    changed = {"synthetic": replace(SPEC, toy={"offset": 1.0})}
+    again, _ = run_table(DOCS, options(tmp_path, seeds=1, tables=changed))
+    assert kind.calls == [("good", 1), ("child", 1)]
+    assert again[0].key != cells[0].key and again[0].parent.key != parents[0].key
+    # not run yet, the other table's cell is run (by that table, into its folder) first
+    kind.calls.clear()
+    run_table(DOCS, options(tmp_path / "fresh", seeds=1, tables={"synthetic": SPEC}))
+    assert kind.calls == [("good", 1), ("child", 1)]
+    assert sorted(p.name for p in (tmp_path / "fresh" / "cells" / "toy").iterdir()) == [
+        "documents", "synthetic"]
+
+
+def test_a_row_whose_parent_table_is_running_elsewhere_is_refused(kind, tmp_path):
+    import subprocess
+
+    from scripts.common.folder_lock import FolderInUse
+    from scripts.common.repo_paths import REPO_ROOT
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import time; from pathlib import Path; "
+         "from scripts.common.folder_lock import folder_lock\n"
+         f"with folder_lock(Path({str(tmp_path / 'locks' / 'synthetic.lock')!r}), 'x'):\n"
+         "    print('locked', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        with pytest.raises(FolderInUse, match=rf"\(synthetic\) is in use .*pid {holder.pid}"):
+            run_table(DOCS, options(tmp_path, tables={"synthetic": SPEC}))
+        assert kind.calls == [] and not (tmp_path / "cells").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    run_table(DOCS, options(tmp_path, seeds=1, tables={"synthetic": SPEC}))  # free again
+    assert kind.calls == [("good", 1), ("child", 1)]
