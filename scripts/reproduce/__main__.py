@@ -22,6 +22,7 @@ import json
 import shlex
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
@@ -33,6 +34,7 @@ from scripts.reproduce.report import (
     write_verdicts,
 )
 from scripts.reproduce.runner import REPO_ROOT, BudgetSpent, CellFailed, RunOptions, run_table
+from scripts.reproduce.spec import TableSpec
 from scripts.reproduce.tables import TABLES
 
 DOC_HEADER = """# Reproduction tables
@@ -71,7 +73,18 @@ figures. The closing note at the end lists every claim and its verdict.
   rate's cells (every seed) train to a plateau, at most `plateau_max_epoch` (60) epochs;
   seed 1's continues its grid cell from its checkpoints (`continued_from`; one curve), or
   reuses it as it is if it stopped at a plateau, and trains from scratch where they are absent
-  (a fresh clone). The other trained tables still run their fixed budgets.
+  (a fresh clone). Table 6's document rows train to a plateau too (validation every half
+  epoch of the document data, patience 4, at most 20 epochs); the other trained tables still
+  run their fixed budgets.
+- **Rows that start from another table's rows.** A row's starting point may be `TABLE:ROW`
+  (Table 6's document rows start from `relu_former_table4`'s rows): the other table's own
+  cell at the same seed and that row's chosen rate, with that table's settings, data, key,
+  folder and record, so a cell it has trained or recorded is never trained twice; one it has
+  not (or whose checkpoints are not in the work folder) is trained first as that table trains
+  it (its rate grid first), into its folders and records, under its lock too. `--dry-run`
+  says which starting points are cached; `--set TABLE:KEY=VALUE` changes a setting of that
+  table; a run refuses, naming both files, when the two tables' dictionaries differ. The
+  starting points are not rows of the table, and its report does not list them.
 - **Seeds.** `--seeds N` (default 3) trains every row with seeds 1..N; a cell of a table is the
   mean ± sample standard deviation over the seeds that finished.
 - **Verdicts.** Per claim Welch's t-test (two-sided at 5%; a parity claim is non-inferiority
@@ -87,8 +100,10 @@ figures. The closing note at the end lists every claim and its verdict.
 - **Document models learn from a starting point.** Trained from scratch for 600 updates, no
   document-level model learned to translate (outputs 1.6 times the reference length, BLEU
   below 0.2 for every attention). The toy table 6 therefore starts every document model from
-  the sentence-level model of the same attention and seed and continues it on documents
-  (G-Transformer's recipe); at paper scale every row trains from scratch as in the paper.
+  Table 4's sentence-level cell of the same attention and seed (its chosen rate, trained to
+  its plateau, best checkpoint) and trains it on documents with a fresh optimizer at the rate
+  Table 4's schedule had reached (G-Transformer's recipe); at paper scale every row trains
+  from scratch as in the paper.
 
 ## What the defaults recommend
 
@@ -155,6 +170,12 @@ def parse_value(text: str):
         return text
 
 
+def with_settings(spec: TableSpec, scale: str, values: dict) -> TableSpec:
+    """``spec`` with ``values`` over its settings at ``scale``."""
+    field = "paper_settings" if scale == "paper" else ("tiny" if scale == "tiny" else "toy")
+    return replace(spec, **{field: {**getattr(spec, field), **values}})
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m scripts.reproduce", description=__doc__.split("\n\n")[0],
@@ -170,10 +191,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seeds", type=int, default=3,
                         help="seeds per row, 1..N (default 3)")
     parser.add_argument("--rows", nargs="+", metavar="ROW", default=None,
-                        help="run only these rows (and the rows they start from)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="run only these rows (and the rows they start from, of this "
+                             "table or another)")
+    parser.add_argument("--set", action="append", default=[], metavar="[TABLE:]KEY=VALUE",
                         help="override one setting of the scale (VALUE as JSON, else text), "
-                             "e.g. --set lang=de --set max_update=400")
+                             "e.g. --set lang=de --set max_update=400; with TABLE: a setting "
+                             "of another table whose rows this table's start from (e.g. "
+                             "--set relu_former_table4:lang=de beside --set lang=de)")
     parser.add_argument("--work", type=Path, default=REPO_ROOT / "reproduce_out",
                         help="cells, data and checkpoints (default: reproduce_out)")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "docs" / "reproduction.md",
@@ -208,14 +232,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.budget_minutes is not None and not args.budget_minutes >= 0:
         parser.error("--budget-minutes must be 0 or more")
     spec = TABLES[args.table]
-    args.overrides = {}
+    args.overrides = {}  # table -> {key: value}
     for item in args.set:
-        key, sep, value = item.partition("=")
-        known = spec.settings(args.scale)
+        setting, sep, value = item.partition("=")
+        table, _, key = setting.rpartition(":")
+        table = table or args.table
+        if table not in TABLES:
+            parser.error(f"--set {item!r}: no table {table!r}; tables: {', '.join(TABLES)}")
+        known = TABLES[table].settings(args.scale)
         if not sep or key not in known:
-            parser.error(f"--set {item!r}: expected KEY=VALUE with KEY one of "
+            parser.error(f"--set {item!r}: expected [TABLE:]KEY=VALUE with KEY one of "
                          f"{', '.join(sorted(known))}")
-        args.overrides[key] = parse_value(value)
+        args.overrides.setdefault(table, {})[key] = parse_value(value)
     for key in args.rows or []:
         if key not in {row.key for row in spec.rows}:
             parser.error(f"--rows: {args.table} has no row {key!r}; rows: "
@@ -230,13 +258,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, spec in TABLES.items():
             print(f"{name:32s} {spec.paper}: {spec.title}")
         return 0
-    spec = TABLES[args.table]
-    if args.overrides:
-        from dataclasses import replace
-
-        field = "paper_settings" if args.scale == "paper" else (
-            "tiny" if args.scale == "tiny" else "toy")
-        spec = replace(spec, **{field: {**getattr(spec, field), **args.overrides}})
+    tables = {name: with_settings(TABLES[name], args.scale, values)
+              for name, values in args.overrides.items()}
+    tables = {**TABLES, **tables}
+    spec = tables[args.table]
 
     def say(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
@@ -250,7 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          deadline=deadline, records=records,
                          threads=args.threads, dry_run=args.dry_run,
                          collect_only=args.collect_only, max_new_cells=args.max_new_cells,
-                         rows=args.rows, say=print if args.dry_run else say)
+                         rows=args.rows, say=print if args.dry_run else say, tables=tables)
     started = time.monotonic()
     status = 0
     try:

@@ -10,10 +10,13 @@ attention dropout 0.1 (the paper's), shared embeddings, label smoothing 0.1 (the
 beam 4. Sentence models train 400 updates of 2,048 tokens at lr 5e-3 (measured: a softmax
 Transformer reaches 10.1 BLEU, ReLUFormer 5.2, seed 1; about 4 min a cell on one core);
 the generation table keeps the larger budget it was measured with (800 updates of 4,096
-tokens). Document models start from the sentence model of the same activation and seed
-(G-Transformer's way: trained from scratch at 600 updates, no document model learned) and
-continue for ``finetune_update`` updates with a fresh optimizer at the constant learning rate
-the sentence model's schedule ended at (the shared orchestrator's continuation rule).
+tokens). A row that continues another model (the shared orchestrator's continuation rule)
+starts with a fresh optimizer at the constant learning rate the parent's schedule had reached;
+at a fixed budget it trains ``finetune_update`` updates (the generation table), to a plateau
+as long as its table's plateau settings let it. Table 6's document models start from Table
+4's sentence model of the same activation and seed (G-Transformer's way: trained from scratch
+at 600 updates, no document model learned) and train to a plateau on documents
+(``relu_former_table6.DOCUMENT_PLATEAU``).
 """
 
 from __future__ import annotations

@@ -111,7 +111,11 @@ def test_the_reported_command_leaves_out_how_one_call_ran():
 def test_bad_flags_name_the_fix(capsys):
     with pytest.raises(SystemExit):
         main(["relu_former_table6", "--set", "nonsense=1"])
-    assert "--set 'nonsense=1': expected KEY=VALUE with KEY one of" in capsys.readouterr().err
+    assert ("--set 'nonsense=1': expected [TABLE:]KEY=VALUE with KEY one of"
+            in capsys.readouterr().err)
+    with pytest.raises(SystemExit):  # a setting of another table names that table
+        main(["relu_former_table6", "--set", "nowhere:lang=de"])
+    assert "--set 'nowhere:lang=de': no table 'nowhere'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["relu_former_table6", "--rows", "nope"])
     assert "relu_former_table6 has no row 'nope'" in capsys.readouterr().err

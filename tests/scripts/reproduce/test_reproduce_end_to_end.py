@@ -28,31 +28,6 @@ def results(work: Path) -> dict[str, dict]:
             for p in work.rglob("result.json")}
 
 
-def test_document_table_starts_from_the_sentence_model_and_resumes(tmp_path):
-    locale = write_fixture_catalogs(tmp_path / "locale", "fr")
-    work, out = tmp_path / "work", tmp_path / "reproduction.md"
-    args = ["relu_former_table6", "--scale", "tiny", "--seeds", "1", "--rows",
-            "relu_former_128", "--set", f"locale_dir={locale}", "--work", str(work),
-            "--out", str(out)]
-    # killed after the first cell: the sentence model is stored, the document model is not
-    assert main([*args, "--max-new-cells", "1"]) == 1
-    assert list(results(work)) == ["sentences_relu_former"]
-    parent_log = next(work.rglob("sentences_relu_former-*/train.log"))
-    stamp = parent_log.stat().st_mtime_ns
-    assert main(args) == 0
-    found = results(work)
-    assert sorted(found) == ["relu_former_128", "sentences_relu_former"]
-    assert parent_log.stat().st_mtime_ns == stamp  # not trained again
-    child = next(work.rglob("relu_former_128-*"))
-    log = (child / "train.log").read_text()
-    assert str(parent_log.parent / "checkpoint_last.pt") in log  # started from the parent
-    figures = found["relu_former_128"]["figures"]
-    assert figures["bleu"] >= 0 and figures["valid_nll"] > 0 and figures["updates"] >= 1
-    text = out.read_text()
-    assert "| ReLUFormer (ReLU attention everywhere, regularised) @ 128 | " in text
-    assert "2 of 2 cells finished" in text
-
-
 def test_pooling_table_measures_rouge_and_cost(tmp_path):
     man = write_fixture_man_pages(tmp_path / "man")
     work, out = tmp_path / "work", tmp_path / "reproduction.md"
