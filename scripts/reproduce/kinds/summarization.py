@@ -23,7 +23,7 @@ from scripts.common.repo_paths import USER_DIR
 from scripts.reproduce.claims import NoModel
 from scripts.reproduce.data_folder import shared_data
 from scripts.reproduce.kinds import Step, recipe_steps
-from scripts.reproduce.kinds.translation import score_step, train_step
+from scripts.reproduce.kinds.translation import plateau_flags, score_step, train_step
 from scripts.reproduce.log_figures import decode_seconds, score_figures, train_figures
 from scripts.reproduce.spec import Row, TableSpec
 from scripts.reproduce.tables.toy_settings import ROUGE, VALID_NLL
@@ -122,29 +122,42 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
         return recipe_steps("long_doc_summarization", row.recipe_model,
                             {"DATASET": settings["dataset"], **row.recipe_env}, str(folder),
                             [*row.recipe_flags, "--seed", str(seed)])
+    from scripts.demo.summary_data import SOURCE, TARGET
+
     length, target = settings["source_tokens"], settings["target_tokens"]
     data_bin = Path(data["folder"]) / "bin"
     positions = ["--max-source-positions", str(length),
                  "--max-target-positions", str(target + 8)]
+    extra = [*positions, "--attention-dropout", "0.1", "--criterion",
+             "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--log-interval", "10"]
+    # to a plateau as the translation tables train (no update cap), decoding the best
+    # validated model; at a fixed budget the last
+    plateau = "patience" in settings
+    if plateau:
+        extra += plateau_flags(settings, data_bin, settings["max_tokens"], (length, target + 8),
+                               (SOURCE, TARGET))
     train = train_step(replace(row, flags=tuple(resolve(row.flags, length))), seed,
-                       {**settings, "arch": "pyramidion_base"}, data_bin, folder, None,
-                       [*positions, "--attention-dropout", "0.1", "--criterion",
-                        "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
-                        "--log-interval", "10"])
+                       {**settings, "arch": "pyramidion_base"}, data_bin, folder, None, extra)
+    checkpoint = "checkpoint_best.pt" if plateau else "checkpoint_last.pt"
     generate = [fairseq_command("fairseq-generate"), str(data_bin), "--user-dir", USER_DIR,
-                "--path", str(folder / "checkpoint_last.pt"), "--gen-subset", "test", "--cpu",
+                "--path", str(folder / checkpoint), "--gen-subset", "test", "--cpu",
                 "--beam", str(settings["beam"]), "--post-process", "sentencepiece",
                 "--max-len-a", "0", "--max-len-b", str(target), *positions,
                 "--max-tokens", str(8 * length), "--num-workers", "0",
                 "--required-batch-size-multiple", "1"]
     score = score_step(folder, "generate-test.txt", "score-test.json", "rouge",
                        references=Path(data["folder"]) / "prep" / "test.reference")
+    if row.hidden:  # a grid cell chooses the rate: trained, not decoded
+        return [train]
     return [train, Step("generate-test.txt", argv=generate), score]
 
 
 def collect(spec: TableSpec, row: Row, folder: Path) -> Dict[str, float]:
-    """ROUGE-1/2/L, valid nll, and the costs (training CPU s per update, decoding s)."""
+    """ROUGE-1/2/L, valid nll, and the costs (training CPU s per update, decoding s); a
+    hidden row's cell (a rate of the grid) only its training figures."""
     figures = train_figures(folder / "train.log")
+    if row.hidden:
+        return figures
     scores = score_figures(folder / "score-test.json")
     figures.update({k: scores[k] for k in ("rouge1", "rouge2", "rougeL") if k in scores})
     generated = folder / "generate-test.txt"

@@ -23,7 +23,7 @@ import argparse
 import json
 import math
 from pathlib import Path
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Tuple
 
 from scripts.common.atomic_files import write_text_atomic
 from scripts.common.fairseq_cli import fairseq_command
@@ -193,27 +193,36 @@ def cell_settings(spec: TableSpec, row: Row, seed: int, scale: str, settings: Di
             "recipe_model": row.recipe_model, "recipe_env": dict(row.recipe_env)}
 
 
-def epoch_updates(data_bin: Path, max_tokens: int, positions: int) -> int:
+def epoch_updates(data_bin: Path, max_tokens: int, positions: int | Tuple[int, int],
+                  pair: Tuple[str, str] = (SRC, TGT)) -> int:
     """How many updates one epoch of ``data_bin``'s training split takes: fairseq's own
-    batching of it (pairs longer than ``positions`` skipped, as fairseq-train skips them)."""
+    batching of it (pairs longer than ``positions``, the source's and the target's or one
+    for both, skipped, as fairseq-train skips them). ``pair``: the data's source and target
+    suffixes (this kind's by default; the summaries' ``doc``, ``sum``), one joined
+    dictionary."""
     from fairseq.data import Dictionary, LanguagePairDataset, data_utils
 
-    words = Dictionary.load(str(data_bin / f"dict.{SRC}.txt"))
-    src, tgt = (data_utils.load_indexed_dataset(str(data_bin / f"train.{SRC}-{TGT}.{lang}"),
-                                                words) for lang in (SRC, TGT))
+    source, target = pair
+    words = Dictionary.load(str(data_bin / f"dict.{source}.txt"))
+    src, tgt = (data_utils.load_indexed_dataset(
+        str(data_bin / f"train.{source}-{target}.{lang}"), words) for lang in pair)
     pairs = LanguagePairDataset(src, src.sizes, words, tgt, tgt.sizes, words)
-    order, _ = pairs.filter_indices_by_size(pairs.ordered_indices(), (positions, positions))
+    limits = positions if isinstance(positions, tuple) else (positions, positions)
+    order, _ = pairs.filter_indices_by_size(pairs.ordered_indices(), limits)
     return len(pairs.batch_by_size(order, max_tokens=max_tokens,
                                    required_batch_size_multiple=1))
 
 
 def plateau_flags(settings: Dict[str, Any], data_bin: Path, max_tokens: int,
-                  positions: int) -> List[str]:
+                  positions: int | Tuple[int, int],
+                  pair: Tuple[str, str] = (SRC, TGT)) -> List[str]:
     """Train until valid nll stops improving: validate (and save, so that
     ``checkpoint_best.pt`` is the best validated model) ``validations_per_epoch`` times an
-    epoch, stop after ``patience`` validations without a better valid nll, or at
-    ``max_epoch``; one interval checkpoint is kept beside the best and the last."""
-    every = max(1, epoch_updates(data_bin, max_tokens, positions)
+    epoch (:func:`epoch_updates` of ``data_bin``), stop after ``patience`` validations
+    without a better valid nll, or at ``max_epoch``; one interval checkpoint is kept beside
+    the best and the last. Any kind whose cells fairseq-train on a language pair (the
+    summaries too) trains to a plateau with these flags."""
+    every = max(1, epoch_updates(data_bin, max_tokens, positions, pair)
                 // settings["validations_per_epoch"])
     return ["--max-epoch", str(settings["max_epoch"]), "--patience", str(settings["patience"]),
             "--validate-interval-updates", str(every), "--save-interval-updates", str(every),
