@@ -31,10 +31,13 @@ def results(work: Path) -> dict[str, dict]:
 def test_pooling_table_measures_rouge_and_cost(tmp_path):
     man = write_fixture_man_pages(tmp_path / "man")
     work, out = tmp_path / "work", tmp_path / "reproduction.md"
+    # one rate (the tiny grid's best): a grid cell, then the decoded cell at that rate
     assert main(["pyramidion_table7", "--scale", "tiny", "--seeds", "1", "--rows",
-                 "pyramidion", "--set", f"man_dir={man}", "--work", str(work),
+                 "pyramidion", "--set", f"man_dir={man}", "--set", "lr_grid=[0.08]",
+                 "--set", "lr_limits=[0.08,0.08]", "--work", str(work),
                  "--out", str(out)]) == 0
-    figures = results(work)["pyramidion"]["figures"]
+    (figures,) = [result["figures"] for path in work.rglob("pyramidion-*/result.json")
+                  if not (result := json.loads(path.read_text()))["search"]]
     assert 0 <= figures["rouge1"] <= 100 and figures["train_cpu_per_update"] > 0
     train = next(work.rglob("pyramidion-*/train.log")).read_text()
     assert "--pooling-schedule', '2:32,3:16'" in train or "2:32,3:16" in train
