@@ -13,6 +13,8 @@ from scripts.reproduce.kinds import kind_module
 from scripts.reproduce.runner import RunOptions, foreign_parents, plan
 from scripts.reproduce.tables import TABLES
 
+from catalog_fixtures import write_fixture_catalogs
+
 FAIRSEQ_TABLES = sorted(name for name, spec in TABLES.items()
                         if spec.kind in ("translation", "summarization"))
 
@@ -83,3 +85,36 @@ def test_every_ablation_command_parses():
         (step,) = kind.steps(spec, row, 2, "toy", spec.settings("toy"), {}, Path("/tmp/x"), None)
         args = parse_args(step.argv[3:])
         assert args.variants == [row.key] and args.seed == 2
+
+
+def test_translation_plateau_flags_validate_twice_a_fairseq_epoch(parsers, tmp_path):
+    """The translation kind's plateau flags, in order, at half the epoch fairseq's own
+    translation task batches on real tiny data (the summaries share these flags with their
+    own language pair; the translation commands are the ones they were)."""
+    from fairseq import tasks
+
+    from scripts.reproduce.kinds import translation
+
+    spec = TABLES["relu_former_table4"]
+    locale = write_fixture_catalogs(tmp_path / "locale", "fr")
+    settings = {**spec.settings("tiny"), "locale_dir": str(locale)}
+    translation.build_data(settings, tmp_path / "data")
+    train = translation.steps(spec, spec.rows[0], 1, "tiny", settings,
+                              {"folder": str(tmp_path / "data")}, tmp_path / "cell", None)[0]
+    args = parsers.parse_args_and_arch(parsers.get_training_parser(),
+                                       input_args=train.argv[1:])
+    task = tasks.setup_task(args)
+    task.load_dataset("train")
+    batches = task.get_batch_iterator(
+        task.dataset("train"), max_tokens=args.max_tokens,
+        max_positions=(args.max_source_positions, args.max_target_positions),
+        required_batch_size_multiple=args.required_batch_size_multiple, num_workers=0)
+    every = str(len(batches) // settings["validations_per_epoch"])
+    flags = ["--max-epoch", str(settings["max_epoch"]), "--patience", str(settings["patience"]),
+             "--validate-interval-updates", every, "--save-interval-updates", every,
+             "--validate-interval", "1", "--save-interval", "1", "--keep-interval-updates", "1",
+             "--best-checkpoint-metric", "nll_loss"]
+    start = train.argv.index("--max-epoch")
+    assert train.argv[start:start + len(flags)] == flags and every == "2"  # 4 updates an epoch
+    # and the sentence data's pair and limits are the defaults the summaries override
+    assert translation.plateau_flags(settings, Path(args.data), args.max_tokens, 256) == flags

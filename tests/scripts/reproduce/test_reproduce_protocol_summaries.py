@@ -1,0 +1,85 @@
+"""The training protocol on the Pyramidion summary tables, through the real fairseq command
+line on fixture manual pages: Table 7's tiny scale screens a row's rates on seed 1, keeps the
+best valid nll's, and the cell at that rate stops at a plateau, validated twice an epoch of
+the summary data (the epoch :func:`epoch_updates` counts for the doc/sum pair), and decodes
+its best validated checkpoint; its figures are read back from the logs."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from scripts.reproduce.__main__ import main
+from scripts.reproduce.kinds import summarization
+from scripts.reproduce.kinds.translation import epoch_updates
+from scripts.reproduce.tables import TABLES
+from tests.scripts.demo.manpage_fixtures import write_fixture_man_pages
+
+pytestmark = pytest.mark.slow
+TABLE = "pyramidion_table7"
+
+
+def test_a_summary_row_takes_its_best_rate_and_decodes_its_plateau(tmp_path):
+    man = write_fixture_man_pages(tmp_path / "man")
+    work, out = tmp_path / "work", tmp_path / "reproduction.md"
+    assert main([TABLE, "--scale", "tiny", "--seeds", "1", "--rows", "pyramidion", "--set",
+                 f"man_dir={man}", "--work", str(work), "--out", str(out)]) == 0
+    folder = tmp_path / "reproduction" / "cells" / "tiny" / TABLE
+    found = {path.name: json.loads(path.read_text()) for path in folder.glob("*.json")}
+    spec = TABLES[TABLE]
+    settings = spec.settings("tiny")
+    # the grid: one seed-1 cell a rate, trained, not decoded
+    grid = {f"pyramidion-seed1-lr{lr:g}.json": lr for lr in settings["lr_grid"]}
+    assert all(found[name]["search"] and found[name]["seed"] == 1 for name in grid)
+    assert not any("rouge1" in found[name]["figures"] for name in grid)
+    nll = {lr: found[name]["figures"]["valid_nll"] for name, lr in grid.items()}
+    chosen = min(nll, key=nll.get)
+    longer = f"pyramidion-seed1-lr{chosen:g}-max_epoch{settings['plateau_max_epoch']}.json"
+    assert sorted(found) == sorted([*grid, longer])
+    decoded = found[longer]
+    assert decoded["lr"] == chosen and not decoded["search"]
+    assert decoded["stopped"] == "plateau" and not decoded["still_improving"]
+    assert len(decoded["curve"]) >= 2
+    assert decoded["figures"]["valid_nll"] == min(nll for _, nll in decoded["curve"])
+    # validated every half epoch and at each epoch's end, the epoch as fairseq-train batched it
+    data_bin = next(work.glob("data/summarization-*/bin"))
+    positions = (settings["source_tokens"], settings["target_tokens"] + 8)
+    epoch = epoch_updates(data_bin, settings["max_tokens"], positions, ("doc", "sum"))
+    every = epoch // settings["validations_per_epoch"]
+    for record in found.values():
+        assert [update for update, _ in record["curve"]] == [
+            update for update in range(1, record["updates"] + 1)
+            if update % every == 0 or update % epoch == 0]
+    # the decoded model is the best validated one, in the chosen cell's own folder
+    cell = work / "cells" / "tiny" / TABLE / f"pyramidion-seed1-{decoded['key'][:12]}"
+    assert f"{cell}/checkpoint_best.pt" in (cell / "generate-test.txt").read_text()
+    # its figures, read back from its logs: ROUGE from the scorer's file, nll from train.log
+    row = next(row for row in spec.rows if row.key == "pyramidion")
+    figures = summarization.collect(spec, row, cell)
+    scored = json.loads((cell / "score-test.json").read_text())
+    assert figures["rouge1"] == decoded["figures"]["rouge1"] == pytest.approx(scored["rouge1"])
+    assert figures["valid_nll"] == decoded["figures"]["valid_nll"]
+    assert 0 <= figures["rouge1"] <= 100 and decoded["figures"]["train_cpu_per_update"] > 0
+    # a grid cell's: its training figures only
+    screened = next(path.parent for path in work.rglob("pyramidion-seed1-*/train.log")
+                    if path.parent != cell and not (path.parent / "score-test.json").exists())
+    assert "rouge1" not in summarization.collect(spec, replace(row, hidden=True),
+                                                 screened)
+    # the report: the rate, the grid beside it, how the seed stopped, the row's ROUGE-1
+    text = out.read_text()
+    (line,) = [line for line in text.splitlines() if line.startswith("| Pyramidion")
+               and f"| {chosen:g} |" in line]
+    assert "1 plateau" in line and f"{chosen:g}: " in line
+    assert f"{decoded['figures']['rouge1']:.2f}" in text
+
+
+@pytest.mark.parametrize("name", ["pyramidion_table4", TABLE])
+def test_each_summary_table_says_the_budget_its_settings_train(name):
+    settings = TABLES[name].settings("toy")
+    assert settings["max_update"] is None and settings["patience"] > 0
+    (budget,) = [d for d in TABLES[name].deviations if d.setting == "budget"]
+    assert f"of {settings['max_epoch']} epochs" in budget.ours
+    assert f"at most {settings['plateau_max_epoch']})" in budget.ours
+    assert "700 updates" in TABLES[name].notes  # the former budget's figures kept
