@@ -74,8 +74,11 @@ figures. The closing note at the end lists every claim and its verdict.
   seed 1's continues its grid cell from its checkpoints (`continued_from`; one curve), or
   reuses it as it is if it stopped at a plateau, and trains from scratch where they are absent
   (a fresh clone). Table 6's document rows train to a plateau too (validation every half
-  epoch of the document data, patience 4, at most 20 epochs); the other trained tables still
-  run their fixed budgets.
+  epoch of the document data, patience 4, at most 20 epochs), and so do Pyramidion Tables 4
+  and 7 (`SUMMARY_PLATEAU`): the same rate grid on seed 1, validation and a checkpoint every
+  half epoch (240 updates of 16 manual pages, 4,096 tokens), a patience of 4 validations,
+  an 8-epoch screening and at most 30 epochs at the chosen rate, the best validated
+  checkpoint decoded. The other trained tables still run their fixed budgets.
 - **Rows that start from another table's rows.** A row's starting point may be `TABLE:ROW`
   (Table 6's document rows start from `relu_former_table4`'s rows): the other table's own
   cell at the same seed and that row's chosen rate, with that table's settings, data, key,
