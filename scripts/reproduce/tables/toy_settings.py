@@ -88,11 +88,12 @@ SUMMARY_TINY = {
 # the best validated checkpoint decoded. An epoch of the toy pages is 481 updates (7,684
 # training pages of 256 tokens, 16 a batch of 4,096 tokens: ``epoch_updates`` of the toy
 # data), so the former 700 updates were 1.5 epochs. The grid screens rates for 8 epochs
-# (3,848 updates, 5.5 times the former budget; the memory study's screening: in Table 4's
-# two grids the best rate was the same at 4 to 20 epochs), about 18-49 CPU min a grid cell
-# at the former budget's measured 0.28-0.76 CPU s an update (Pyramidion to vanilla); the
-# cells at the chosen rate train at most 30 epochs (14,430 updates, at most 3 CPU h for the
-# vanilla row; a 6 h time cap guards against a run that hangs).
+# (3,848 updates, 5.5 times the former budget), the memory study's screening: in Table 4's
+# two translation grids the best rate was the same at 4 to 20 epochs (not yet measured on
+# the summaries). That is about 18-49 CPU min a grid cell at the 0.28-0.76 CPU s an update
+# measured at the former budget (Pyramidion to vanilla). The cells at the chosen rate train
+# at most 30 epochs (14,430 updates, about 3 CPU h for the vanilla row; a 6 h time cap
+# guards against a run that hangs).
 SUMMARY_PLATEAU = {"max_update": None, "lr_grid": [1.25e-3, 2.5e-3, 5e-3, 1e-2],
                    "lr_limits": [1e-4, 4e-2], "validations_per_epoch": 2, "patience": 4,
                    "max_epoch": 8, "plateau_max_epoch": 30, "time_cap_s": 6 * 3600.0}
