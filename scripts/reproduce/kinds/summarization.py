@@ -5,6 +5,10 @@ scorer against the untouched references; cost as measured CPU time.
 Toy data: the machine's manual pages, the page as the input and its NAME line as the
 summary (``scripts/demo/summary_data.py``, the demo's builder; a generated task where there
 are none, said in the data line), SentencePiece, inputs cut to ``source_tokens``.
+Training: with ``patience`` in the settings, to a plateau as the translation tables train
+(the translation kind's ``plateau_flags`` on the doc/sum pair: validation every
+1/``validations_per_epoch`` epoch of the training pages, no update cap, the best validated
+checkpoint decoded); without it a fixed ``max_update``, the last checkpoint decoded.
 Cost columns: the training process's CPU seconds per update and fairseq-generate's decoding
 seconds, both measured; CPU time, unlike wall time, hardly moves when other jobs load the
 machine.
