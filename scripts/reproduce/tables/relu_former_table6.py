@@ -17,9 +17,9 @@ two files are the same). At paper scale every row trains from scratch, as in the
 
 from __future__ import annotations
 
+import scripts.reproduce.tables.relu_former_table4 as relu_former_table4
 import scripts.reproduce.tables.toy_settings as toy
 from scripts.reproduce.spec import Comparison, Deviation, Row, TableSpec
-from scripts.reproduce.tables import relu_former_table4
 
 LENGTHS = (128, 256, 512, 1024, 2048)
 # a short length where the paper finds the models comparable and a long one where ReLUFormer
