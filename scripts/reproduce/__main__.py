@@ -77,7 +77,7 @@ figures. The closing note at the end lists every claim and its verdict.
   epoch of the document data, patience 4, at most 20 epochs), and so do Pyramidion Tables 4
   and 7 (`SUMMARY_PLATEAU`): the same rate grid on seed 1, validation and a checkpoint every
   half epoch (240 updates of 16 manual pages, 4,096 tokens), a patience of 4 validations,
-  an 8-epoch screening and at most 30 epochs at the chosen rate, the best validated
+  a 4-epoch screening and at most 30 epochs at the chosen rate, the best validated
   checkpoint decoded. The other trained tables still run their fixed budgets.
 - **Rows that start from another table's rows.** A row's starting point may be `TABLE:ROW`
   (Table 6's document rows start from `relu_former_table4`'s rows): the other table's own

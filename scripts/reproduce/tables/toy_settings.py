@@ -87,16 +87,17 @@ SUMMARY_TINY = {
 # chosen on seed 1 from the same grid, validation every half epoch, patience 4 validations,
 # the best validated checkpoint decoded. An epoch of the toy pages is 481 updates (7,684
 # training pages of 256 tokens, 16 a batch of 4,096 tokens: ``epoch_updates`` of the toy
-# data), so the former 700 updates were 1.5 epochs. The grid screens rates for 8 epochs
-# (3,848 updates, 5.5 times the former budget), the memory study's screening: in Table 4's
-# two translation grids the best rate was the same at 4 to 20 epochs (not yet measured on
-# the summaries). That is about 18-49 CPU min a grid cell at the 0.28-0.76 CPU s an update
-# measured at the former budget (Pyramidion to vanilla). The cells at the chosen rate train
+# data), so the former 700 updates were 1.5 epochs. The grid screens rates for 4 epochs
+# (1,924 updates, 2.7 times the former budget): in Table 4's two translation grids the best
+# rate was the same at 4, 6, 8, 10, 12, 16 and 20 epochs (not yet measured on the
+# summaries), and a summary cell costs 2-3 times a sentence cell's update. That is about
+# 9-24 CPU min a grid cell at the 0.28-0.76 CPU s an update measured at the former budget
+# (Pyramidion to vanilla). The cells at the chosen rate train
 # at most 30 epochs (14,430 updates, about 3 CPU h for the vanilla row; a 6 h time cap
 # guards against a run that hangs).
 SUMMARY_PLATEAU = {"max_update": None, "lr_grid": [1.25e-3, 2.5e-3, 5e-3, 1e-2],
                    "lr_limits": [1e-4, 4e-2], "validations_per_epoch": 2, "patience": 4,
-                   "max_epoch": 8, "plateau_max_epoch": 30, "time_cap_s": 6 * 3600.0}
+                   "max_epoch": 4, "plateau_max_epoch": 30, "time_cap_s": 6 * 3600.0}
 # the tests': on the fixture pages (54 training pages, 7 updates an epoch; Pyramidion row)
 # 8e-2 reaches the lowest valid nll of the grid and a plateau after 87 updates (patience 2,
 # under the 16-epoch cap: 112), 1.6e-1 and 3.2e-1 within 3 epochs at a higher one
