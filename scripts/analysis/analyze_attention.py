@@ -33,6 +33,9 @@ keys up to themselves. The outputs, in --out:
     analyze_attention_anisotropy.png            FFN value-slot anisotropy per layer
     analyze_attention_heatmap.png               one sentence's attention, one panel per model
 
+and with ``--json FILE`` each model's means over every attention row (every attention module,
+layer and head; no FFN rows) as JSON, e.g. for a table that reports one entropy per model.
+
     python -m scripts.analysis.analyze_attention DATA_BIN --path relu/checkpoint_best.pt \\
         softmax/checkpoint_best.pt --out analysis --gen-subset valid --sentence 3
 """
@@ -40,6 +43,7 @@ keys up to themselves. The outputs, in --out:
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import math
 import os
@@ -493,6 +497,19 @@ def write_outputs(analyses: list[Analysis], args: argparse.Namespace) -> list[Pa
     return written
 
 
+def write_json(path: Path, analyses: list[Analysis], args: argparse.Namespace) -> Path:
+    """Per model its label, checkpoint and :meth:`Analysis.attention_means` (NaN, e.g. the
+    regulariser terms of softmax attention, as null), with the data and split they were read
+    from."""
+    models = [{"label": analysis.label, "path": str(checkpoint),
+               "attention": {name: None if isinstance(value, float) and math.isnan(value)
+                             else value for name, value in analysis.attention_means().items()}}
+              for analysis, checkpoint in zip(analyses, args.path)]
+    return write_text_atomic(path, json.dumps(
+        {"data": args.data, "split": args.gen_subset, "max_sentences": args.max_sentences,
+         "models": models}, indent=1) + "\n")
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -522,6 +539,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="row sum of the L_norm column: of the ReLU scores (default) or of "
                              "the weights applied to the values")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument("--json", type=Path, default=None, metavar="FILE",
+                        help="also write each model's means over every attention row to FILE")
     args = parser.parse_args(argv)
     if args.labels is not None and len(args.labels) != len(args.path):
         parser.error(f"--labels gives {len(args.labels)} names for {len(args.path)} --path "
@@ -551,6 +570,8 @@ def main(argv=None) -> int:
         if seen[analysis.label] > 1:
             analysis.label = f"{analysis.label} ({seen[analysis.label]})"
     written = write_outputs(analyses, args)
+    if args.json is not None:
+        written.append(write_json(args.json, analyses, args))
     print(Path(written[0]).read_text())
     print("wrote " + ", ".join(map(str, written)), file=sys.stderr)
     return 0

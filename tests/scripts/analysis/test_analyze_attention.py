@@ -4,6 +4,7 @@ transformer)."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import sys
@@ -155,7 +156,7 @@ def test_analysis_of_trained_relu_and_softmax_checkpoints(fairseq_run, toy_data_
         sys.executable, "-m", "scripts.analysis.analyze_attention", toy_data_bin,
         "--path", fairseq_run.work / "relu" / "checkpoint_last.pt",
         fairseq_run.work / "softmax" / "checkpoint_last.pt",
-        "--out", out, "--max-sentences", "8", "--sentence", "3",
+        "--out", out, "--max-sentences", "8", "--sentence", "3", "--json", out / "means.json",
     ], cwd=fairseq_run.work)
     text = (out / "analyze_attention.md").read_text()
     table = summary(text)
@@ -185,3 +186,16 @@ def test_analysis_of_trained_relu_and_softmax_checkpoints(fairseq_run, toy_data_
             assert match and math.isfinite(float(match.group(1)))
     for name in ("entropy", "zeros", "top_mass", "anisotropy", "heatmap"):
         assert (out / f"analyze_attention_{name}.png").read_bytes()[:8] == PNG_MAGIC
+    # --json: each model's means over the rows of all three attention modules, so each lies
+    # within the range of the three modules' own means in the summary (a weighted mean)
+    means = {model["label"]: model["attention"]
+             for model in json.loads((out / "means.json").read_text())["models"]}
+    assert set(means) == {"relu", "softmax"}
+    for model, pooled in means.items():
+        modules = [table[(model, module)] for module in aa.MODULES[:3]]
+        assert pooled["rows"] == sum(module[0] for module in modules)
+        for column, name in ((1, "entropy"), (2, "zeros")):
+            shown = [module[column] for module in modules]  # 3 significant digits
+            assert min(shown) - 0.01 <= pooled[name] <= max(shown) + 0.01, (model, name)
+    assert means["softmax"]["zeros"] == 0 and means["relu"]["zeros"] > 0.05
+    assert means["softmax"]["norm_loss"] is None and means["relu"]["norm_loss"] >= 0
