@@ -12,7 +12,9 @@ learn), of this table or of another one with the same dictionary (:func:`diction
 with ``parent`` continues the parent's model with a fresh optimizer: its best validated
 checkpoint where the parent was validated during training (trained to a plateau: the model
 its table decodes), else its last. Training goes through the shared orchestrator's command
-(``scripts/common/fairseq_train.py``).
+(``scripts/common/fairseq_train.py``). A table whose settings hold ``attention_sentences``
+also measures each decoded model's attention on the validation split
+(:func:`measurements`: entropy and the share of zero weights, ``attention.json``).
 
 Paper scale: the recipes (``train.sh MODEL -- --seed S ...``, ``evaluate.sh MODEL``).
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
 
@@ -41,9 +44,10 @@ from scripts.reproduce.doc_corpus import (
 from scripts.reproduce.kinds import Step, recipe_steps
 from scripts.reproduce.log_figures import decode_seconds, score_figures, train_figures
 from scripts.reproduce.spec import Row, TableSpec
-from scripts.reproduce.tables.toy_settings import VALID_NLL
+from scripts.reproduce.tables.toy_settings import TRANSLATION_FLAGS, VALID_NLL
 
 SRC, TGT = "xx", "en"  # fairseq's language suffixes of the toy data (any catalog language)
+ATTENTION = "attention.json"  # a cell's attention figures, where its table measures them
 DATA_KEYS = ("locale_dir", "lang", "block_tokens", "valid_per_mille", "test_per_mille",
              "max_train_pairs", "max_test_docs", "lengths", "vocab")
 
@@ -275,6 +279,50 @@ def beams(settings: Dict[str, Any]) -> List[int]:
     return list(settings.get("beams", [settings.get("beam", 4)]))
 
 
+def binarized(data: Dict[str, Any], row: Row) -> Path:
+    """The binarized data of ``row``: the sentences, or the documents of its length."""
+    length = length_of(row)
+    return Path(data["folder"]) / "bin" / ("sentences" if length == 0 else f"docs{length}")
+
+
+def decoded_checkpoint(settings: Dict[str, Any], folder: Path) -> Path:
+    """The model a cell in ``folder`` decodes: a run to a plateau its best validated
+    checkpoint, a fixed budget its last."""
+    return folder / ("checkpoint_best.pt" if "patience" in settings else "checkpoint_last.pt")
+
+
+def measurements(spec: TableSpec, row: Row, scale: str, settings: Dict[str, Any],
+                 data: Dict[str, Any], checkpoint: Path, folder: Path) -> List[Step]:
+    """What a table measures on a trained model besides its translations, written to
+    ``folder`` (``checkpoint`` may be another cell's, e.g. another table's same model). With
+    ``attention_sentences`` in the settings: the model's attention over the first that many
+    sentences of ``row``'s validation split, read with teacher forcing, by
+    ``scripts/analysis/analyze_attention.py`` (its per-layer tables and plots in
+    ``folder/attention``, its means over every attention row in :data:`ATTENTION`). None at
+    paper scale, where the recipes' data is elsewhere."""
+    sentences = settings.get("attention_sentences")
+    if scale == "paper" or not sentences:
+        return []
+    return [Step("attention.log", argv=[
+        sys.executable, "-m", "scripts.analysis.analyze_attention", str(binarized(data, row)),
+        "--path", str(checkpoint), "--labels", row.key, "--out", str(folder / "attention"),
+        "--gen-subset", "valid", "--max-sentences", str(sentences),
+        "--json", str(folder / ATTENTION)])]
+
+
+def measured(folder: Path) -> Dict[str, float]:
+    """The figures :func:`measurements` wrote in ``folder`` (none where it measured nothing):
+    ``entropy``, the mean attention row entropy (nats), and ``zeros``, the share of exactly
+    zero weights, over every attention row of every module, layer and head."""
+    path = folder / ATTENTION
+    if not path.is_file():
+        return {}
+    (model,) = json.loads(path.read_text())["models"]
+    means = model["attention"]
+    return {key: math.nan if means[key] is None else float(means[key])
+            for key in ("entropy", "zeros")}
+
+
 def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, Any],
           data: Dict[str, Any], folder: Path, parent: Path | None) -> List[Step]:
     if scale == "paper":
@@ -288,11 +336,10 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
                              str(folder), flags, evaluations)
         return found[:1] if row.hidden else found
     length = length_of(row)
-    data_bin = Path(data["folder"]) / "bin" / ("sentences" if length == 0 else f"docs{length}")
+    data_bin = binarized(data, row)
     positions = max(256, 2 * length + 16)
     # the paper's attention dropout and label smoothing; a row's own flags come last
-    extra = ["--attention-dropout", "0.1", "--criterion", "label_smoothed_cross_entropy",
-             "--label-smoothing", "0.1", "--max-source-positions", str(positions),
+    extra = [*TRANSLATION_FLAGS, "--max-source-positions", str(positions),
              "--max-target-positions", str(positions), "--log-interval", "10",
              "--max-tokens", str(max(settings["max_tokens"], positions))]
     if "patience" in settings:
@@ -301,24 +348,23 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
     found = [train_step(row, seed, settings, data_bin, folder, parent, extra)]
     if row.hidden:
         return found
-    # a plateau run decodes its best validated model; a fixed budget its last
-    checkpoint = "checkpoint_best.pt" if "patience" in settings else "checkpoint_last.pt"
+    checkpoint = decoded_checkpoint(settings, folder)
     for beam in beams(settings):
         out = f"generate-test-beam{beam}.txt"
         found.append(Step(out, argv=[
             fairseq_command("fairseq-generate"), str(data_bin), "--user-dir", USER_DIR,
-            "--path", str(folder / checkpoint), "--gen-subset", "test", "--cpu",
+            "--path", str(checkpoint), "--gen-subset", "test", "--cpu",
             "--beam", str(beam), "--max-tokens", str(max(4096, positions)),
             "--max-source-positions", str(positions), "--max-target-positions", str(positions),
             "--max-len-a", "1.2", "--max-len-b", "10", "--num-workers", "0",
             "--required-batch-size-multiple", "1", *row.generate_flags]))
         found.append(score_step(folder, out, f"score-test-beam{beam}.json", "bleu"))
-    return found
+    return found + measurements(spec, row, scale, settings, data, checkpoint, folder)
 
 
 def collect(spec: TableSpec, row: Row, folder: Path) -> Dict[str, float]:
     """Training figures plus, per beam, tokenised BLEU (``bleu_beam<B>``; ``bleu`` is the
-    first beam's) and decoding seconds."""
+    first beam's) and decoding seconds, and what :func:`measurements` measured."""
     figures = train_figures(folder / "train.log")
     scored = sorted(folder.glob("score-test-beam*.json"))
     if not row.hidden and not scored:
@@ -334,4 +380,4 @@ def collect(spec: TableSpec, row: Row, folder: Path) -> Dict[str, float]:
         if generated.is_file():
             figures[f"decode_seconds_beam{beam}"] = decode_seconds(generated)
             figures.setdefault("decode_seconds", figures[f"decode_seconds_beam{beam}"])
-    return figures
+    return {**figures, **measured(folder)}

@@ -32,6 +32,10 @@ TRANSLATION_TOY = {
     "dim": 64, "ffn": 256, "heads": 4, "max_tokens": 2048, "max_update": 400, "lr": 5e-3,
     "warmup": 60, "finetune_update": 300, "beams": [4],
 }
+# what every toy translation cell trains with, before its row's own flags (which may
+# override them): the paper's attention dropout and label-smoothed cross-entropy
+TRANSLATION_FLAGS = ("--attention-dropout", "0.1", "--criterion", "label_smoothed_cross_entropy",
+                     "--label-smoothing", "0.1")
 # sparse-softmax generation: its committed table ran with this budget
 GENERATION_TOY = {**TRANSLATION_TOY, "max_tokens": 4096, "max_update": 800, "lr": 2e-3,
                   "warmup": 100}
