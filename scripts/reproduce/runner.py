@@ -22,6 +22,14 @@ key, cache folder and record), planned by a :class:`TableRun` of that table in t
 row starting from it runs and the cell is neither here nor recorded (or recorded without its
 checkpoints here), trained by that run as that table trains it. The call holds that table's
 folder lock too (taken after its own), and both tables' data must share one dictionary.
+
+A row may also be another table's model itself (``same_as="TABLE:ROW"``, the same flags):
+its cells are that table's cells, planned, and trained where needed, exactly as a parent
+from that table is (the same key, folder and record), and this table adds only what it
+measures on their decoded models (the kind's ``measurements``, e.g. attention figures), in a
+cell of its own: its folder and record are this table's, its key holds the other cell's, and
+its result is the other cell's (figures, rate, curve, why it stopped) with the measured
+figures added. Nothing is written into the other table's folders.
 """
 
 from __future__ import annotations
@@ -165,17 +173,20 @@ def selected_rows(spec: TableSpec, only: Sequence[str] | None,
 
 
 def foreign_parents(rows: Sequence[Row], settings: Dict) -> Dict[str, List[str]]:
-    """Per other table, its rows that ``rows`` start from (in order; none where the scale
-    trains every row from scratch, ``use_parents`` false)."""
+    """Per other table, its rows that ``rows`` start from (none where the scale trains every
+    row from scratch, ``use_parents`` false) or are (``same_as``, at every scale), in order."""
     found: Dict[str, List[str]] = {}
-    if not settings.get("use_parents", True):
-        return found
+    use_parents = settings.get("use_parents", True)
     for row in rows:
-        table, key = split_parent(row.parent) if row.parent else (None, "")
-        if table is not None and key not in found.setdefault(table, []):
-            found[table].append(key)
+        for other in (row.parent if use_parents else None, row.same_as):
+            table, key = split_parent(other) if other else (None, "")
+            if table is not None and key not in found.setdefault(table, []):
+                found[table].append(key)
     return found
 
+
+# what a same_as cell's result takes over from the other table's cell: how its model learnt
+LEARNT = ("lr", "curve", "updates", "stopped", "still_improving")
 
 # how a row's rate is chosen and how long its chosen cells may train, not what a grid cell
 # trains: left out of the cells' keys (a grid cell's key is the same as before the cap of
@@ -201,7 +212,8 @@ def make_cell(spec: TableSpec, options: RunOptions, data: Dict, row: Row, seed: 
     kind = kind_module(spec.kind)
     settings = at_rate(spec.settings(options.scale), lr, search)
     described = kind.cell_settings(spec, row, seed, options.scale, settings, data)
-    described["parent"] = parent.key if parent else None
+    # the key of the cell it starts from, or (same_as) of the cell whose model it measures
+    described["same_as" if row.same_as else "parent"] = parent.key if parent else None
     key = settings_key(described)
     folder = CellCache(options.work / "cells" / options.scale).folder(spec.name, row.key, seed,
                                                                      key)
@@ -213,7 +225,8 @@ def plan(spec: TableSpec, options: RunOptions, data: Dict,
          parents: Mapping[tuple[str, int], Cell] | None = None) -> List[Cell]:
     """Every cell of the table, a row's at its chosen rate (``rates``; a row that starts from
     another trains at that one's); a row that starts from another table's row ``"T:R"``
-    starts from ``parents["T:R", seed]``, that table's cell."""
+    starts from ``parents["T:R", seed]``, that table's cell, and a row that is that model
+    (``same_as``) measures that cell, whose flags it must have."""
     settings = spec.settings(options.scale)
     cells: Dict[tuple, Cell] = {}
     use_parents = settings.get("use_parents", True)
@@ -221,7 +234,13 @@ def plan(spec: TableSpec, options: RunOptions, data: Dict,
                       key=lambda r: depth(spec, r)):
         for seed in range(1, options.seeds + 1):
             parent = None
-            if row.parent and use_parents:
+            if row.same_as:
+                parent = (parents or {})[row.same_as, seed]
+                if parent.row.flags != row.flags:
+                    raise ValueError(f"{spec.name}:{row.key} is the same model as "
+                                     f"{row.same_as}, but its flags {row.flags} are not "
+                                     f"{parent.row.flags}")
+            elif row.parent and use_parents:
                 foreign = split_parent(row.parent)[0] is not None
                 parent = (parents or {})[row.parent, seed] if foreign else cells[row.parent,
                                                                                   seed]
@@ -409,6 +428,9 @@ class TableRun:
         return replace(cell.row, hidden=True) if cell.search else cell.row
 
     def make_steps(self, cell: Cell) -> None:
+        if cell.row.same_as is not None:  # the other table's model: only measured here
+            cell.steps = self.measure_steps(cell)
+            return
         # built just before the cell runs: a continuation reads its parent's figures
         cell.steps = self.kind.steps(self.spec, self.row_of(cell), cell.seed,
                                      self.options.scale, self.settings_of(cell), self.data,
@@ -494,12 +516,11 @@ class TableRun:
     def handle(self, cells: Sequence[Cell]) -> None:
         """Print, collect from logs or run the cells that have no result."""
         todo = [cell for cell in cells if cell.result is None]
-        if self.options.dry_run:  # every cell's commands, each cell once
+        if self.options.dry_run:  # the commands of every cell still to run, each cell once
             for cell in cells:
                 if (cell.key, cell.search) not in self.printed:
                     self.printed.add((cell.key, cell.search))
-                    if self is not self.root and cell.result is not None:
-                        # another table's finished cell: a starting point, not trained here
+                    if cell.result is not None:  # finished (here or recorded): not run again
                         where = "" if cell.folder.is_dir() else (
                             " (recorded; its checkpoints are not in this work folder)")
                         self.options.say(f"{dry_run_header(cell, self.name_of(cell))}: "
@@ -508,7 +529,9 @@ class TableRun:
                     self.make_steps(cell)
                     print_dry_run(cell, self.options.say, self.name_of(cell))
                     if cell.parent is not None and cell.parent.result is None:
-                        self.options.say("    (its parent has not trained yet: the rate and "
+                        self.options.say("    (the model it measures has not trained yet)"
+                                         if cell.row.same_as else
+                                         "    (its parent has not trained yet: the rate and "
                                          "checkpoint it starts from follow from how the "
                                          "parent's training ends, not from this line)")
                     found = self.screening_cell(cell)
@@ -525,14 +548,46 @@ class TableRun:
         if not cell.folder.is_dir():
             return
         try:
-            figures = self.kind.collect(self.spec, self.row_of(cell), cell.folder)
+            figures = self.figures(cell)
         except (FileNotFoundError, KeyError, ValueError) as error:
             # a killed or still running cell: its logs are not complete
             self.options.say(f"  {cell.folder.name}: no complete logs ({error})")
             return
         self.store(cell, self.finished(cell, {
-            "figures": figures, "seconds": None, "search": cell.search,
-            **training(cell.folder, self.settings_of(cell))}))
+            "figures": figures, "seconds": None, "search": cell.search, **self.learnt(cell)}))
+
+    def measure_steps(self, cell: Cell) -> List[Step]:
+        """A ``same_as`` cell's steps: this table's measurements of the model the other
+        table's cell decodes (none where the kind measures nothing)."""
+        measure = getattr(self.kind, "measurements", None)
+        if measure is None:
+            return []
+        source, owner = cell.parent, cell.parent.owner
+        checkpoint = owner.kind.decoded_checkpoint(owner.settings_of(source), source.folder)
+        return measure(self.spec, cell.row, self.options.scale, self.settings_of(cell),
+                       owner.data, checkpoint, cell.folder)
+
+    def figures(self, cell: Cell) -> Dict:
+        """The figures of a cell whose steps have run, read from its folder; a ``same_as``
+        cell's are the other table's cell's with this table's measurements added."""
+        if cell.row.same_as is None:
+            return self.kind.collect(self.spec, self.row_of(cell), cell.folder)
+        if cell.parent.result is None:
+            raise FileNotFoundError(f"{cell.parent.folder.name} has not finished")
+        found = getattr(self.kind, "measured", lambda _: {})(cell.folder)
+        if not found and self.measure_steps(cell):
+            raise FileNotFoundError(f"nothing measured in {cell.folder} yet")
+        return {**cell.parent.result["figures"], **found}
+
+    def learnt(self, cell: Cell) -> Dict:
+        """How the cell's model learnt: its rate, validation curve, updates and why it
+        stopped, from its training log, or (``same_as``) as the other table's cell
+        recorded it, with that cell's table and folder."""
+        if cell.row.same_as is None:
+            return training(cell.folder, self.settings_of(cell))
+        source = cell.parent
+        return {**{key: source.result[key] for key in LEARNT if key in source.result},
+                "same_as": f"{source.owner.spec.name}/{source.folder.name}"}
 
     def run_cell(self, cell: Cell) -> None:
         options, root = self.options, self.root
@@ -553,7 +608,10 @@ class TableRun:
         name = self.name_of(cell)
         options.say(f"  run {name} seed {cell.seed}{rate}")
         cpu: Dict[str, float] = {}
-        if cell.parent is not None and cell.parent.result["figures"].get("diverged"):
+        diverged = cell.parent is not None and cell.parent.result["figures"].get("diverged")
+        if diverged and cell.row.same_as is not None:  # that model diverged: nothing to measure
+            figures = dict(cell.parent.result["figures"])
+        elif diverged:
             figures = {"diverged": 1.0, "reason": "its starting point diverged"}
         else:
             self.make_steps(cell)
@@ -569,7 +627,7 @@ class TableRun:
                     cpu[step.log] = (cell.trained.get("cpu_seconds") or 0.0) / len(done) if (
                         step.log in done) else run_step(step, cell.folder, options.threads,
                                                         options.deadline)
-                figures = self.kind.collect(self.spec, self.row_of(cell), cell.folder)
+                figures = self.figures(cell)
             except Diverged as stopped:
                 options.say(f"  {cell.row.key} seed {cell.seed} diverged: {stopped.reason}")
                 figures = {"diverged": 1.0, "reason": stopped.reason}
@@ -581,8 +639,7 @@ class TableRun:
             "cpu_seconds": round(sum(cpu.values()), 1), "search": cell.search,
             "row": cell.row.key, "seed": cell.seed, "machine": platform.node(),
             "commit": root.commit_id, "load_average": [round(v, 1) for v in os.getloadavg()],
-            "finished_at": round(time.time(), 1),
-            **training(cell.folder, self.settings_of(cell))}))
+            "finished_at": round(time.time(), 1), **self.learnt(cell)}))
         options.say(f"  done {name} seed {cell.seed}{rate} in "
                     f"{cell.result['seconds']} s")
 
@@ -633,7 +690,7 @@ class TableRun:
             return {}, {}
         use_parents = settings.get("use_parents", True)
         rows = [row for row in selected_rows(self.spec, self.options.rows, settings)
-                if row.parent is None or not use_parents]
+                if row.same_as is None and (row.parent is None or not use_parents)]
         grids = {row.key: sorted(settings["lr_grid"]) for row in rows}
         limits = settings.get("lr_limits", (0.0, math.inf))
         rates: Dict[str, float] = {}

@@ -15,7 +15,15 @@ and may define
 
     dictionary(data) -> Path | None
         the file of the vocabulary its data is binarized with: a row that starts from another
-        table's row needs the same file (byte for byte) in both tables' data.
+        table's row needs the same file (byte for byte) in both tables' data;
+    decoded_checkpoint(settings, folder) -> Path
+        the model a finished cell in ``folder`` decodes;
+    measurements(spec, row, scale, settings, data, checkpoint, folder) -> list[Step]
+        what the table measures on a trained model (``checkpoint``) besides decoding it, into
+        ``folder``: ``steps`` ends with them, and a row that is another table's model
+        (``same_as``) runs only them, on that table's checkpoint;
+    measured(folder) -> dict
+        the figures ``measurements`` wrote in ``folder``.
 
 At ``--scale paper`` the steps are the recipes' ``train.sh``/``evaluate.sh`` calls, whose
 ``--dry-run`` prints the exact fairseq command; ``collect`` reads the same files either way.
