@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Callable, Dict, List, Sequence
 
-KINDS = ("translation", "ablation", "classification", "summarization", "benchmark")
+KINDS = ("translation", "classification", "summarization", "benchmark")
 
 
 @dataclass

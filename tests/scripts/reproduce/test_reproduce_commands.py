@@ -1,6 +1,7 @@
 """Every training command a toy table would run parses with fairseq's own parser (the
-plugin's architectures and flags), and every generate command with the generation parser:
-a misspelt flag or a wrong choice fails here, not 40 minutes into a table."""
+plugin's architectures and flags), every generate command with the generation parser, and
+every attention measurement with the analysis script's: a misspelt flag or a wrong choice
+fails here, not 40 minutes into a table."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from scripts.reproduce.kinds import kind_module
 from scripts.reproduce.runner import RunOptions, foreign_parents, plan
+from scripts.reproduce.spec import split_parent
 from scripts.reproduce.tables import TABLES
 
 from catalog_fixtures import write_fixture_catalogs
@@ -30,27 +32,43 @@ def parsers():
 
 @pytest.mark.parametrize("name", FAIRSEQ_TABLES)
 def test_every_toy_command_parses(name, parsers, tmp_path, monkeypatch):
+    from scripts.analysis import analyze_attention
     from scripts.reproduce.kinds import translation
 
     # the fake data has no training split to count an epoch's batches in
     monkeypatch.setattr(translation, "epoch_updates", lambda *_: 285)
-    spec = TABLES[name]
-    kind = kind_module(spec.kind)
-    settings = spec.settings("toy")
+    (tmp_path / "bin" / "sentences").mkdir(parents=True)  # the attention analysis reads it
     data = {"folder": str(tmp_path), "description": "fake"}
     options = RunOptions(scale="toy", seeds=1, work=tmp_path)
-    # the other tables' cells that rows start from (Table 6's: Table 4's sentence models)
+    own = TABLES[name]
+    # the other tables' cells that rows start from (Table 6's: Table 4's sentence models) or
+    # are (Table 5's softmax and ReLUFormer: Table 4's)
     parents = {(f"{table}:{cell.row.key}", cell.seed): cell
-               for table, rows in foreign_parents(spec.rows, settings).items()
+               for table, rows in foreign_parents(own.rows, own.settings("toy")).items()
                for cell in plan(TABLES[table], replace(options, rows=rows), data)}
-    cells = plan(spec, options, data, parents=parents)
+    cells = plan(own, options, data, parents=parents)
     assert cells
+    measured = 0
     for cell in cells:
+        spec = own
+        if cell.row.same_as:  # another table's model: its commands are that table's
+            assert cell.parent.row.flags == cell.row.flags
+            spec, cell = TABLES[split_parent(cell.row.same_as)[0]], cell.parent
+        kind = kind_module(spec.kind)
+        settings = spec.settings("toy")
         parent = cell.parent.folder if cell.parent else None
         for step in kind.steps(spec, cell.row, 1, "toy", settings, data, cell.folder, parent):
             if step.argv is None:
                 continue
             program, args = Path(step.argv[0]).name, step.argv[1:]
+            if args[:2] == ["-m", "scripts.analysis.analyze_attention"]:
+                # measured on the decoded model, on the validation split
+                parsed = analyze_attention.parse_args(args[2:])
+                assert parsed.path == [str(cell.folder / "checkpoint_best.pt")]
+                assert parsed.gen_subset == "valid" and parsed.json == (
+                    cell.folder / translation.ATTENTION)
+                measured += 1
+                continue
             if program == "fairseq-train":
                 parser = parsers.get_training_parser()
             elif program == "fairseq-generate":
@@ -74,17 +92,11 @@ def test_every_toy_command_parses(name, parsers, tmp_path, monkeypatch):
                     settings["patience"], settings["max_epoch"], 0)
                 assert parsed.validate_interval_updates == parsed.save_interval_updates == 142
                 assert parsed.best_checkpoint_metric == "nll_loss"
+    # a table that asks for attention figures measures each model it trains and decodes
+    asks = "attention_sentences" in own.settings("toy")
+    assert measured == sum(asks and not cell.row.same_as and not cell.row.hidden
+                           for cell in cells)
 
-
-def test_every_ablation_command_parses():
-    from scripts.analysis.ablations import parse_args
-
-    spec = TABLES["relu_former_table5"]
-    kind = kind_module(spec.kind)
-    for row in spec.rows:
-        (step,) = kind.steps(spec, row, 2, "toy", spec.settings("toy"), {}, Path("/tmp/x"), None)
-        args = parse_args(step.argv[3:])
-        assert args.variants == [row.key] and args.seed == 2
 
 
 def test_translation_plateau_flags_validate_twice_a_fairseq_epoch(parsers, tmp_path):

@@ -17,7 +17,6 @@ from scripts.reproduce.__main__ import main
 from tests.scripts.analysis.domain_catalogs import write_domain_catalogs
 from tests.scripts.demo.manpage_fixtures import write_fixture_man_pages
 
-from catalog_fixtures import write_fixture_catalogs
 from helpers import USER_DIR, fairseq_command, run_command
 
 pytestmark = pytest.mark.slow
@@ -74,12 +73,3 @@ def test_classification_table_wraps_the_sweep_script(tmp_path):
     assert figures["accuracy"] == pytest.approx(float(logged.group(1)), abs=0.06)
     assert 0 <= figures["macro_f1"] <= 100
 
-
-def test_ablation_table_wraps_the_ablation_script(tmp_path):
-    locale = write_fixture_catalogs(tmp_path / "locale", "fr")
-    work = tmp_path / "work"
-    assert main(["relu_former_table5", "--scale", "tiny", "--seeds", "1", "--rows",
-                 "relu_former", "--set", f"locale_dir={locale}", "--work", str(work),
-                 "--out", str(tmp_path / "r.md")]) == 0
-    figures = results(work)["relu_former"]["figures"]
-    assert figures["valid_nll"] > 0 and 0 <= figures["zeros"] <= 1
