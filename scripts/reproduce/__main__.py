@@ -37,87 +37,15 @@ from scripts.reproduce.runner import REPO_ROOT, BudgetSpent, CellFailed, RunOpti
 from scripts.reproduce.spec import TableSpec
 from scripts.reproduce.tables import TABLES
 
+# the first lines of a report written to a new file (--out elsewhere); the repository's
+# docs/reproduction.md keeps its own header, which describes the protocol in full
 DOC_HEADER = """# Reproduction tables
 
 Each section below is one table or figure of the three papers, rebuilt by one command,
-`python -m scripts.reproduce NAME` (`make reproduce TABLE=NAME`). Numbers are as measured,
-never tuned away; a section whose table has not been run says so and shows only the paper's
-figures. The closing note at the end lists every claim and its verdict.
-
-## How the tables are built
-
-- **Cells.** A cell is one row of a table at one seed. Its key is a SHA-256 of every setting
-  that determines it (model and training flags, data, budget, seed, learning rate, and the key
-  of the cell it starts from); its figures are written to `reproduce_out/cells/SCALE/TABLE/
-  ROW-seedS-KEY/result.json` through a temporary name the moment it finishes. A killed run
-  resumes where it stopped (a training stopped half-way continues from its last checkpoint);
-  changing a setting (`--set KEY=VALUE`, or a row's flags) gives new keys only to the cells it
-  changes.
-- **Tables that span sessions.** Each finished cell is also kept as a small JSON beside the
-  report, `reproduction/cells/SCALE/TABLE/ROW-seedS[-lrRATE][-max_epochN].json` (its figures,
-  validation curve, rate, why it stopped, commit and key; no checkpoint), meant to be
-  committed: a run on another machine or a fresh clone takes every cell whose record has the
-  same key from there instead of training it. `--budget-minutes N` ends a call after N
-  minutes: no cell starts after that, a running training is stopped (it continues from its
-  last checkpoint in the next call on the same `--work`), the report shows what finished, and
-  the call exits 1; the same command continues the table. One call of a table at a time may
-  use a work folder (a second is refused, naming the folder and the other run's pid), and a
-  data folder that this program did not write is never deleted.
-- **Rates and plateaus at toy scale.** ReLUFormer Table 4 and the memory study
-  (`scripts/reproduce/tables/toy_settings.py`, `SENTENCE_PLATEAU`): the grid's cells are
-  seed-1 cells trained at most 20 epochs (a screening budget; 8 for the memory study: in
-  Table 4's two grids the best rate was the same, 5e-3, at 4, 6, 8, 10, 12, 16 and 20
-  epochs) and not decoded; the grid widens
-  by a factor 2 within 1e-4 to 4e-2; validation and a checkpoint every half epoch (142 updates
-  of 2,048 tokens on the French catalogs), a patience of 4 validations (2 epochs). The chosen
-  rate's cells (every seed) train to a plateau, at most `plateau_max_epoch` (60) epochs;
-  seed 1's continues its grid cell from its checkpoints (`continued_from`; one curve), or
-  reuses it as it is if it stopped at a plateau, and trains from scratch where they are absent
-  (a fresh clone). Table 6's document rows train to a plateau too (validation every half
-  epoch of the document data, patience 4, at most 20 epochs), and so do Pyramidion Tables 4
-  and 7 (`SUMMARY_PLATEAU`): the same rate grid on seed 1, validation and a checkpoint every
-  half epoch (240 updates of 16 manual pages, 4,096 tokens), a patience of 4 validations,
-  a 4-epoch screening and at most 30 epochs at the chosen rate, the best validated
-  checkpoint decoded. The other trained tables still run their fixed budgets.
-- **Rows that start from another table's rows.** A row's starting point may be `TABLE:ROW`
-  (Table 6's document rows start from `relu_former_table4`'s rows): the other table's own
-  cell at the same seed and that row's chosen rate, with that table's settings, data, key,
-  folder and record, so a cell it has trained or recorded is never trained twice; one it has
-  not (or whose checkpoints are not in the work folder) is trained first as that table trains
-  it (its rate grid first), into its folders and records, under its lock too. `--dry-run`
-  says which starting points are cached; `--set TABLE:KEY=VALUE` changes a setting of that
-  table; a run refuses, naming both files, when the two tables' dictionaries differ. The
-  starting points are not rows of the table, and its report does not list them.
-- **Seeds.** `--seeds N` (default 3) trains every row with seeds 1..N; a cell of a table is the
-  mean ± sample standard deviation over the seeds that finished.
-- **Verdicts.** Per claim Welch's t-test (two-sided at 5%; a parity claim is non-inferiority
-  within its margin, one-sided at 2.5%), Holm-corrected over the table's claims; a claim whose
-  rows have not finished learning (a seed stopped at its cap), read no model, or have fewer
-  than 3 seeds gets no verdict and says why (`python -m scripts.reproduce.direction --help`).
-- **Scales.** `--scale toy` (default): offline corpora (the gettext catalogs of French, a
-  catalog language the demo does not use; the machine's manual pages), small models, minutes
-  per cell. `--scale paper`: the recipes' prepared data and the papers' settings; `--dry-run`
-  prints every cell's recipe call and the exact `fairseq-train`/`fairseq-generate` command it
-  runs, and `--collect-only` builds the table from the logs those runs leave in the cells'
-  folders (`train.log`, `score-test*.json`), e.g. copied back from a cluster.
-- **Document models learn from a starting point.** Trained from scratch for 600 updates, no
-  document-level model learned to translate (outputs 1.6 times the reference length, BLEU
-  below 0.2 for every attention). The toy table 6 therefore starts every document model from
-  Table 4's sentence-level cell of the same attention and seed (its chosen rate, trained to
-  its plateau, best checkpoint) and trains it on documents with a fresh optimizer at the rate
-  Table 4's schedule had reached (G-Transformer's recipe); at paper scale every row trains
-  from scratch as in the paper.
-
-## What the defaults recommend
-
-`relu_former`'s default is the paper's model: ReLU in every attention. Our hybrid, ReLU
-self-attention with softmax cross-attention (`--cross-attention-activation softmax`), was
-favoured by one seed of a width-64 model, and at these sizes seeds move BLEU by a point or
-more. The last claim of `relu_former_table5` (row "ReLUFormer, softmax cross-attention"
-against "ReLUFormer (factor + both regularisers)", 3 seeds) is the evidence that decides
-whether we recommend it: only if that claim *holds* at two sizes; while it is *reversed*,
-*not resolved* or not run (as in the closing note) the recommendation stays the paper's
-model. The papers' own models keep the papers' names.
+`python -m scripts.reproduce NAME`. Numbers are as measured, never tuned away; a section whose
+table has not been run says so and shows only the paper's figures. How rows are trained and
+claims tested (rate grid, plateau, refusals, Welch's test with Holm's correction) is
+described at the top of the project's docs/reproduction.md.
 """
 
 
