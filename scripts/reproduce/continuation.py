@@ -15,7 +15,9 @@ done and the cell is only decoded. The grid cell's folder is read, never changed
 The seeded folder holds ``continued_from.json`` (the grid cell's folder name, key and
 result), written before the checkpoints, so that a continuation stopped half-way and resumed
 later is still merged: the result's curve is the grid cell's followed by the new
-validations, its figures those of the whole training.
+validations, its figures those of the whole training. The same curve, read while the
+continuation trains (:func:`curve_so_far`), gives its ``--patience`` count back at every
+resumption (:mod:`~scripts.reproduce.patient_train`).
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 from scripts.common.atomic_files import copy_atomic, write_text_atomic
-from scripts.reproduce.log_figures import still_improving
+from scripts.reproduce.log_figures import still_improving, validation_curve
 
 MARKER = "continued_from.json"
 CHECKPOINTS = ("checkpoint_best.pt", "checkpoint_last.pt")  # the last one last: it marks a
@@ -75,6 +77,22 @@ def train_cpu(earlier: Dict[str, Any]) -> float:
     return float(result.get("figures", {}).get("train_cpu_seconds") or 0.0)
 
 
+def joined(before: List[List[float]], after: List[List[float]]) -> List[List[float]]:
+    """The validation curve ``before`` followed by the points of ``after`` past its last."""
+    last = before[-1][0] if before else -1
+    return [*before, *(point for point in after if point[0] > last)]
+
+
+def curve_so_far(folder: Path, log: str = "train.log") -> List[List[float]]:
+    """The validation curve of the training in ``folder`` until now: that of the training it
+    continues (a seeded folder: :func:`seed`'s record), then its own ``log``'s."""
+    path = folder / log
+    own = validation_curve(path.read_text(encoding="utf-8", errors="replace").splitlines()
+                           ) if path.is_file() else []
+    earlier = earlier_of(folder)
+    return joined(list(earlier["result"].get("curve") or []) if earlier else [], own)
+
+
 def merged(earlier: Dict[str, Any], result: Dict[str, Any],
            patience: int | None) -> Dict[str, Any]:
     """``result`` of a seeded cell as the result of its whole training: ``continued_from``
@@ -85,9 +103,7 @@ def merged(earlier: Dict[str, Any], result: Dict[str, Any],
     result = {**result, "continued_from": earlier["folder"]}
     if old["stopped"] == "plateau":  # the copied log is the whole training
         return result
-    curve = list(old.get("curve", []))
-    last = curve[-1][0] if curve else -1
-    curve += [point for point in result.get("curve", []) if point[0] > last]
+    curve = joined(old.get("curve", []), result.get("curve", []))
     result["curve"] = curve
     result["still_improving"] = still_improving(curve, result.get("stopped"), patience)
     figures = dict(result.get("figures", {}))
