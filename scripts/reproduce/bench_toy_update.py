@@ -65,6 +65,7 @@ from scripts.common.child_processes import KEEP_BIG_BLOCKS
 from scripts.common.fairseq_trainer import first_epoch_batches, trainer_from_argv
 from scripts.common.plotting import markdown_table
 from scripts.common.repo_paths import REPO_ROOT
+from scripts.reproduce import patient_train
 from scripts.reproduce.data_folder import shared_data
 from scripts.reproduce.kinds import translation
 from scripts.reproduce.tables.relu_former_table4 import SPEC
@@ -159,7 +160,7 @@ def table_trainer(scale: str, settings: Dict[str, Any], row: str, data: Path,
     cell = replace(SPEC.row(row), hidden=True)  # its training step only, as a grid cell
     train = translation.steps(SPEC, cell, 1, scale, settings, {"folder": str(data)},
                               save_dir / row, None)[0]
-    return trainer_from_argv(train.argv[1:])
+    return trainer_from_argv(patient_train.train_args(train.argv))
 
 
 class Case:

@@ -33,6 +33,7 @@ from scripts.common.fairseq_cli import fairseq_command
 from scripts.common.fairseq_train import train_command
 from scripts.common.repo_paths import USER_DIR
 from scripts.common.run_record import Budget, Run
+from scripts.reproduce import patient_train
 from scripts.reproduce.claims import NoModel
 from scripts.reproduce.data_folder import shared_data
 from scripts.reproduce.doc_corpus import (
@@ -252,7 +253,9 @@ def train_step(row: Row, seed: int, settings: Dict[str, Any], data_bin: Path, fo
     validated checkpoint, at the update of its best valid nll, where its validation curve
     has more than one point (it trained to a plateau, and its table decodes that model),
     else its last. A run to a plateau (``patience``) has no update cap, a continuation at a
-    fixed budget trains ``finetune_update`` updates."""
+    fixed budget trains ``finetune_update`` updates. fairseq-train runs through
+    :mod:`~scripts.reproduce.patient_train`: a training resumed from its last checkpoint keeps
+    its patience count."""
     run = Run(folder.name, row.label, settings["arch"], [*extra, *row.flags])
     plateau = "patience" in settings  # stopped by --patience or --max-epoch only
     updates = 0 if plateau else settings["max_update"] or 0
@@ -272,7 +275,8 @@ def train_step(row: Row, seed: int, settings: Dict[str, Any], data_bin: Path, fo
             updates = settings["finetune_update"]
     command, _, _ = train_command(run, budget(settings, updates), data_bin, folder.parent,
                                   argparse.Namespace(seed=seed, budget_scale=1.0))
-    return Step("train.log", argv=[str(part) for part in command], trains=True)
+    return Step("train.log", argv=[str(part) for part in patient_train.command(command)],
+                trains=True)
 
 
 def beams(settings: Dict[str, Any]) -> List[int]:

@@ -5,11 +5,13 @@ fails here, not 40 minutes into a table."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from scripts.reproduce import patient_train
 from scripts.reproduce.kinds import kind_module
 from scripts.reproduce.runner import RunOptions, foreign_parents, plan
 from scripts.reproduce.spec import split_parent
@@ -61,6 +63,9 @@ def test_every_toy_command_parses(name, parsers, tmp_path, monkeypatch):
             if step.argv is None:
                 continue
             program, args = Path(step.argv[0]).name, step.argv[1:]
+            if step.trains:  # fairseq-train, through the launcher that keeps --patience's count
+                assert step.argv[:3] == [sys.executable, "-m", patient_train.MODULE]
+                program, args = "fairseq-train", patient_train.train_args(step.argv)
             if args[:2] == ["-m", "scripts.analysis.analyze_attention"]:
                 # measured on the decoded model, on the validation split
                 parsed = analyze_attention.parse_args(args[2:])
@@ -114,7 +119,7 @@ def test_translation_plateau_flags_validate_twice_a_fairseq_epoch(parsers, tmp_p
     train = translation.steps(spec, spec.rows[0], 1, "tiny", settings,
                               {"folder": str(tmp_path / "data")}, tmp_path / "cell", None)[0]
     args = parsers.parse_args_and_arch(parsers.get_training_parser(),
-                                       input_args=train.argv[1:])
+                                       input_args=patient_train.train_args(train.argv))
     task = tasks.setup_task(args)
     task.load_dataset("train")
     batches = task.get_batch_iterator(

@@ -13,7 +13,7 @@ import pytest
 
 from scripts.common.fairseq_log import json_log_records
 from scripts.common.repo_paths import REPO_ROOT
-from scripts.reproduce import continuation
+from scripts.reproduce import continuation, patient_train
 from scripts.reproduce.__main__ import main
 from scripts.reproduce.runner import RunOptions, at_rate, make_cell
 from scripts.reproduce.tables import TABLES
@@ -129,6 +129,11 @@ def test_a_capped_grid_cell_is_continued_from_its_checkpoints(tmp_path):
     folder = grid_folder.parent / f"transformer-seed1-{chosen['key'][:12]}"
     log = (folder / "train.log").read_text()
     assert "Loaded checkpoint" in log
+    # its patience goes on from the grid cell's curve (patient_train), not from zero
+    best, since = patient_train.patience_from_curve(grid["curve"], grid["updates"])
+    assert (f"resumed at update {grid['updates']}: --patience goes on from the best nll_loss "
+            f"{best}, {since} validation(s) since it") in log
+    assert "is not the checkpoint's" not in log  # the grid cell's curve was read
     # fairseq resumed the grid cell's training: its updates go on from the grid's last
     lines = log.splitlines()
     new = [int(float(r["train_num_updates"])) for r in json_log_records(lines, "train")]

@@ -1,0 +1,132 @@
+"""fairseq-train whose ``--patience`` count goes on where a resumed training stopped.
+
+fairseq-train stops after ``--patience`` N validations without a better
+``--best-checkpoint-metric``: ``fairseq_cli.train.should_stop_early`` keeps the best value and
+the validations since it (``num_runs``) as attributes of the function, in no checkpoint. A
+training resumed from its ``checkpoint_last.pt`` (stopped by ``--budget-minutes`` or a
+session's end, or seeded with a grid cell's checkpoints: :mod:`~scripts.reproduce.continuation`)
+gets fairseq's best back (``checkpoint_utils.save_checkpoint.best``, restored from the
+checkpoint's ``extra_state["best"]``) but not its patience: its first validation becomes the
+reference whatever its value, and it trains at least N validations more. A cell trained across
+sessions would stop at another plateau than the same cell trained in one go.
+
+This launcher (``python -m scripts.reproduce.patient_train <fairseq-train args>``, the
+command the translation and summary cells train with) runs fairseq-train with fairseq's
+``checkpoint_utils.load_checkpoint`` wrapped: where the loaded checkpoint gave fairseq a best
+value back (a resumption; a start from another model with ``--finetune-from-model`` resets
+it) and ``--patience`` is on, it sets, before the first validation,
+
+    should_stop_early.best     = save_checkpoint.best  (the checkpoint's, exact)
+    should_stop_early.num_runs = validations since the one that set that best
+
+the count being fairseq's own rule (:func:`patience_state`: a strictly better value sets the
+best) replayed on the training's validation curve up to the checkpoint's update: the save
+directory's ``train.log`` (where the runner streams the training, a resumption after what it
+had written), after the curve of the training a seeded folder continues
+(:func:`~scripts.reproduce.continuation.curve_so_far`). Validations logged after the
+checkpoint are left out: the resumed training makes them again. A training stopped at any
+checkpoint and resumed so stops at the validation where the uninterrupted one stops.
+
+The curve holds the valid nll: the count is kept for ``--best-checkpoint-metric nll_loss``
+(every cell's), and a warning says it is not for another metric. Importing the plugin changes
+nothing: only this launcher wraps fairseq.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Callable, List, Sequence, Tuple
+
+from scripts.common.fairseq_cli import fairseq_command
+from scripts.reproduce.continuation import curve_so_far
+
+MODULE = "scripts.reproduce.patient_train"
+LOG = "train.log"  # the runner's log of a training step, in the save directory
+logger = logging.getLogger(MODULE)
+
+
+def command(fairseq_train: Sequence[Any]) -> List[Any]:
+    """The fairseq-train command line ``fairseq_train`` run through this launcher."""
+    return [sys.executable, "-m", MODULE, *fairseq_train[1:]]
+
+
+def train_args(argv: Sequence[str]) -> List[str]:
+    """The fairseq-train arguments of ``argv``: a fairseq-train command or a :func:`command`."""
+    return list(argv[3:] if list(argv[1:3]) == ["-m", MODULE] else argv[1:])
+
+
+def patience_state(nlls: Sequence[float]) -> Tuple[float | None, int]:
+    """``should_stop_early``'s ``(best, num_runs)`` after the validations ``nlls``: the first
+    one sets the best, then each strictly lower one; ``num_runs`` counts those after it."""
+    best, since = None, 0
+    for nll in nlls:
+        if best is None or nll < best:
+            best, since = nll, 0
+        else:  # a NaN too, as fairseq's comparison reads it
+            since += 1
+    return best, since
+
+
+def patience_from_curve(curve: Sequence[Sequence[float]],
+                        updates: int) -> Tuple[float | None, int]:
+    """:func:`patience_state` after the validations of ``curve`` (``[[update, nll], ...]``)
+    made up to a checkpoint's ``updates``."""
+    return patience_state([nll for update, nll in curve if update <= updates])
+
+
+def restore_patience(save_dir: Path, best: float, updates: int) -> None:
+    """Set fairseq's early-stopping state to ``best`` (the loaded checkpoint's) and the
+    validations since it in the training of ``save_dir`` until the checkpoint's ``updates``."""
+    from fairseq_cli import train
+
+    logged, since = patience_from_curve(curve_so_far(save_dir, LOG), updates)
+    if logged != best:  # the count is then the log's, since its own best
+        logger.warning(f"the best valid nll in {save_dir / LOG} ({logged}) is not the "
+                       f"checkpoint's ({best})")
+    train.should_stop_early.best = best
+    train.should_stop_early.num_runs = since
+    logger.info(f"resumed at update {updates}: --patience goes on from the best nll_loss "
+                f"{best}, {since} validation(s) since it")
+
+
+def restoring(load: Callable) -> Callable:
+    """fairseq's ``checkpoint_utils.load_checkpoint`` that restores the patience count when
+    the checkpoint it loaded gave fairseq its best value back."""
+
+    @functools.wraps(load)
+    def load_checkpoint(cfg: Any, trainer: Any, **passthrough: Any) -> Any:
+        from fairseq import checkpoint_utils
+
+        loaded = load(cfg, trainer, **passthrough)
+        best = getattr(checkpoint_utils.save_checkpoint, "best", None)
+        if cfg.patience <= 0 or best is None:
+            return loaded
+        if cfg.best_checkpoint_metric != "nll_loss" or cfg.maximize_best_checkpoint_metric:
+            logger.warning(f"--patience counts again from the resumption: the log's curve is "
+                           f"the valid nll, not {cfg.best_checkpoint_metric}")
+            return loaded
+        restore_patience(Path(cfg.save_dir), best, trainer.get_num_updates())
+        return loaded
+
+    return load_checkpoint
+
+
+def main(args: Sequence[str]) -> None:
+    """Run fairseq-train with ``args``, its patience count restored on a resumption."""
+    # As fairseq-train itself: the plugin installs its one-line errors only in a process
+    # named as fairseq's programs (relu_former.errors.is_fairseq_command), argparse prints
+    # the same program name.
+    sys.argv = [fairseq_command("fairseq-train"), *args]
+    # fairseq_cli.train before any of fairseq: it sets up fairseq's log format first
+    from fairseq_cli import train
+
+    checkpoints = train.checkpoint_utils  # the module train's main calls
+    checkpoints.load_checkpoint = restoring(checkpoints.load_checkpoint)
+    train.cli_main()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

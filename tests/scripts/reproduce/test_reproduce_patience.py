@@ -1,0 +1,124 @@
+"""A cell's training resumed from its last checkpoint keeps fairseq's ``--patience`` count
+(``scripts/reproduce/patient_train.py``): the count replayed from a validation curve, the
+curve of a seeded folder, and a real tiny training stopped half-way and resumed, which stops
+at the update, with the curve, of the same training run in one go."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from scripts.common.child_processes import child_env, stream
+from scripts.common.repo_paths import REPO_ROOT
+from scripts.reproduce import continuation, patient_train
+from scripts.reproduce.kinds import translation
+from scripts.reproduce.log_figures import training_record
+from scripts.reproduce.runner import at_rate, run_step
+from scripts.reproduce.tables import TABLES
+
+from catalog_fixtures import write_fixture_catalogs
+
+TABLE = "relu_former_table4"
+
+
+def test_the_count_is_fairseqs_rule_replayed_on_the_curve():
+    # a strictly lower value sets the best; equal or worse ones count
+    assert patient_train.patience_state([5.0, 4.0, 4.2, 4.0, 3.9, 4.1, 3.9]) == (3.9, 2)
+    assert patient_train.patience_state([5.0]) == (5.0, 0)
+    assert patient_train.patience_state([]) == (None, 0)
+    # a NaN after the best counts as no improvement, as fairseq's comparison reads it
+    assert patient_train.patience_state([4.0, math.nan, 4.5]) == (4.0, 2)
+    curve = [[2, 5.0], [4, 4.0], [6, 4.3], [8, 4.1], [10, 3.0]]
+    # validations after the checkpoint are made again by the resumed training
+    assert patient_train.patience_from_curve(curve, 8) == (4.0, 2)
+    assert patient_train.patience_from_curve(curve, 9) == (4.0, 2)
+    assert patient_train.patience_from_curve(curve, 10) == (3.0, 0)
+    assert patient_train.patience_from_curve(curve, 4) == (4.0, 0)
+
+
+def valid_line(update: int, nll: float) -> str:
+    record = {"epoch": 1, "valid_nll_loss": str(nll), "valid_num_updates": str(update)}
+    return f"2026-01-01 00:00:00 | INFO | valid | {json.dumps(record)}\n"
+
+
+def test_a_seeded_folder_counts_from_the_curve_it_continues(tmp_path):
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir()
+    for name in continuation.CHECKPOINTS:
+        (old / name).write_text(name)
+    result = {"stopped": "cap", "curve": [[2, 5.0], [4, 4.0], [6, 4.2]]}
+    continuation.seed(old, "k" * 64, result, new)
+    # before its first validation: the grid cell's curve, one validation since its best
+    assert continuation.curve_so_far(new) == result["curve"]
+    assert patient_train.patience_from_curve(continuation.curve_so_far(new), 6) == (4.0, 1)
+    # its own log follows (a validation at or before the grid's last is not counted twice)
+    (new / "train.log").write_text(valid_line(6, 4.2) + valid_line(8, 4.1) + valid_line(10, 3.9))
+    assert continuation.curve_so_far(new) == [[2, 5.0], [4, 4.0], [6, 4.2], [8, 4.1],
+                                              [10, 3.9]]
+    assert patient_train.patience_from_curve(continuation.curve_so_far(new), 8) == (4.0, 2)
+    # a folder trained from scratch: its own log only
+    (old / "train.log").write_text(valid_line(2, 5.0))
+    assert continuation.curve_so_far(old) == [[2, 5.0]]
+
+
+def test_the_launcher_takes_fairseq_trains_arguments_and_name():
+    train = ["/venv/bin/fairseq-train", "data", "--patience", "2"]
+    launched = patient_train.command(train)
+    assert launched == [sys.executable, "-m", patient_train.MODULE, "data", "--patience", "2"]
+    assert patient_train.train_args(launched) == patient_train.train_args(train) == [
+        "data", "--patience", "2"]
+    # fairseq-train's own parser, under fairseq-train's name (the plugin's error style)
+    shown = subprocess.run([*launched[:3], "--help"], capture_output=True, text=True,
+                           cwd=REPO_ROOT, env=child_env(1), timeout=300)
+    assert shown.returncode == 0 and shown.stdout.startswith("usage: fairseq-train")
+    assert "--patience" in shown.stdout
+
+
+@pytest.mark.slow
+def test_a_training_stopped_half_way_stops_where_the_uninterrupted_one_stops(tmp_path):
+    spec = TABLES[TABLE]
+    locale = write_fixture_catalogs(tmp_path / "locale", "fr")
+    # 4e-2 reaches a plateau on the fixture catalogs (patience 2; toy_settings.py)
+    settings = at_rate({**spec.settings("tiny"), "locale_dir": str(locale),
+                        "max_epoch": spec.settings("tiny")["plateau_max_epoch"]}, 4e-2)
+    translation.build_data(settings, tmp_path / "data")
+
+    def train_step(folder: Path):
+        (step,) = translation.steps(spec, replace(spec.row("transformer"), hidden=True), 1,
+                                    "tiny", settings, {"folder": str(tmp_path / "data")},
+                                    folder, None)
+        return step
+
+    whole = tmp_path / "whole"
+    run_step(train_step(whole), whole, threads=1)
+    uninterrupted = training_record(whole / "train.log", settings["patience"])
+    curve = uninterrupted["curve"]
+    assert uninterrupted["stopped"] == "plateau"
+    # stopped at the validation after the best, one of its patience of 2 spent: a count that
+    # starts again there would train 2 validations more than the run in one go
+    best = min(range(len(curve)), key=lambda i: curve[i][1])
+    assert best == len(curve) - 1 - settings["patience"]
+    half = curve[best + 1][0]
+
+    halves = tmp_path / "halves"
+    step = train_step(halves)
+    # the first half: the same command stopped at that validation (it saves its last
+    # checkpoint there), the second the same command resumed after its log, as the runner
+    # resumes a training stopped half-way
+    code, _ = stream([*step.argv, "--max-update", str(half)], halves / step.log,
+                     lambda _: None, child_env(1))
+    assert code == 0 and training_record(halves / step.log, 2)["updates"] == half
+    code, _ = stream(step.argv, halves / step.log, lambda _: None, child_env(1), append=True)
+    assert code == 0
+    # fairseq on one CPU thread with the same seed: the same validations, the same stop
+    assert training_record(halves / step.log, settings["patience"]) == uninterrupted
+    log = (halves / step.log).read_text()
+    assert "Loaded checkpoint" in log
+    assert (f"resumed at update {half}: --patience goes on from the best nll_loss "
+            f"{curve[best][1]}, 1 validation(s) since it") in log
