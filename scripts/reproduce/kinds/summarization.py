@@ -6,9 +6,10 @@ Toy data: the machine's manual pages, the page as the input and its NAME line as
 summary (``scripts/demo/summary_data.py``, the demo's builder; a generated task where there
 are none, said in the data line), SentencePiece, inputs cut to ``source_tokens``.
 Training: with ``patience`` in the settings, to a plateau as the translation tables train
-(the translation kind's ``plateau_flags`` on the doc/sum pair: validation every
-1/``validations_per_epoch`` epoch of the training pages, no update cap, the best validated
-checkpoint decoded); without it a fixed ``max_update``, the last checkpoint decoded.
+(the translation kind's ``plateau_flags`` at its ``epoch_updates`` of the doc/sum pair:
+validation every 1/``validations_per_epoch`` epoch of the training pages, no update cap, the
+best validated checkpoint decoded); without it a fixed ``max_update``, the last checkpoint
+decoded.
 Cost columns: the training process's CPU seconds per update and fairseq-generate's decoding
 seconds, both measured; CPU time, unlike wall time, hardly moves when other jobs load the
 machine.
@@ -26,7 +27,7 @@ from scripts.common.fairseq_cli import fairseq_command
 from scripts.common.repo_paths import USER_DIR
 from scripts.reproduce.claims import NoModel
 from scripts.reproduce.data_folder import shared_data
-from scripts.reproduce.kinds import Step, recipe_steps
+from scripts.reproduce.kinds import Step, recipe_steps, translation
 from scripts.reproduce.kinds.translation import plateau_flags, score_step, train_step
 from scripts.reproduce.log_figures import decode_seconds, score_figures, train_figures
 from scripts.reproduce.spec import Row, TableSpec
@@ -138,8 +139,9 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
     # validated model; at a fixed budget the last
     plateau = "patience" in settings
     if plateau:
-        extra += plateau_flags(settings, data_bin, settings["max_tokens"], (length, target + 8),
-                               (SOURCE, TARGET))
+        # the translation kind's count, read through its module (the command tests stub it)
+        extra += plateau_flags(settings, translation.epoch_updates(
+            data_bin, settings["max_tokens"], (length, target + 8), (SOURCE, TARGET)))
     train = train_step(replace(row, flags=tuple(resolve(row.flags, length))), seed,
                        {**settings, "arch": "pyramidion_base"}, data_bin, folder, None, extra)
     checkpoint = "checkpoint_best.pt" if plateau else "checkpoint_last.pt"

@@ -43,7 +43,7 @@ from scripts.reproduce.doc_corpus import (
     split_documents,
 )
 from scripts.reproduce.kinds import Step, recipe_steps
-from scripts.reproduce.log_figures import decode_seconds, score_figures, train_figures
+from scripts.reproduce.log_figures import NLL, decode_seconds, score_figures, train_figures
 from scripts.reproduce.spec import Row, TableSpec
 from scripts.reproduce.tables.toy_settings import TRANSLATION_FLAGS, VALID_NLL
 
@@ -218,21 +218,19 @@ def epoch_updates(data_bin: Path, max_tokens: int, positions: int | Tuple[int, i
                                    required_batch_size_multiple=1))
 
 
-def plateau_flags(settings: Dict[str, Any], data_bin: Path, max_tokens: int,
-                  positions: int | Tuple[int, int],
-                  pair: Tuple[str, str] = (SRC, TGT)) -> List[str]:
-    """Train until valid nll stops improving: validate (and save, so that
-    ``checkpoint_best.pt`` is the best validated model) ``validations_per_epoch`` times an
-    epoch (:func:`epoch_updates` of ``data_bin``), stop after ``patience`` validations
-    without a better valid nll, or at ``max_epoch``; one interval checkpoint is kept beside
-    the best and the last. Any kind whose cells fairseq-train on a language pair (the
-    summaries too) trains to a plateau with these flags."""
-    every = max(1, epoch_updates(data_bin, max_tokens, positions, pair)
-                // settings["validations_per_epoch"])
+def plateau_flags(settings: Dict[str, Any], epoch: int, metric: str = NLL) -> List[str]:
+    """Train until the valid loss ``metric`` (the nll by default) stops improving: validate
+    (and save, so that ``checkpoint_best.pt`` is the best validated model)
+    ``validations_per_epoch`` times an epoch of ``epoch`` updates (a language pair's:
+    :func:`epoch_updates`), stop after ``patience`` validations without a better valid loss,
+    or at ``max_epoch``; one interval checkpoint is kept beside the best and the last. Every
+    kind whose cells train to a plateau (translation, summaries, classifiers) uses these
+    flags."""
+    every = max(1, epoch // settings["validations_per_epoch"])
     return ["--max-epoch", str(settings["max_epoch"]), "--patience", str(settings["patience"]),
             "--validate-interval-updates", str(every), "--save-interval-updates", str(every),
             "--validate-interval", "1", "--save-interval", "1", "--keep-interval-updates", "1",
-            "--best-checkpoint-metric", "nll_loss"]
+            "--best-checkpoint-metric", metric]
 
 
 def budget(settings: Dict[str, Any], updates: int) -> Budget:
@@ -347,8 +345,8 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
              "--max-target-positions", str(positions), "--log-interval", "10",
              "--max-tokens", str(max(settings["max_tokens"], positions))]
     if "patience" in settings:
-        extra += plateau_flags(settings, data_bin, max(settings["max_tokens"], positions),
-                               positions)
+        extra += plateau_flags(settings, epoch_updates(
+            data_bin, max(settings["max_tokens"], positions), positions))
     found = [train_step(row, seed, settings, data_bin, folder, parent, extra)]
     if row.hidden:
         return found

@@ -134,4 +134,5 @@ def test_translation_plateau_flags_validate_twice_a_fairseq_epoch(parsers, tmp_p
     start = train.argv.index("--max-epoch")
     assert train.argv[start:start + len(flags)] == flags and every == "2"  # 4 updates an epoch
     # and the sentence data's pair and limits are the defaults the summaries override
-    assert translation.plateau_flags(settings, Path(args.data), args.max_tokens, 256) == flags
+    epoch = translation.epoch_updates(Path(args.data), args.max_tokens, 256)
+    assert translation.plateau_flags(settings, epoch) == flags
