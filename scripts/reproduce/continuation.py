@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from scripts.common.atomic_files import copy_atomic, write_text_atomic
-from scripts.reproduce.log_figures import still_improving, validation_curve
+from scripts.reproduce.log_figures import NLL, short_name, still_improving, validation_curve
 
 MARKER = "continued_from.json"
 CHECKPOINTS = ("checkpoint_best.pt", "checkpoint_last.pt")  # the last one last: it marks a
@@ -83,22 +83,24 @@ def joined(before: List[List[float]], after: List[List[float]]) -> List[List[flo
     return [*before, *(point for point in after if point[0] > last)]
 
 
-def curve_so_far(folder: Path, log: str = "train.log") -> List[List[float]]:
-    """The validation curve of the training in ``folder`` until now: that of the training it
-    continues (a seeded folder: :func:`seed`'s record), then its own ``log``'s."""
+def curve_so_far(folder: Path, log: str = "train.log",
+                 metric: str = NLL) -> List[List[float]]:
+    """The validation curve (of the loss ``metric``) of the training in ``folder`` until now:
+    that of the training it continues (a seeded folder: :func:`seed`'s record), then its own
+    ``log``'s."""
     path = folder / log
-    own = validation_curve(path.read_text(encoding="utf-8", errors="replace").splitlines()
-                           ) if path.is_file() else []
+    own = validation_curve(path.read_text(encoding="utf-8", errors="replace").splitlines(),
+                           metric) if path.is_file() else []
     earlier = earlier_of(folder)
     return joined(list(earlier["result"].get("curve") or []) if earlier else [], own)
 
 
 def merged(earlier: Dict[str, Any], result: Dict[str, Any],
-           patience: int | None) -> Dict[str, Any]:
+           patience: int | None, metric: str = NLL) -> Dict[str, Any]:
     """``result`` of a seeded cell as the result of its whole training: ``continued_from``
     set; after a capped grid cell, its curve first, then the new validations (those after
-    its last), the best valid nll and the first training nll over both, both trainings'
-    seconds."""
+    its last), the best valid loss (the curve's, ``metric``: the valid nll by default) and the
+    first training loss over both, both trainings' seconds."""
     old = earlier["result"]
     result = {**result, "continued_from": earlier["folder"]}
     if old["stopped"] == "plateau":  # the copied log is the whole training
@@ -110,10 +112,11 @@ def merged(earlier: Dict[str, Any], result: Dict[str, Any],
     before = old.get("figures", {})
     if not figures.get("diverged"):
         finite = [nll for _, nll in curve if math.isfinite(nll)]
+        name = short_name(metric)
         if finite:
-            figures["valid_nll"] = min(finite)
-        if "first_nll" in before:
-            figures["first_nll"] = before["first_nll"]
+            figures[f"valid_{name}"] = min(finite)
+        if f"first_{name}" in before:
+            figures[f"first_{name}"] = before[f"first_{name}"]
         if "train_seconds" in figures and "train_seconds" in before:
             figures["train_seconds"] = round(figures["train_seconds"]
                                              + before["train_seconds"], 1)

@@ -21,28 +21,40 @@ _DONE = re.compile(r"done training in ([\d.]+) seconds")
 _DECODED = re.compile(r"Translated [\d,]+ sentences \(([\d,]+) tokens\) in ([\d.]+)s")
 # fairseq-train's line when --patience ends a run
 _EARLY_STOP = "early stop since valid performance hasn't improved"
+# The validation loss a cell's training stops on and chooses its rate by (its
+# ``--best-checkpoint-metric``), as fairseq logs it: ``nll_loss`` for the translation and
+# summary cells; a kind that stops on another loss names it (``VALIDATION_LOSS``).
+NLL = "nll_loss"
 
 
-def validation_curve(lines: List[str]) -> List[List[float]]:
-    """``[[update, valid nll], ...]`` of a fairseq-train json log, in update order. A run
+def short_name(metric: str) -> str:
+    """A loss's name in a cell's figures: ``nll`` for ``nll_loss`` (``valid_nll``,
+    ``first_nll``), ``loss`` for ``loss`` (``valid_loss``, ``first_loss``)."""
+    return metric.removesuffix("_loss")
+
+
+def validation_curve(lines: List[str], metric: str = NLL) -> List[List[float]]:
+    """``[[update, valid loss], ...]`` of a fairseq-train json log, in update order: the
+    loss ``metric`` (the valid nll by default; a log without it, its ``loss``). A run
     resumed from its last checkpoint appends to the same log and validates again from there:
     a validation at or before an earlier one replaces the rest of the curve."""
     curve: List[List[float]] = []
     for record in json_log_records(lines, "valid"):
-        nll = float(record.get("valid_nll_loss", record.get("valid_loss", "nan")))
+        nll = float(record.get(f"valid_{metric}", record.get("valid_loss", "nan")))
         update = int(float(record.get("valid_num_updates", len(curve))))
         curve = [point for point in curve if point[0] < update] + [[update, nll]]
     return curve
 
 
-def training_record(log: Path, patience: int | None) -> Dict[str, Any]:
-    """How a finished training went: its validation ``curve``, ``updates``, why it
-    ``stopped`` (``plateau``: fairseq's ``--patience`` ended it; ``cap``: the update, epoch or
-    time budget did) and, for a capped run, whether it was ``still_improving`` (its best valid
-    nll was set within the last ``patience`` validations, the last one without a patience)."""
+def training_record(log: Path, patience: int | None, metric: str = NLL) -> Dict[str, Any]:
+    """How a finished training went: its validation ``curve`` (of the loss ``metric``),
+    ``updates``, why it ``stopped`` (``plateau``: fairseq's ``--patience`` ended it; ``cap``:
+    the update, epoch or time budget did) and, for a capped run, whether it was
+    ``still_improving`` (its best valid loss was set within the last ``patience``
+    validations, the last one without a patience)."""
     text = log.read_text(encoding="utf-8", errors="replace")
     lines = text.splitlines()
-    curve = validation_curve(lines)
+    curve = validation_curve(lines, metric)
     logged = [int(record["num_updates"]) for record in json_log_records(lines, "train_inner")]
     updates = max([*logged[-1:], *(point[0] for point in curve[-1:]), 0])
     stopped = "plateau" if _EARLY_STOP in text else "cap"
@@ -61,26 +73,30 @@ def still_improving(curve: List[List[float]], stopped: str | None,
     return stopped == "cap" and best is not None and len(curve) - 1 - best < window
 
 
-def train_figures(log: Path) -> Dict[str, float]:
+def train_figures(log: Path, metric: str = NLL) -> Dict[str, float]:
     """``valid_nll`` (bits, the best validation: the one ``checkpoint_best.pt`` holds, the
     only one of a run that validates at its end), ``first_nll`` (the first logged training
     nll), ``updates``, ``train_seconds`` and ``params`` of a finished fairseq-train log; NaN
-    where a figure is missing. Raises ``FileNotFoundError``/``ValueError`` for a missing log
-    or one whose run did not finish (killed, or still running)."""
+    where a figure is missing. A training that stops on another loss ``metric`` gives that
+    loss's instead of the nll's (``loss``: ``valid_loss``, ``first_loss``). Raises
+    ``FileNotFoundError``/``ValueError`` for a missing log or one whose run did not finish
+    (killed, or still running)."""
     if not log.is_file():
         raise FileNotFoundError(f"no training log {log}")
     lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
-    figures = dict.fromkeys(("valid_nll", "first_nll", "updates", "train_seconds", "params"),
+    name = short_name(metric)
+    valid, first_figure = f"valid_{name}", f"first_{name}"
+    figures = dict.fromkeys((valid, first_figure, "updates", "train_seconds", "params"),
                             math.nan)
-    curve = validation_curve(lines)
+    curve = validation_curve(lines, metric)
     finite = [nll for _, nll in curve if math.isfinite(nll)]
     if finite:
-        figures["valid_nll"] = min(finite)
+        figures[valid] = min(finite)
     inner = json_log_records(lines, "train_inner") or json_log_records(lines, "train")
     if inner:
         first = inner[0]
-        figures["first_nll"] = float(first.get("nll_loss", first.get("loss",
-                                                first.get("train_nll_loss", "nan"))))
+        figures[first_figure] = float(first.get(metric, first.get("loss",
+                                                first.get(f"train_{metric}", "nan"))))
         last = inner[-1]
         figures["updates"] = float(last.get("num_updates", last.get("train_num_updates",
                                                                     "nan")))

@@ -27,9 +27,11 @@ had written), after the curve of the training a seeded folder continues
 checkpoint are left out: the resumed training makes them again. A training stopped at any
 checkpoint and resumed so stops at the validation where the uninterrupted one stops.
 
-The curve holds the valid nll: the count is kept for ``--best-checkpoint-metric nll_loss``
-(every cell's), and a warning says it is not for another metric. Importing the plugin changes
-nothing: only this launcher wraps fairseq.
+The curve is read for the training's own ``--best-checkpoint-metric``, a loss fairseq
+minimises (``nll_loss``, the translation and summary cells'; ``loss``, the classifiers'): the
+log holds ``valid_<metric>`` at every validation. A metric to maximise (``accuracy``) is not
+replayed: a warning says its count starts again at the resumption. Importing the plugin
+changes nothing: only this launcher wraps fairseq.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from typing import Any, Callable, List, Sequence, Tuple
 
 from scripts.common.fairseq_cli import fairseq_command
 from scripts.reproduce.continuation import curve_so_far
+from scripts.reproduce.log_figures import NLL
 
 MODULE = "scripts.reproduce.patient_train"
 LOG = "train.log"  # the runner's log of a training step, in the save directory
@@ -77,18 +80,19 @@ def patience_from_curve(curve: Sequence[Sequence[float]],
     return patience_state([nll for update, nll in curve if update <= updates])
 
 
-def restore_patience(save_dir: Path, best: float, updates: int) -> None:
+def restore_patience(save_dir: Path, best: float, updates: int, metric: str = NLL) -> None:
     """Set fairseq's early-stopping state to ``best`` (the loaded checkpoint's) and the
-    validations since it in the training of ``save_dir`` until the checkpoint's ``updates``."""
+    validations since it in the training of ``save_dir`` until the checkpoint's ``updates``
+    (its curve of the loss ``metric``, the training's ``--best-checkpoint-metric``)."""
     from fairseq_cli import train
 
-    logged, since = patience_from_curve(curve_so_far(save_dir, LOG), updates)
+    logged, since = patience_from_curve(curve_so_far(save_dir, LOG, metric), updates)
     if logged != best:  # the count is then the log's, since its own best
-        logger.warning(f"the best valid nll in {save_dir / LOG} ({logged}) is not the "
+        logger.warning(f"the best valid {metric} in {save_dir / LOG} ({logged}) is not the "
                        f"checkpoint's ({best})")
     train.should_stop_early.best = best
     train.should_stop_early.num_runs = since
-    logger.info(f"resumed at update {updates}: --patience goes on from the best nll_loss "
+    logger.info(f"resumed at update {updates}: --patience goes on from the best {metric} "
                 f"{best}, {since} validation(s) since it")
 
 
@@ -104,11 +108,12 @@ def restoring(load: Callable) -> Callable:
         best = getattr(checkpoint_utils.save_checkpoint, "best", None)
         if cfg.patience <= 0 or best is None:
             return loaded
-        if cfg.best_checkpoint_metric != "nll_loss" or cfg.maximize_best_checkpoint_metric:
-            logger.warning(f"--patience counts again from the resumption: the log's curve is "
-                           f"the valid nll, not {cfg.best_checkpoint_metric}")
+        if cfg.maximize_best_checkpoint_metric:  # patience_state counts a lower value better
+            logger.warning(f"--patience counts again from the resumption: its count is kept "
+                           f"for a loss, not for {cfg.best_checkpoint_metric}, maximised")
             return loaded
-        restore_patience(Path(cfg.save_dir), best, trainer.get_num_updates())
+        restore_patience(Path(cfg.save_dir), best, trainer.get_num_updates(),
+                         cfg.best_checkpoint_metric)
         return loaded
 
     return load_checkpoint

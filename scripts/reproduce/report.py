@@ -25,6 +25,8 @@ from scripts.common.atomic_files import write_text_atomic
 from scripts.common.plotting import line_plot, markdown_table
 from scripts.reproduce.claims import judge, learning_field, update_span
 from scripts.reproduce.direction import Spread, spread
+from scripts.reproduce.kinds import kind_module
+from scripts.reproduce.log_figures import NLL, short_name
 from scripts.reproduce.spec import TableSpec, family, shown_rows
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -110,12 +112,21 @@ def first_recorded(cells: Sequence, key: str) -> Any:
                 None)
 
 
+def validation_loss(spec: TableSpec) -> tuple[str, str]:
+    """The figure and the words of the validation loss ``spec``'s rows choose their rates
+    and stop on: ``valid_nll``, or where the kind stops on another loss (its
+    ``VALIDATION_LOSS``: a classifier's own criterion) ``valid_loss``."""
+    metric = getattr(kind_module(spec.kind), "VALIDATION_LOSS", NLL)
+    return f"valid_{short_name(metric)}", "valid nll" if metric == NLL else "valid loss"
+
+
 def row_records(spec: TableSpec, cells: Sequence) -> Dict[str, Dict[str, Any]]:
     """Per shown or compared row: its rate, its rate grid and, per finished seed, how it
     stopped, its updates, validation curve and figures (the table's metrics)."""
     keys = {row.key for row in shown_rows(spec)} | {
         key for claim in spec.comparisons for key in (claim.better, claim.worse)}
-    wanted = {metric.key for metric in spec.metrics} | {"valid_nll", "diverged", "reason"}
+    wanted = {metric.key for metric in spec.metrics} | {validation_loss(spec)[0], "diverged",
+                                                         "reason"}
     records = {}
     for row in (row for row in spec.rows if row.key in keys):
         done = sorted((cell for cell in cells if cell.row.key == row.key and cell.result),
@@ -130,9 +141,11 @@ def row_records(spec: TableSpec, cells: Sequence) -> Dict[str, Dict[str, Any]]:
     return records
 
 
-def learning_table(records: Mapping[str, Mapping[str, Any]]) -> str | None:
-    """Per row: its rate, the rate grid (seed 1's best valid nll at each rate), how its seeds
-    stopped and their updates; None when no cell recorded any of it."""
+def learning_table(records: Mapping[str, Mapping[str, Any]],
+                   loss: str = "valid nll") -> str | None:
+    """Per row: its rate, the rate grid (seed 1's best valid nll, or the ``loss`` its table
+    stops on, at each rate), how its seeds stopped and their updates; None when no cell
+    recorded any of it."""
     if not any(record["lr"] is not None or any(seed["stopped"] for seed in record["seeds"])
                for record in records.values()):
         return None
@@ -144,7 +157,7 @@ def learning_table(records: Mapping[str, Mapping[str, Any]]) -> str | None:
                      grid or "-",
                      ", ".join(f"{stops.count(s)} {s}" for s in sorted(set(stops))) or "-",
                      update_span([seed["updates"] for seed in record["seeds"]]) or "-"])
-    return markdown_table(["row", "rate", "rate grid (seed 1's valid nll)", "stopped",
+    return markdown_table(["row", "rate", f"rate grid (seed 1's {loss})", "stopped",
                            "updates"], rows)
 
 
@@ -289,10 +302,12 @@ def section(spec: TableSpec, cells: Sequence, data: Dict, scale: str, seeds: int
         lines.append(f"Results: {NOT_RUN} (scale {scale}). The command above runs it; the "
                      "paper's figures are listed for comparison.\n")
     lines += [result_table(spec, table, diverged_seeds(cells)), ""]
-    learning = learning_table(row_records(spec, cells)) if done else None
+    loss = validation_loss(spec)[1]
+    learning = learning_table(row_records(spec, cells), loss) if done else None
     if learning is not None:
-        lines += ["How each row learnt: its learning rate (chosen on seed 1 from the grid by "
-                  "valid nll), how its seeds stopped (`plateau`: valid nll stopped improving; "
+        own = "" if loss == "valid nll" else " (each row's own criterion)"
+        lines += [f"How each row learnt: its learning rate (chosen on seed 1 from the grid by "
+                  f"{loss}{own}), how its seeds stopped (`plateau`: {loss} stopped improving; "
                   "`cap`: its update or epoch cap came first) and their updates.\n", learning, ""]
     if data.get("references"):
         lines += [data["references"], ""]

@@ -56,7 +56,7 @@ from scripts.reproduce import continuation
 from scripts.reproduce.cell_cache import CellCache, settings_key
 from scripts.reproduce.cell_records import CellRecords
 from scripts.reproduce.kinds import Step, kind_module
-from scripts.reproduce.log_figures import training_record
+from scripts.reproduce.log_figures import NLL, short_name, training_record
 from scripts.reproduce.report import commit
 from scripts.reproduce.spec import Row, TableSpec, split_parent
 from scripts.reproduce.tables import TABLES
@@ -249,10 +249,12 @@ def plan(spec: TableSpec, options: RunOptions, data: Dict,
     return list(cells.values())
 
 
-def best_nll(cell: Cell) -> float:
-    """The best valid nll of a finished cell (infinite for one that diverged)."""
+def best_nll(cell: Cell, metric: str = NLL) -> float:
+    """The best valid loss of a finished cell (infinite for one that diverged): its valid
+    nll, or the figure of the loss its kind stops on (``metric``; a classifier's
+    ``valid_loss``)."""
     figures = cell.result["figures"] if cell.result else {}
-    value = float(figures.get("valid_nll", math.nan))
+    value = float(figures.get(f"valid_{short_name(metric)}", math.nan))
     return math.inf if figures.get("diverged") or not math.isfinite(value) else value
 
 
@@ -324,13 +326,14 @@ def add_cpu_figures(figures: Dict, cpu: Dict[str, float]) -> None:
             figures["train_cpu_per_update"] = round(train / updates, 4)
 
 
-def training(folder: Path, settings: Dict) -> Dict:
-    """A finished cell's learning rate and, from its fairseq-train log, its validation curve,
-    its updates and why it stopped (:func:`~scripts.reproduce.log_figures.training_record`)."""
+def training(folder: Path, settings: Dict, metric: str = NLL) -> Dict:
+    """A finished cell's learning rate and, from its fairseq-train log, its validation curve
+    (of the loss ``metric`` it stops on), its updates and why it stopped
+    (:func:`~scripts.reproduce.log_figures.training_record`)."""
     found = {"lr": settings["lr"]} if "lr" in settings else {}
     log = folder / "train.log"
     if log.is_file():
-        found.update(training_record(log, settings.get("patience")))
+        found.update(training_record(log, settings.get("patience"), metric))
     return found
 
 
@@ -367,6 +370,8 @@ class TableRun:
         self.spec, self.options = spec, options
         self.root = root or self
         self.kind = kind_module(spec.kind)
+        # the validation loss its cells stop on and choose their rates by (kinds/__init__.py)
+        self.metric = getattr(self.kind, "VALIDATION_LOSS", NLL)
         self.settings = spec.settings(options.scale)
         self.data = self.kind.prepare(spec, options.scale, self.settings, options.work,
                                       options.say)
@@ -476,7 +481,8 @@ class TableRun:
         earlier = continuation.earlier_of(cell.folder)
         if earlier is None:
             return result
-        return continuation.merged(earlier, result, self.settings_of(cell).get("patience"))
+        return continuation.merged(earlier, result, self.settings_of(cell).get("patience"),
+                                   self.metric)
 
     def store(self, cell: Cell, result: Dict) -> None:
         cell.result = self.cache.put(cell.folder, cell.key, result)
@@ -584,7 +590,7 @@ class TableRun:
         stopped, from its training log, or (``same_as``) as the other table's cell
         recorded it, with that cell's table and folder."""
         if cell.row.same_as is None:
-            return training(cell.folder, self.settings_of(cell))
+            return training(cell.folder, self.settings_of(cell), self.metric)
         source = cell.parent
         return {**{key: source.result[key] for key in LEARNT if key in source.result},
                 "same_as": f"{source.owner.spec.name}/{source.folder.name}"}
@@ -681,10 +687,11 @@ class TableRun:
                 raise
 
     def choose_rates(self) -> tuple[Dict[str, float], Dict[str, List[List[float]]]]:
-        """Each trained row's rate, the best valid nll of seed 1 over the settings'
-        ``lr_grid``, widened while the best is at an edge (:func:`widened`); and each row's
-        grid, ``[[rate, best valid nll], ...]`` (None for a diverged cell). A row whose grid
-        has not finished (a dry run, or collecting logs) gets its best rate so far."""
+        """Each trained row's rate, the best valid nll (or the kind's validation loss:
+        :func:`best_nll`) of seed 1 over the settings' ``lr_grid``, widened while the best is
+        at an edge (:func:`widened`); and each row's grid, ``[[rate, best valid nll], ...]``
+        (None for a diverged cell). A row whose grid has not finished (a dry run, or
+        collecting logs) gets its best rate so far."""
         settings = self.settings
         if "lr_grid" not in settings:
             return {}, {}
@@ -705,7 +712,7 @@ class TableRun:
             self.handle(found)
             widening = []
             for row in rows:
-                nll = {cell.lr: best_nll(cell) for cell in cells[row.key]
+                nll = {cell.lr: best_nll(cell, self.metric) for cell in cells[row.key]
                        if cell.result is not None}
                 points[row.key] = [[lr, value if math.isfinite(value) else None]
                                    for lr, value in sorted(nll.items())]

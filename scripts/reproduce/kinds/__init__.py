@@ -23,7 +23,11 @@ and may define
         ``folder``: ``steps`` ends with them, and a row that is another table's model
         (``same_as``) runs only them, on that table's checkpoint;
     measured(folder) -> dict
-        the figures ``measurements`` wrote in ``folder``.
+        the figures ``measurements`` wrote in ``folder``;
+
+and may set ``VALIDATION_LOSS``, the fairseq validation loss its cells stop on and the rate
+grid compares (``--best-checkpoint-metric``; ``nll_loss`` where it is not set): the cells'
+curves hold it and their figures its best value (``valid_nll``; for ``loss``, ``valid_loss``).
 
 At ``--scale paper`` the steps are the recipes' ``train.sh``/``evaluate.sh`` calls, whose
 ``--dry-run`` prints the exact fairseq command; ``collect`` reads the same files either way.
