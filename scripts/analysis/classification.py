@@ -210,21 +210,36 @@ def make_runs(args: argparse.Namespace, classes: int) -> List[Run]:
     return runs
 
 
-def train_command(run: Run, data: Path, save_dir: Path, classes: int,
-                  args: argparse.Namespace) -> List[str]:
+def stopping_flags(args: argparse.Namespace) -> List[str]:
+    """This script's budget and choice of model: ``--max-epoch`` epochs, validated at each
+    epoch's end, the best checkpoint by valid accuracy, saved alone (no optimizer state)."""
+    return ["--max-epoch", str(args.max_epoch), "--best-checkpoint-metric", "accuracy",
+            "--maximize-best-checkpoint-metric", "--no-epoch-checkpoints",
+            "--no-last-checkpoints", "--no-save-optimizer-state"]
+
+
+def train_args(run: Run, data: Path, save_dir: Path, classes: int, args: argparse.Namespace,
+               stopping: Sequence[str] | None = None) -> List[str]:
+    """fairseq-train's arguments for ``run``; ``stopping``: when to stop and which checkpoints
+    to keep (default :func:`stopping_flags`; the reproduction tables train to a plateau)."""
     return [
-        sys.executable, "-m", "fairseq_cli.train", str(data), "--user-dir", str(USER_DIR),
+        str(data), "--user-dir", str(USER_DIR),
         "--task", "sentence_prediction", "--num-classes", str(classes), "--init-token", "0",
         "--max-positions", str(args.max_tokens + 2), "--arch", "roberta",
         *shlex.split(args.model_args), *run.criterion,
         "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--lr", str(args.lr),
         "--batch-size", str(args.batch_size), "--required-batch-size-multiple", "1",
-        "--max-epoch", str(args.max_epoch), "--seed", str(args.seed),
-        "--best-checkpoint-metric", "accuracy", "--maximize-best-checkpoint-metric",
-        "--no-epoch-checkpoints", "--no-last-checkpoints", "--no-save-optimizer-state",
+        "--seed", str(args.seed),
+        *(stopping_flags(args) if stopping is None else stopping),
         "--save-dir", str(save_dir), "--cpu", "--num-workers", "0", "--log-format", "json",
         "--log-interval", "1000", "--no-progress-bar",
     ]
+
+
+def train_command(run: Run, data: Path, save_dir: Path, classes: int,
+                  args: argparse.Namespace) -> List[str]:
+    return [sys.executable, "-m", "fairseq_cli.train",
+            *train_args(run, data, save_dir, classes, args)]
 
 
 def train(run: Run, data: Path, classes: int, args: argparse.Namespace) -> Run:
