@@ -1,10 +1,20 @@
 """Many-class classification cells (sparse-softmax's Figure 2): ``scripts/analysis/
-classification.py`` wrapped, one criterion (softmax cross-entropy, or sparse-softmax at one
-k) at one seed per cell, in this process.
+classification.py``'s corpus, model and criteria, one criterion (softmax cross-entropy, or
+sparse-softmax at one k) at one seed per cell.
 
 The corpus (which program a gettext message comes from) is built and binarized once, in the
-table's data folder, by the script's own ``prepare_data``; each cell trains with the
-script's ``train`` into its own folder and scores the test split with its ``evaluate``.
+table's data folder, by the script's own ``prepare_data``. Each cell fairseq-trains the
+script's command (``train_args``) into its own folder, through
+:mod:`~scripts.reproduce.patient_train`, and scores the test split with the script's
+``evaluate`` of ``checkpoint_best.pt`` (accuracy, micro-F1, macro-F1).
+
+Training: with ``patience`` in the settings, to a plateau as the translation tables train
+(the translation kind's ``plateau_flags`` at :func:`epoch_updates`: validation every
+1/``validations_per_epoch`` epoch, stop after ``patience`` validations without a better valid
+loss or at ``max_epoch``, the best validated checkpoint scored); without it the script's own
+budget (``max_epoch`` epochs, the best checkpoint by valid accuracy). The valid loss is the
+row's own criterion's (:data:`VALIDATION_LOSS`).
+
 There is no paper-scale recipe for the paper's data sets (IFLYTEK, OOS-eval, WoS, RCV1):
 ``--scale paper`` prints the same training commands for a data-bin binarized the same way
 (``DATA_BIN``), at the paper's k values.
@@ -13,13 +23,27 @@ There is no paper-scale recipe for the paper's data sets (IFLYTEK, OOS-eval, WoS
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any, Callable, Dict, List
 
 from scripts.common.atomic_files import write_text_atomic
+from scripts.common.fairseq_cli import fairseq_command
+from scripts.reproduce import patient_train
 from scripts.reproduce.kinds import Step
+from scripts.reproduce.kinds.translation import plateau_flags
+from scripts.reproduce.log_figures import train_figures
 from scripts.reproduce.spec import Row, TableSpec
+
+# The validation loss a cell stops on, keeps its best checkpoint by and the rate grid
+# compares: fairseq's ``loss``, the criterion the row trains (softmax cross-entropy, or the
+# sparse-softmax loss at the row's k), in bits per sentence. It is comparable within a row
+# (one criterion at every rate and seed), which is all the grid and the plateau need; across
+# rows it is not (the table compares test F1). Not ``nll_loss``: both criteria log one, but
+# fairseq's sentence_prediction divides it by the tokens, not the sentences, and the sparse
+# criterion's is the full softmax's, not the loss it trains.
+VALIDATION_LOSS = "loss"
 
 
 def script_args(settings: Dict[str, Any], work: Path, seed: int = 1):
@@ -57,47 +81,73 @@ def cell_settings(spec: TableSpec, row: Row, seed: int, scale: str, settings: Di
             "k": row.point.get("k"), "seed": seed}
 
 
-def _run(row: Row, seed: int, settings: Dict[str, Any], data: Dict[str, Any],
-         folder: Path) -> Step:
+def epoch_updates(data_bin: Path, batch_size: int) -> int:
+    """How many updates one epoch of ``data_bin``'s training split takes: the script batches
+    by ``--batch-size`` sentences (no ``--max-tokens``, batch multiple 1) and no message is
+    longer than ``--max-positions`` (the corpus caps them below it), so fairseq drops none and
+    fills every batch but the last: ceil(training sentences / ``batch_size``)."""
+    from fairseq.data import data_utils
+
+    sentences = data_utils.load_indexed_dataset(str(data_bin / "input0" / "train"))
+    return math.ceil(len(sentences) / batch_size)
+
+
+def criterion_run(row: Row):
+    """The script's run of ``row``: softmax cross-entropy, or sparse-softmax at the row's k
+    (no label smoothing)."""
     from scripts.analysis import classification
 
     k = row.point.get("k")
     criterion = (["--criterion", "sentence_prediction"] if k is None else
                  ["--criterion", "sparse_softmax_sentence_prediction", "--sparse-softmax-k", str(k),
                   "--label-smoothing", "0"])
-    run = classification.Run(row.label, k, criterion)
+    return classification.Run(row.label, k, criterion)
 
-    def train_and_score() -> None:
-        """train and score with scripts.analysis.classification (train, evaluate)"""
-        args = script_args(settings, folder, seed)
-        classification.train(run, Path(data["folder"]), int(data["classes"]), args)
-        run.test = classification.evaluate(run.save_dir(folder) / "checkpoint_best.pt",
-                                           Path(data["folder"]))
+
+def score_step(data_bin: Path, folder: Path) -> Step:
+    """Classify the test split with the cell's ``checkpoint_best.pt`` and score it, in this
+    process (the script's ``evaluate``: accuracy, micro-F1, macro-F1, percent)."""
+    def score() -> None:
+        """score checkpoint_best.pt on the test split with scripts.analysis.classification"""
+        from scripts.analysis.classification import evaluate
+
         write_text_atomic(folder / "scores.json", json.dumps(
-            {**run.test, "valid_accuracy": run.valid_accuracy, "seconds": run.seconds,
-             "command": run.command}, indent=1))
+            evaluate(folder / "checkpoint_best.pt", data_bin), indent=1))
 
-    return Step("scores.json", call=train_and_score)
+    return Step("scores.json", call=score)
 
 
 def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, Any],
           data: Dict[str, Any], folder: Path, parent: Path | None) -> List[Step]:
-    if scale == "paper":
-        from scripts.analysis import classification
+    from scripts.analysis import classification
 
-        k = row.point.get("k")
-        criterion = (["--criterion", "sentence_prediction"] if k is None else
-                     ["--criterion", "sparse_softmax_sentence_prediction", "--sparse-softmax-k",
-                      str(k)])
+    if scale == "paper":
         args = script_args({**settings, "locale_dir": "/nonexistent"}, folder, seed)
-        command = classification.train_command(
-            classification.Run(row.label, k, criterion), Path(data["folder"]), folder,
-            "$CLASSES", args)  # type: ignore[arg-type]
+        command = classification.train_command(criterion_run(row), Path(data["folder"]),
+                                               folder, "$CLASSES", args)  # type: ignore[arg-type]
         return [Step("train.log", argv=list(command))]
-    return [_run(row, seed, settings, data, folder)]
+    data_bin = Path(data["folder"])
+    stopping = None  # the script's own budget
+    if "patience" in settings:
+        # kept beside the best: the last (a resumption, a longer cap) and one interval one
+        stopping = [*plateau_flags(settings, epoch_updates(data_bin, settings["batch_size"]),
+                                   VALIDATION_LOSS), "--no-epoch-checkpoints"]
+    args = script_args(settings, folder, seed)
+    fairseq_train = [fairseq_command("fairseq-train"), *classification.train_args(
+        criterion_run(row), data_bin, folder, int(data["classes"]), args, stopping)]
+    train = Step("train.log", argv=[str(part) for part in patient_train.command(fairseq_train)],
+                 trains=True)
+    if row.hidden:  # a grid cell chooses the rate: trained, not scored
+        return [train]
+    return [train, score_step(data_bin, folder)]
 
 
 def collect(spec: TableSpec, row: Row, folder: Path) -> Dict[str, float]:
+    """Test accuracy, micro-F1 and macro-F1 (percent) and the training figures (the best
+    ``valid_loss``, updates, seconds); a hidden row's cell (a rate of the grid) only its
+    training figures."""
+    figures = train_figures(folder / "train.log", VALIDATION_LOSS)
+    if row.hidden:
+        return figures
     scores = json.loads((folder / "scores.json").read_text())
-    return {k: float(scores[k]) for k in ("accuracy", "micro_f1", "macro_f1")}
-
+    return {**figures, **{k: float(scores[k]) for k in ("accuracy", "micro_f1", "macro_f1")}}

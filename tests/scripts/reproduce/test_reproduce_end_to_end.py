@@ -54,13 +54,17 @@ def test_pooling_table_measures_rouge_and_cost(tmp_path):
 def test_classification_table_wraps_the_sweep_script(tmp_path):
     locale = write_domain_catalogs(tmp_path / "locale")
     work = tmp_path / "work"
+    # one rate (the tiny grid's best for this row): a grid cell, then the scored cell
     assert main(["sparse_softmax_classification", "--scale", "tiny", "--seeds", "1",
-                 "--rows", "sparse_k1", "--set", f"locale_dir={locale}", "--work", str(work),
+                 "--rows", "sparse_k1", "--set", f"locale_dir={locale}", "--set",
+                 "lr_grid=[0.02]", "--set", "lr_limits=[0.02,0.02]", "--work", str(work),
                  "--out", str(tmp_path / "r.md")]) == 0
-    figures = results(work)["sparse_k1"]["figures"]
+    (scored,) = [path for path in work.rglob("sparse_k1-*/result.json")
+                 if not json.loads(path.read_text())["search"]]
+    figures = json.loads(scored.read_text())["figures"]
     # the cell's figures are its own model's on the test split: fairseq-validate, counting
     # correct sentences in the criterion, finds the same accuracy (logged to 0.1)
-    checkpoint = next(work.rglob("sparse_k1-*/**/checkpoint_best.pt"))
+    checkpoint = scored.parent / "checkpoint_best.pt"
     data = next(work.rglob("data-bin"))
     validate = run_command([fairseq_command("fairseq-validate"), data, "--user-dir", USER_DIR,
                             "--task", "sentence_prediction", "--criterion",
