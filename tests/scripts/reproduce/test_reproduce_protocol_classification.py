@@ -19,6 +19,7 @@ from scripts.reproduce.__main__ import main
 from scripts.reproduce.kinds import classification
 from scripts.reproduce.tables import TABLES
 from tests.scripts.analysis.domain_catalogs import write_domain_catalogs
+from tests.scripts.reproduce.protocol_records import chosen_cell
 
 TABLE = "sparse_softmax_classification"
 ROW = "sparse_k1"  # its loss, max(z) - z_t, is far from the full softmax's nll it also logs
@@ -47,18 +48,7 @@ def test_a_classifier_takes_its_best_rate_and_scores_its_plateau(tmp_path):
         return cells / f"{ROW}-seed1-{record['key'][:12]}"
 
     # the grid: one seed-1 cell a rate, trained, not scored, compared by the row's own loss
-    grid = {f"{ROW}-seed1-lr{lr:g}.json": lr for lr in settings["lr_grid"]}
-    assert all(found[name]["search"] and found[name]["seed"] == 1 for name in grid)
-    assert not any("micro_f1" in found[name]["figures"] for name in grid)
-    loss = {lr: found[name]["figures"]["valid_loss"] for name, lr in grid.items()}
-    chosen = min(loss, key=loss.get)
-    longer = f"{ROW}-seed1-lr{chosen:g}-max_epoch{settings['plateau_max_epoch']}.json"
-    assert sorted(found) == sorted([*grid, longer])
-    scored = found[longer]
-    assert scored["lr"] == chosen and not scored["search"]
-    assert scored["stopped"] == "plateau" and not scored["still_improving"]
-    assert len(scored["curve"]) >= 2
-    assert scored["figures"]["valid_loss"] == min(value for _, value in scored["curve"])
+    chosen, grid, scored = chosen_cell(found, ROW, settings, "valid_loss", "micro_f1")
     assert "valid_nll" not in scored["figures"]
     # a curve is the valid loss fairseq logged, not its nll; validated every half epoch and
     # at each epoch's end

@@ -16,6 +16,7 @@ from scripts.reproduce.kinds import summarization
 from scripts.reproduce.kinds.translation import epoch_updates
 from scripts.reproduce.tables import TABLES
 from tests.scripts.demo.manpage_fixtures import write_fixture_man_pages
+from tests.scripts.reproduce.protocol_records import chosen_cell
 
 pytestmark = pytest.mark.slow
 TABLE = "pyramidion_table7"
@@ -31,18 +32,7 @@ def test_a_summary_row_takes_its_best_rate_and_decodes_its_plateau(tmp_path):
     spec = TABLES[TABLE]
     settings = spec.settings("tiny")
     # the grid: one seed-1 cell a rate, trained, not decoded
-    grid = {f"pyramidion-seed1-lr{lr:g}.json": lr for lr in settings["lr_grid"]}
-    assert all(found[name]["search"] and found[name]["seed"] == 1 for name in grid)
-    assert not any("rouge1" in found[name]["figures"] for name in grid)
-    nll = {lr: found[name]["figures"]["valid_nll"] for name, lr in grid.items()}
-    chosen = min(nll, key=nll.get)
-    longer = f"pyramidion-seed1-lr{chosen:g}-max_epoch{settings['plateau_max_epoch']}.json"
-    assert sorted(found) == sorted([*grid, longer])
-    decoded = found[longer]
-    assert decoded["lr"] == chosen and not decoded["search"]
-    assert decoded["stopped"] == "plateau" and not decoded["still_improving"]
-    assert len(decoded["curve"]) >= 2
-    assert decoded["figures"]["valid_nll"] == min(nll for _, nll in decoded["curve"])
+    chosen, _, decoded = chosen_cell(found, "pyramidion", settings, "valid_nll", "rouge1")
     # validated every half epoch and at each epoch's end, the epoch as fairseq-train batched it
     data_bin = next(work.glob("data/summarization-*/bin"))
     positions = (settings["source_tokens"], settings["target_tokens"] + 8)
