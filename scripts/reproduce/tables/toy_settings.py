@@ -48,9 +48,12 @@ GENERATION_TOY = {**TRANSLATION_TOY, "max_tokens": 4096, "max_update": 800, "lr"
 # ``plateau_max_epoch`` epochs (measured: Table 4's Transformer grid, all four rates, was
 # still improving at 20 epochs), and seed 1 continues its grid cell's checkpoints
 # (``scripts/reproduce/continuation.py``).
-SENTENCE_PLATEAU = {"max_update": None, "lr_grid": [1.25e-3, 2.5e-3, 5e-3, 1e-2],
-                    "lr_limits": [1e-4, 4e-2], "validations_per_epoch": 2, "patience": 4,
-                    "max_epoch": 20, "plateau_max_epoch": 60, "time_cap_s": 6 * 3600.0}
+# The protocol every trained table shares (the grid, its limits, validation and patience);
+# each family adds its epoch caps.
+PROTOCOL = {"lr_grid": [1.25e-3, 2.5e-3, 5e-3, 1e-2], "lr_limits": [1e-4, 4e-2],
+            "validations_per_epoch": 2, "patience": 4}
+SENTENCE_PLATEAU = {**PROTOCOL, "max_update": None, "max_epoch": 20, "plateau_max_epoch": 60,
+                    "time_cap_s": 6 * 3600.0}
 # the tests': on the fixture catalogs 4e-2 and 8e-2 reach a plateau within 5 epochs
 # (patience 2), 4e-2 the lower, 2e-2 is stopped by the cap
 SENTENCE_PLATEAU_TINY = {"max_update": None, "lr_grid": [2e-2, 4e-2, 8e-2],
@@ -99,9 +102,7 @@ SUMMARY_TINY = {
 # (Pyramidion to vanilla). The cells at the chosen rate train
 # at most 30 epochs (14,430 updates, about 3 CPU h for the vanilla row; a 6 h time cap
 # guards against a run that hangs).
-SUMMARY_PLATEAU = {"max_update": None, "lr_grid": [1.25e-3, 2.5e-3, 5e-3, 1e-2],
-                   "lr_limits": [1e-4, 4e-2], "validations_per_epoch": 2, "patience": 4,
-                   "max_epoch": 4, "plateau_max_epoch": 30, "time_cap_s": 6 * 3600.0}
+SUMMARY_PLATEAU = {**SENTENCE_PLATEAU, "max_epoch": 4, "plateau_max_epoch": 30}
 # the tests': on the fixture pages (54 training pages, 7 updates an epoch; Pyramidion row)
 # 8e-2 reaches the lowest valid nll of the grid and a plateau after 87 updates (patience 2,
 # under the 16-epoch cap: 112), 1.6e-1 and 3.2e-1 within 3 epochs at a higher one
@@ -121,9 +122,7 @@ SUMMARY_PLATEAU_TINY = {"max_update": None, "lr_grid": [8e-2, 1.6e-1, 3.2e-1],
 # epochs, twice the former budget, and the chosen rate's cells train at most 60, the sentence
 # tables' cap. At the former pace (21.9 min wall for 9 cells of 10 epochs on the loaded
 # 2-core machine; CPU time not recorded) a grid cell takes at most 4.9 min, a chosen one 15.
-CLASSIFICATION_PLATEAU = {"lr_grid": [1.25e-3, 2.5e-3, 5e-3, 1e-2], "lr_limits": [1e-4, 4e-2],
-                          "validations_per_epoch": 2, "patience": 4, "max_epoch": 20,
-                          "plateau_max_epoch": 60}
+CLASSIFICATION_PLATEAU = {**PROTOCOL, "max_epoch": 20, "plateau_max_epoch": 60}
 # the tests': on the fixture catalogs (4 classes, 90 training messages: 6 updates an epoch of
 # 16), patience 2, sparse-softmax @ 1 reaches the lowest valid loss of the grid at 2e-2 after
 # 4 epochs (1e-2 and 4e-2 stop at a plateau before) and its plateau after 36 updates; the
@@ -137,6 +136,11 @@ VALID_NLL = Metric("valid_nll", "valid nll (bits)", False)
 ROUGE = (Metric("rouge1", "ROUGE-1"), Metric("rouge2", "ROUGE-2"))
 CPU_MODEL = Deviation("model", "6+6 layers of width 512", "2+2 layers of width 64, 4 heads",
                       "CPU budget")
+def patience_epochs(plateau: Mapping[str, Any]) -> int:
+    """The patience of ``plateau`` in epochs (it counts validations)."""
+    return plateau["patience"] // plateau["validations_per_epoch"]
+
+
 def sentence_budget(screening_epochs: int = SENTENCE_PLATEAU["max_epoch"]) -> Deviation:
     """The budget deviation of a sentence table whose grid screens rates for
     ``screening_epochs`` epochs."""
@@ -144,7 +148,8 @@ def sentence_budget(screening_epochs: int = SENTENCE_PLATEAU["max_epoch"]) -> De
         "budget", "100k updates of ~8,192 tokens, 4k warm-up", "batches of 2,048 tokens, 60 "
         "warm-up; each row's rate chosen on seed 1 from 1.25-10 x 1e-3 at a "
         f"{screening_epochs}-epoch screening budget; at that rate every seed trains until valid "
-        "nll has not improved for 2 epochs (at most 60), seed 1 continuing its screening run",
+        f"nll has not improved for {patience_epochs(SENTENCE_PLATEAU)} epochs (at most "
+        f"{SENTENCE_PLATEAU['plateau_max_epoch']}), seed 1 continuing its screening run",
         "CPU budget: small models, trained until they stop learning")
 
 
@@ -158,7 +163,7 @@ def classification_budget(plateau: Mapping[str, Any] = CLASSIFICATION_PLATEAU) -
         "lr 2e-5)", "batches of 64 messages; each row's rate chosen on seed 1 from 1.25-10 x "
         f"1e-3 at a {plateau['max_epoch']}-epoch screening budget (an epoch is 117 updates); "
         "at that rate every seed trains until its valid loss (its own criterion) has not "
-        f"improved for {plateau['patience'] // plateau['validations_per_epoch']} epochs (at "
+        f"improved for {patience_epochs(plateau)} epochs (at "
         f"most {plateau['plateau_max_epoch']}), seed 1 continuing its screening run; the best "
         "validated model scored", "CPU budget: small models from scratch, trained until they "
         "stop learning")
@@ -176,7 +181,7 @@ def summary_budget(screening_epochs: int = SUMMARY_PLATEAU["max_epoch"]) -> Devi
         "warm-up; each row's rate chosen on seed 1 from 1.25-10 x 1e-3 at a screening budget "
         f"of {screening_epochs} epochs (an epoch is 481 updates); at that rate "
         "every seed trains until valid nll has not improved for "
-        f"{plateau['patience'] // plateau['validations_per_epoch']} epochs (at most "
+        f"{patience_epochs(plateau)} epochs (at most "
         f"{plateau['plateau_max_epoch']}), seed 1 continuing its screening run; the best "
         "validated model decoded", "CPU budget: small models, trained until they stop learning")
 
