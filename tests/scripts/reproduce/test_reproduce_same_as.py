@@ -14,19 +14,12 @@ import pytest
 from scripts.reproduce.__main__ import main
 from scripts.reproduce.kinds.translation import ATTENTION
 from scripts.reproduce.tables import TABLES
+from tests.scripts.reproduce.settings_args import GRID, sets
 
 from catalog_fixtures import write_fixture_catalogs
 
 pytestmark = pytest.mark.slow
 T4, T5 = "relu_former_table4", "relu_former_table5"
-# one rate in each grid: a tiny model trains in seconds
-GRID = {"lr_grid": [0.04], "lr_limits": [0.04, 0.04]}
-
-
-def sets(values: dict, table: str = "") -> list:
-    prefix = f"{table}:" if table else ""
-    return [arg for key, value in values.items()
-            for arg in ("--set", f"{prefix}{key}={json.dumps(value)}")]
 
 
 def attention_means(folder) -> dict:

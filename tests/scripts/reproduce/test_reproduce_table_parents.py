@@ -23,18 +23,11 @@ from scripts.reproduce.runner import (
 )
 from scripts.reproduce.spec import split_parent
 from scripts.reproduce.tables import TABLES
+from tests.scripts.reproduce.settings_args import GRID, sets
 
 from catalog_fixtures import write_fixture_catalogs
 
 T4, T6 = "relu_former_table4", "relu_former_table6"
-# one rate in Table 4's grid: a tiny parent trains in seconds
-GRID = {"lr_grid": [0.04], "lr_limits": [0.04, 0.04]}
-
-
-def sets(values: dict, table: str = "") -> list:
-    prefix = f"{table}:" if table else ""
-    return [arg for key, value in values.items()
-            for arg in ("--set", f"{prefix}{key}={json.dumps(value)}")]
 
 
 def test_rows_name_the_other_tables_rows_they_start_from():
