@@ -8,12 +8,11 @@ script's command (``train_args``) into its own folder, through
 :mod:`~scripts.reproduce.patient_train`, and scores the test split with the script's
 ``evaluate`` of ``checkpoint_best.pt`` (accuracy, micro-F1, macro-F1).
 
-Training: with ``patience`` in the settings, to a plateau as the translation tables train
-(the translation kind's ``plateau_flags`` at :func:`epoch_updates`: validation every
-1/``validations_per_epoch`` epoch, stop after ``patience`` validations without a better valid
-loss or at ``max_epoch``, the best validated checkpoint scored); without it the script's own
-budget (``max_epoch`` epochs, the best checkpoint by valid accuracy). The valid loss is the
-row's own criterion's (:data:`VALIDATION_LOSS`).
+Training: to a plateau as the translation tables train (the translation kind's
+``plateau_flags`` at :func:`epoch_updates`: validation every 1/``validations_per_epoch``
+epoch, stop after ``patience`` validations without a better valid loss or at ``max_epoch``,
+the best validated checkpoint scored). The valid loss is the row's own criterion's
+(:data:`VALIDATION_LOSS`).
 
 There is no paper-scale recipe for the paper's data sets (IFLYTEK, OOS-eval, WoS, RCV1):
 ``--scale paper`` prints the same training commands for a data-bin binarized the same way
@@ -127,11 +126,9 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
                                                folder, "$CLASSES", args)  # type: ignore[arg-type]
         return [Step("train.log", argv=list(command))]
     data_bin = Path(data["folder"])
-    stopping = None  # the script's own budget
-    if "patience" in settings:
-        # kept beside the best: the last (a resumption, a longer cap) and one interval one
-        stopping = [*plateau_flags(settings, epoch_updates(data_bin, settings["batch_size"]),
-                                   VALIDATION_LOSS), "--no-epoch-checkpoints"]
+    # kept beside the best: the last (a resumption, a longer cap) and one interval one
+    stopping = [*plateau_flags(settings, epoch_updates(data_bin, settings["batch_size"]),
+                               VALIDATION_LOSS), "--no-epoch-checkpoints"]
     args = script_args(settings, folder, seed)
     fairseq_train = [fairseq_command("fairseq-train"), *classification.train_args(
         criterion_run(row), data_bin, folder, int(data["classes"]), args, stopping)]

@@ -5,11 +5,10 @@ scorer against the untouched references; cost as measured CPU time.
 Toy data: the machine's manual pages, the page as the input and its NAME line as the
 summary (``scripts/demo/summary_data.py``, the demo's builder; a generated task where there
 are none, said in the data line), SentencePiece, inputs cut to ``source_tokens``.
-Training: with ``patience`` in the settings, to a plateau as the translation tables train
-(the translation kind's ``plateau_flags`` at its ``epoch_updates`` of the doc/sum pair:
-validation every 1/``validations_per_epoch`` epoch of the training pages, no update cap, the
-best validated checkpoint decoded); without it a fixed ``max_update``, the last checkpoint
-decoded.
+Training: to a plateau as the translation tables train (the translation kind's
+``plateau_flags`` at its ``epoch_updates`` of the doc/sum pair: validation every
+1/``validations_per_epoch`` epoch of the training pages, no update cap, the best validated
+checkpoint decoded).
 Cost columns: the training process's CPU seconds per update and fairseq-generate's decoding
 seconds, both measured; CPU time, unlike wall time, hardly moves when other jobs load the
 machine.
@@ -136,17 +135,14 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
     extra = [*positions, "--attention-dropout", "0.1", "--criterion",
              "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--log-interval", "10"]
     # to a plateau as the translation tables train (no update cap), decoding the best
-    # validated model; at a fixed budget the last
-    plateau = "patience" in settings
-    if plateau:
-        # the translation kind's count, read through its module (the command tests stub it)
-        extra += plateau_flags(settings, translation.epoch_updates(
-            data_bin, settings["max_tokens"], (length, target + 8), (SOURCE, TARGET)))
+    # validated model; the translation kind's count, read through its module (the command
+    # tests stub it)
+    extra += plateau_flags(settings, translation.epoch_updates(
+        data_bin, settings["max_tokens"], (length, target + 8), (SOURCE, TARGET)))
     train = train_step(replace(row, flags=tuple(resolve(row.flags, length))), seed,
                        {**settings, "arch": "pyramidion_base"}, data_bin, folder, None, extra)
-    checkpoint = "checkpoint_best.pt" if plateau else "checkpoint_last.pt"
     generate = [fairseq_command("fairseq-generate"), str(data_bin), "--user-dir", USER_DIR,
-                "--path", str(folder / checkpoint), "--gen-subset", "test", "--cpu",
+                "--path", str(folder / "checkpoint_best.pt"), "--gen-subset", "test", "--cpu",
                 "--beam", str(settings["beam"]), "--post-process", "sentencepiece",
                 "--max-len-a", "0", "--max-len-b", str(target), *positions,
                 "--max-tokens", str(8 * length), "--num-workers", "0",
