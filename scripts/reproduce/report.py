@@ -25,7 +25,7 @@ from scripts.common.atomic_files import write_text_atomic
 from scripts.common.plotting import line_plot, markdown_table
 from scripts.reproduce.claims import judge, learning_field, update_span
 from scripts.reproduce.direction import Spread, spread
-from scripts.reproduce.kinds import kind_module
+from scripts.reproduce.kinds import kind_module, stopping_loss
 from scripts.reproduce.log_figures import NLL, short_name
 from scripts.reproduce.spec import TableSpec, family, shown_rows
 
@@ -116,7 +116,7 @@ def validation_loss(spec: TableSpec) -> tuple[str, str]:
     """The figure and the words of the validation loss ``spec``'s rows choose their rates
     and stop on: ``valid_nll``, or where the kind stops on another loss (its
     ``VALIDATION_LOSS``: a classifier's own criterion) ``valid_loss``."""
-    metric = getattr(kind_module(spec.kind), "VALIDATION_LOSS", NLL)
+    metric = stopping_loss(kind_module(spec.kind))
     return f"valid_{short_name(metric)}", "valid nll" if metric == NLL else "valid loss"
 
 

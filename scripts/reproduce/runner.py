@@ -55,7 +55,7 @@ from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce import continuation
 from scripts.reproduce.cell_cache import CellCache, settings_key
 from scripts.reproduce.cell_records import CellRecords
-from scripts.reproduce.kinds import Step, kind_module
+from scripts.reproduce.kinds import Step, kind_module, stopping_loss
 from scripts.reproduce.log_figures import NLL, short_name, training_record
 from scripts.reproduce.report import commit
 from scripts.reproduce.spec import Row, TableSpec, split_parent
@@ -371,7 +371,7 @@ class TableRun:
         self.root = root or self
         self.kind = kind_module(spec.kind)
         # the validation loss its cells stop on and choose their rates by (kinds/__init__.py)
-        self.metric = getattr(self.kind, "VALIDATION_LOSS", NLL)
+        self.metric = stopping_loss(self.kind)
         self.settings = spec.settings(options.scale)
         self.data = self.kind.prepare(spec, options.scale, self.settings, options.work,
                                       options.say)

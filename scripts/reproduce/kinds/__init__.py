@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Callable, Dict, List, Sequence
 
+from scripts.reproduce.log_figures import NLL
+
 KINDS = ("translation", "classification", "summarization", "benchmark")
 
 
@@ -75,6 +77,12 @@ def kind_module(name: str) -> ModuleType:
     if name not in KINDS:
         raise ValueError(f"unknown kind {name!r}; one of {', '.join(KINDS)}")
     return importlib.import_module(f"scripts.reproduce.kinds.{name}")
+
+
+def stopping_loss(kind: ModuleType) -> str:
+    """The validation loss the cells of ``kind`` stop on and choose their rates by: its
+    ``VALIDATION_LOSS``, else the valid nll."""
+    return getattr(kind, "VALIDATION_LOSS", NLL)
 
 
 def recipe_steps(recipe: str, model: str, env: Dict[str, str], save_dir: str,
