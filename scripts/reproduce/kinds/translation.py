@@ -233,6 +233,16 @@ def plateau_flags(settings: Dict[str, Any], epoch: int, metric: str = NLL) -> Li
             "--best-checkpoint-metric", metric]
 
 
+def best_validation(curve: List[List[float]]) -> List[float] | None:
+    """The validation ``[update, loss]`` of ``curve`` whose model the training keeps as
+    ``checkpoint_best.pt``: the lowest finite loss, the last of equal ones (fairseq replaces
+    the best checkpoint at an equal value too, and logs the value it compares); None where no
+    loss is finite."""
+    finite = [point for point in curve if math.isfinite(point[1])]
+    lowest = min((loss for _, loss in finite), default=None)
+    return next((point for point in reversed(finite) if point[1] == lowest), None)
+
+
 def budget(settings: Dict[str, Any], updates: int) -> Budget:
     """The shared orchestrator's size and budget of one cell (``updates`` 0: no update cap,
     a plateau run); the time cap only guards against a run that hangs."""
@@ -248,10 +258,11 @@ def train_step(row: Row, seed: int, settings: Dict[str, Any], data_bin: Path, fo
     """fairseq-train through :func:`scripts.common.fairseq_train.train_command` (the demo's
     orchestrator): a continuation starts from the parent cell's model with a fresh
     optimizer at the learning rate the parent's schedule had reached there: its best
-    validated checkpoint, at the update of its best valid nll, where its validation curve
-    has more than one point (it trained to a plateau, and its table decodes that model),
-    else its last. A run to a plateau (``patience``) has no update cap, a continuation at a
-    fixed budget trains ``finetune_update`` updates. fairseq-train runs through
+    validated checkpoint, at that checkpoint's update (:func:`best_validation` of the curve of
+    the loss the parent stopped on), where its validation curve has more than one point (it
+    trained to a plateau, and its table decodes that model), else its last. A run to a
+    plateau (``patience``) has no update cap, a continuation at a fixed budget trains
+    ``finetune_update`` updates. fairseq-train runs through
     :mod:`~scripts.reproduce.patient_train`: a training resumed from its last checkpoint keeps
     its patience count."""
     run = Run(folder.name, row.label, settings["arch"], [*extra, *row.flags])
@@ -262,7 +273,7 @@ def train_step(row: Row, seed: int, settings: Dict[str, Any], data_bin: Path, fo
             parent / "result.json").is_file() else {}
         figures = result.get("figures", {})
         curve = [point for point in result.get("curve") or [] if math.isfinite(point[1])]
-        best = min(curve, key=lambda point: point[1]) if len(curve) > 1 else None
+        best = best_validation(curve) if len(curve) > 1 else None
         run.parent = Run(parent.name, "parent", settings["arch"], [])
         run.start_from = parent / ("checkpoint_best.pt" if best else "checkpoint_last.pt")
         # a parent not trained yet (a dry run): as if its schedule were at its peak

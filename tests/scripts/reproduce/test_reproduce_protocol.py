@@ -20,7 +20,7 @@ from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce import runner
 from scripts.reproduce.cell_cache import settings_key
 from scripts.reproduce.data_folder import BUILDING, STAMP, shared_data
-from scripts.reproduce.kinds import Step
+from scripts.reproduce.kinds import Step, translation
 from scripts.reproduce.log_figures import train_figures, training_record
 from scripts.reproduce.runner import BudgetSpent, RunOptions, run_step, run_table
 from scripts.reproduce.spec import Metric, Row, TableSpec
@@ -67,6 +67,24 @@ def test_a_resumed_log_keeps_one_curve(tmp_path):
                    + fairseq_log([(15, 5.25), (20, 5.1)]))
     assert training_record(log, patience=2)["curve"] == [[5, 6.0], [10, 5.5], [15, 5.25],
                                                          [20, 5.1]]
+
+
+def test_the_decoded_model_is_the_last_of_equal_best_validations():
+    """A continuation starts from its parent's checkpoint_best.pt at the rate of that
+    checkpoint's update: with equal best validations (logged to 3 decimals), the last."""
+    # fairseq's own rule for checkpoint_best.pt: replaced when the value is <= the best
+    def fairseq_best(curve):
+        best = None
+        for update, loss in curve:
+            if math.isfinite(loss) and (best is None or loss <= best[1]):
+                best = [update, loss]
+        return best
+
+    for curve in ([[1, 3.0], [2, 2.0], [3, 2.5], [4, 2.0], [5, math.nan]],
+                  [[142, 2.205], [284, 2.21], [426, 2.205], [568, 2.3]],
+                  [[1, 1.0]], [[1, math.nan]], []):
+        assert translation.best_validation(curve) == fairseq_best(curve)
+    assert translation.best_validation([[1, 3.0], [2, 2.0], [4, 2.0]]) == [4, 2.0]
 
 
 def fake_training(tmp_path, finishes: bool) -> Step:
