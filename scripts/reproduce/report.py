@@ -25,9 +25,10 @@ from scripts.common.atomic_files import write_text_atomic
 from scripts.common.plotting import line_plot, markdown_table
 from scripts.reproduce.claims import judge, learning_field, update_span
 from scripts.reproduce.direction import Spread, spread
-from scripts.reproduce.kinds import kind_module, stopping_loss
+from scripts.reproduce.kinds import stopping_loss
 from scripts.reproduce.log_figures import NLL, short_name
-from scripts.reproduce.spec import TableSpec, family, shown_rows
+from scripts.reproduce.spec import Row, TableSpec, family, shown_rows, split_parent
+from scripts.reproduce.tables import TABLES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NOT_RUN = "not yet run at toy scale in this repository"
@@ -114,10 +115,36 @@ def first_recorded(cells: Sequence, key: str) -> Any:
 
 def validation_loss(spec: TableSpec) -> tuple[str, str]:
     """The figure and the words of the validation loss ``spec``'s rows choose their rates
-    and stop on: ``valid_nll``, or where the kind stops on another loss (its
-    ``VALIDATION_LOSS``: a classifier's own criterion) ``valid_loss``."""
-    metric = stopping_loss(kind_module(spec.kind))
+    and stop on: ``valid_nll``, or where the table or its kind stops on another loss
+    (:func:`~scripts.reproduce.kinds.stopping_loss`: a row's own criterion) ``valid_loss``."""
+    metric = stopping_loss(spec)
     return f"valid_{short_name(metric)}", "valid nll" if metric == NLL else "valid loss"
+
+
+def own_criterion(words: str) -> str:
+    """``words`` naming a validation loss, said to be each row's own criterion where it is
+    not the valid nll."""
+    return words + ("" if words == "valid nll" else " (each row's own criterion)")
+
+
+def rate_source(spec: TableSpec, row: Row) -> TableSpec:
+    """The table whose rate grid chose ``row``'s rate: its own, or that of the row it
+    starts from or is (``parent``, ``same_as``; another table's trains at that table's
+    rate)."""
+    other = row.same_as or row.parent
+    if other is None:
+        return spec
+    table, key = split_parent(other)
+    source = spec if table is None else TABLES[table]
+    return rate_source(source, source.row(key))
+
+
+def grid_loss(spec: TableSpec) -> str:
+    """The words of the validation loss the rates beside ``spec``'s shown rows were chosen
+    by (:func:`rate_source`'s table's): not the table's own where its rows start from
+    another table's that stop on another loss."""
+    losses = {validation_loss(rate_source(spec, row))[1] for row in shown_rows(spec)}
+    return " / ".join(sorted(losses)) or validation_loss(spec)[1]
 
 
 def row_records(spec: TableSpec, cells: Sequence) -> Dict[str, Dict[str, Any]]:
@@ -302,13 +329,15 @@ def section(spec: TableSpec, cells: Sequence, data: Dict, scale: str, seeds: int
         lines.append(f"Results: {NOT_RUN} (scale {scale}). The command above runs it; the "
                      "paper's figures are listed for comparison.\n")
     lines += [result_table(spec, table, diverged_seeds(cells)), ""]
-    loss = validation_loss(spec)[1]
-    learning = learning_table(row_records(spec, cells), loss) if done else None
+    grid, loss = grid_loss(spec), validation_loss(spec)[1]
+    learning = learning_table(row_records(spec, cells), grid) if done else None
     if learning is not None:
-        own = "" if loss == "valid nll" else " (each row's own criterion)"
+        # the stop's loss said once, unless it is not the grid's (rows from another table)
+        stop = loss if loss == grid else own_criterion(loss)
         lines += [f"How each row learnt: its learning rate (chosen on seed 1 from the grid by "
-                  f"{loss}{own}), how its seeds stopped (`plateau`: {loss} stopped improving; "
-                  "`cap`: its update or epoch cap came first) and their updates.\n", learning, ""]
+                  f"{own_criterion(grid)}), how its seeds stopped (`plateau`: {stop} stopped "
+                  "improving; `cap`: its update or epoch cap came first) and their updates.\n",
+                  learning, ""]
     if data.get("references"):
         lines += [data["references"], ""]
     if spec.comparisons and not done:

@@ -371,7 +371,7 @@ class TableRun:
         self.root = root or self
         self.kind = kind_module(spec.kind)
         # the validation loss its cells stop on and choose their rates by (kinds/__init__.py)
-        self.metric = stopping_loss(self.kind)
+        self.metric = stopping_loss(spec)
         self.settings = spec.settings(options.scale)
         self.data = self.kind.prepare(spec, options.scale, self.settings, options.work,
                                       options.say)

@@ -101,6 +101,10 @@ class TableSpec:
     # row, e.g. ROUGE against a cost)
     plot: Tuple[str, str] | None = None
     notes: str = ""
+    # the fairseq validation loss every cell of the table stops on and keeps its best
+    # checkpoint by, where not its kind's (``kinds.stopping_loss``): e.g. ``loss``, each row's
+    # own criterion, for rows that train different criteria
+    validation_loss: str | None = None
 
     def row(self, key: str) -> Row:
         for row in self.rows:

@@ -28,6 +28,8 @@ and may define
 and may set ``VALIDATION_LOSS``, the fairseq validation loss its cells stop on and the rate
 grid compares (``--best-checkpoint-metric``; ``nll_loss`` where it is not set): the cells'
 curves hold it and their figures its best value (``valid_nll``; for ``loss``, ``valid_loss``).
+A table may choose another one for its own cells (``TableSpec.validation_loss``):
+:func:`stopping_loss` is the one place that reads either.
 
 At ``--scale paper`` the steps are the recipes' ``train.sh``/``evaluate.sh`` calls, whose
 ``--dry-run`` prints the exact fairseq command; ``collect`` reads the same files either way.
@@ -41,6 +43,7 @@ from types import ModuleType
 from typing import Callable, Dict, List, Sequence
 
 from scripts.reproduce.log_figures import NLL
+from scripts.reproduce.spec import TableSpec
 
 KINDS = ("translation", "classification", "summarization", "benchmark")
 
@@ -79,10 +82,11 @@ def kind_module(name: str) -> ModuleType:
     return importlib.import_module(f"scripts.reproduce.kinds.{name}")
 
 
-def stopping_loss(kind: ModuleType) -> str:
-    """The validation loss the cells of ``kind`` stop on and choose their rates by: its
-    ``VALIDATION_LOSS``, else the valid nll."""
-    return getattr(kind, "VALIDATION_LOSS", NLL)
+def stopping_loss(spec: TableSpec) -> str:
+    """The validation loss the cells of ``spec`` stop on and choose their rates by: the
+    table's own ``validation_loss``, else its kind's ``VALIDATION_LOSS``, else the valid
+    nll."""
+    return spec.validation_loss or getattr(kind_module(spec.kind), "VALIDATION_LOSS", NLL)
 
 
 def recipe_steps(recipe: str, model: str, env: Dict[str, str], save_dir: str,

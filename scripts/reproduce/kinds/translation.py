@@ -12,7 +12,10 @@ learn), of this table or of another one with the same dictionary (:func:`diction
 with ``parent`` continues the parent's model with a fresh optimizer: its best validated
 checkpoint where the parent was validated during training (trained to a plateau: the model
 its table decodes), else its last. Training goes through the shared orchestrator's command
-(``scripts/common/fairseq_train.py``). A table whose settings hold ``attention_sentences``
+(``scripts/common/fairseq_train.py``). A run to a plateau stops on the valid nll, or on the
+loss its table names (``TableSpec.validation_loss``, e.g. ``loss``: each row's own
+criterion, for rows that train different ones); ``valid_nll`` is then the decoded model's
+(:func:`decoded_nll`). A table whose settings hold ``attention_sentences``
 also measures each decoded model's attention on the validation split
 (:func:`measurements`: entropy and the share of zero weights, ``attention.json``).
 
@@ -42,8 +45,14 @@ from scripts.reproduce.doc_corpus import (
     pack_documents,
     split_documents,
 )
-from scripts.reproduce.kinds import Step, recipe_steps
-from scripts.reproduce.log_figures import NLL, decode_seconds, score_figures, train_figures
+from scripts.reproduce.kinds import Step, recipe_steps, stopping_loss
+from scripts.reproduce.log_figures import (
+    NLL,
+    decode_seconds,
+    score_figures,
+    train_figures,
+    validation_curve,
+)
 from scripts.reproduce.spec import Row, TableSpec
 from scripts.reproduce.tables.toy_settings import TRANSLATION_FLAGS, VALID_NLL
 
@@ -193,9 +202,13 @@ def score_step(folder: Path, generated: str, results: str, metric: str,
 def cell_settings(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, Any],
                   data: Dict[str, Any]) -> Dict[str, Any]:
     keep = {k: v for k, v in settings.items() if k != "locale_dir"}
-    return {"settings": keep, "data": data.get("description"), "row": row.flags,
-            "generate": row.generate_flags, "length": length_of(row), "seed": seed,
-            "recipe_model": row.recipe_model, "recipe_env": dict(row.recipe_env)}
+    found = {"settings": keep, "data": data.get("description"), "row": row.flags,
+             "generate": row.generate_flags, "length": length_of(row), "seed": seed,
+             "recipe_model": row.recipe_model, "recipe_env": dict(row.recipe_env)}
+    loss = stopping_loss(spec)
+    if loss != NLL:  # named only where it is not the nll: those cells keep their keys
+        found["validation_loss"] = loss
+    return found
 
 
 def epoch_updates(data_bin: Path, max_tokens: int, positions: int | Tuple[int, int],
@@ -357,7 +370,7 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
              "--max-tokens", str(max(settings["max_tokens"], positions))]
     if "patience" in settings:
         extra += plateau_flags(settings, epoch_updates(
-            data_bin, max(settings["max_tokens"], positions), positions))
+            data_bin, max(settings["max_tokens"], positions), positions), stopping_loss(spec))
     found = [train_step(row, seed, settings, data_bin, folder, parent, extra)]
     if row.hidden:
         return found
@@ -375,10 +388,26 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
     return found + measurements(spec, row, scale, settings, data, checkpoint, folder)
 
 
+def decoded_nll(log: Path, metric: str) -> float:
+    """The valid nll of the model a training that stops on the loss ``metric`` keeps as
+    ``checkpoint_best.pt`` (:func:`best_validation` of its ``metric`` curve): the nll logged
+    at that validation; NaN where there is none."""
+    lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    best = best_validation(validation_curve(lines, metric))
+    return math.nan if best is None else dict(validation_curve(lines, NLL)).get(
+        best[0], math.nan)
+
+
 def collect(spec: TableSpec, row: Row, folder: Path) -> Dict[str, float]:
     """Training figures plus, per beam, tokenised BLEU (``bleu_beam<B>``; ``bleu`` is the
-    first beam's) and decoding seconds, and what :func:`measurements` measured."""
-    figures = train_figures(folder / "train.log")
+    first beam's) and decoding seconds, and what :func:`measurements` measured. The best
+    valid loss is the table's stopping loss (:func:`~scripts.reproduce.kinds.stopping_loss`);
+    where that is not the nll (``valid_loss``), ``valid_nll`` is the decoded model's
+    (:func:`decoded_nll`), the figure every row shares whatever criterion it trains."""
+    loss = stopping_loss(spec)
+    figures = train_figures(folder / "train.log", loss)
+    if VALID_NLL.key not in figures:
+        figures[VALID_NLL.key] = decoded_nll(folder / "train.log", loss)
     scored = sorted(folder.glob("score-test-beam*.json"))
     if not row.hidden and not scored:
         raise FileNotFoundError(f"no score-test-beam*.json in {folder}: not decoded yet")

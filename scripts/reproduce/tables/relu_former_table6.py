@@ -45,10 +45,6 @@ DOCUMENT_PLATEAU = {"max_update": None, "validations_per_epoch": 2, "patience": 
 # the tests': a few epochs of the fixture catalogs' documents
 DOCUMENT_PLATEAU_TINY = {"max_update": None, "patience": 2, "max_epoch": 5}
 
-
-def without_finetune_update(settings: dict) -> dict:
-    # a fixed-budget continuation's length; a document stage stops at its plateau instead
-    return {key: value for key, value in settings.items() if key != "finetune_update"}
 PAPER = {  # the paper's statements per model and length (its Table 6, in words)
     ("relu_former", 1024): "+1.15 over Transformer",
     ("relu_former", 512): "ahead of Transformer",
@@ -92,9 +88,9 @@ SPEC = TableSpec(
     metrics=(toy.BLEU, toy.VALID_NLL),
     rows=_rows(),
     comparisons=_claims(),
-    toy={**without_finetune_update(toy.TRANSLATION_TOY), **DOCUMENT_PLATEAU,
+    toy={**toy.without_finetune_update(toy.TRANSLATION_TOY), **DOCUMENT_PLATEAU,
          "lengths": list(TOY_LENGTHS)},
-    tiny={**without_finetune_update(toy.TRANSLATION_TINY), **DOCUMENT_PLATEAU_TINY,
+    tiny={**toy.without_finetune_update(toy.TRANSLATION_TINY), **DOCUMENT_PLATEAU_TINY,
           "lengths": [128]},
     paper_settings={"recipe": "europarl7_doc", "lengths": list(LENGTHS), "beams": [5],
                     "use_parents": False},

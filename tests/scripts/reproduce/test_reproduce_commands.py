@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from scripts.reproduce import patient_train
-from scripts.reproduce.kinds import kind_module
+from scripts.reproduce.kinds import kind_module, stopping_loss
 from scripts.reproduce.runner import RunOptions, foreign_parents, plan
 from scripts.reproduce.spec import split_parent
 from scripts.reproduce.tables import TABLES
@@ -96,7 +96,8 @@ def test_every_toy_command_parses(name, parsers, tmp_path, monkeypatch):
                 assert (parsed.patience, parsed.max_epoch, parsed.max_update) == (
                     settings["patience"], settings["max_epoch"], 0)
                 assert parsed.validate_interval_updates == parsed.save_interval_updates == 142
-                assert parsed.best_checkpoint_metric == "nll_loss"
+                # the loss the table stops on (the nll, or each row's own criterion's)
+                assert parsed.best_checkpoint_metric == stopping_loss(spec)
     # a table that asks for attention figures measures each model it trains and decodes
     asks = "attention_sentences" in own.settings("toy")
     assert measured == sum(asks and not cell.row.same_as and not cell.row.hidden
