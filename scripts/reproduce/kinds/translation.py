@@ -274,13 +274,12 @@ def train_step(row: Row, seed: int, settings: Dict[str, Any], data_bin: Path, fo
     validated checkpoint, at that checkpoint's update (:func:`best_validation` of the curve of
     the loss the parent stopped on), where its validation curve has more than one point (it
     trained to a plateau, and its table decodes that model), else its last. A run to a
-    plateau (``patience``) has no update cap, a continuation at a fixed budget trains
-    ``finetune_update`` updates. fairseq-train runs through
-    :mod:`~scripts.reproduce.patient_train`: a training resumed from its last checkpoint keeps
-    its patience count."""
+    plateau (``patience``) has no update cap, a fixed budget trains ``max_update`` updates.
+    fairseq-train runs through :mod:`~scripts.reproduce.patient_train`: a training resumed
+    from its last checkpoint keeps its patience count."""
     run = Run(folder.name, row.label, settings["arch"], [*extra, *row.flags])
-    plateau = "patience" in settings  # stopped by --patience or --max-epoch only
-    updates = 0 if plateau else settings["max_update"] or 0
+    # a run to a plateau is stopped by --patience or --max-epoch only
+    updates = 0 if "patience" in settings else settings["max_update"] or 0
     if parent is not None:
         result = json.loads((parent / "result.json").read_text()) if (
             parent / "result.json").is_file() else {}
@@ -293,8 +292,6 @@ def train_step(row: Row, seed: int, settings: Dict[str, Any], data_bin: Path, fo
         run.parent.updates = int(best[0] if best else figures.get("updates") or settings[
             "max_update"] or settings["warmup"])
         run.parent.train_seconds = float(figures.get("train_seconds", 0.0))
-        if not plateau:
-            updates = settings["finetune_update"]
     command, _, _ = train_command(run, budget(settings, updates), data_bin, folder.parent,
                                   argparse.Namespace(seed=seed, budget_scale=1.0))
     return Step("train.log", argv=[str(part) for part in patient_train.command(command)],

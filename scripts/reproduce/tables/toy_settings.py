@@ -10,11 +10,12 @@ attention dropout 0.1 (the paper's), shared embeddings, label smoothing 0.1 (the
 beam 4. Sentence models train 400 updates of 2,048 tokens at lr 5e-3 (measured: a softmax
 Transformer reaches 10.1 BLEU, ReLUFormer 5.2, seed 1; about 4 min a cell on one core). A row
 that continues another model (the shared orchestrator's continuation rule) starts with a
-fresh optimizer at the constant learning rate the parent's schedule had reached; at a fixed
-budget it would train ``finetune_update`` updates (no table continues at one any more: the
-key stays in ``TRANSLATION_TOY`` so that its tables' cells keep their keys, and the tables
-whose rows continue another model drop it, :func:`without_finetune_update`), to a plateau
-as long as its table's plateau settings let it. Table 6's document models start from Table
+fresh optimizer at the constant learning rate the parent's schedule had reached, and trains
+to a plateau as long as its table's plateau settings let it (``finetune_update``, the length
+of a former fixed-budget continuation, is read by nothing: it stays in ``TRANSLATION_TOY``
+and ``TRANSLATION_TINY`` only so that their tables' cell keys, hashes of the settings, are
+unchanged; the tables whose rows continue another model were keyed without it,
+:func:`without_finetune_update`). Table 6's document models start from Table
 4's sentence model of the same activation and seed (G-Transformer's way: trained from scratch
 at 600 updates, no document model learned) and train to a plateau on documents
 (``relu_former_table6.DOCUMENT_PLATEAU``); sparse-softmax's generation rows fine-tune Table
@@ -33,6 +34,7 @@ TRANSLATION_TOY = {
     "valid_per_mille": 30, "test_per_mille": 30, "max_train_pairs": None,
     "max_test_docs": 200, "lengths": [], "vocab": 8000, "arch": "relu_former", "layers": 2,
     "dim": 64, "ffn": 256, "heads": 4, "max_tokens": 2048, "max_update": 400, "lr": 5e-3,
+    # finetune_update: read by nothing, kept so that the cell keys are unchanged
     "warmup": 60, "finetune_update": 300, "beams": [4],
 }
 # what every toy translation cell trains with, before its row's own flags (which may
@@ -62,14 +64,15 @@ SENTENCE_PLATEAU_TINY = {"max_update": None, "lr_grid": [2e-2, 4e-2, 8e-2],
 TRANSLATION_TINY = {
     "block_tokens": 64, "valid_per_mille": 150, "test_per_mille": 150,
     "max_train_pairs": 300, "max_test_docs": 6, "layers": 1, "dim": 16, "ffn": 32,
+    # finetune_update: read by nothing, kept so that the cell keys are unchanged
     "heads": 2, "max_tokens": 512, "max_update": 4, "warmup": 2, "finetune_update": 2,
     "beams": [2],
 }
 
 
 def without_finetune_update(settings: Mapping[str, Any]) -> Dict[str, Any]:
-    """``settings`` without ``finetune_update``, a fixed-budget continuation's length: for a
-    table whose rows continue another model to a plateau instead."""
+    """``settings`` without ``finetune_update`` (read by nothing; see the module's notes): the
+    settings of a table whose rows continue another model, keyed without it."""
     return {key: value for key, value in settings.items() if key != "finetune_update"}
 
 
