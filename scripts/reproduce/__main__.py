@@ -26,6 +26,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
+from scripts.common.repo_paths import REPO_ROOT
+from scripts.reproduce.cell_steps import BudgetSpent, CellFailed
 from scripts.reproduce.report import (
     section,
     summary_section,
@@ -33,7 +35,8 @@ from scripts.reproduce.report import (
     write_section,
     write_verdicts,
 )
-from scripts.reproduce.runner import REPO_ROOT, BudgetSpent, CellFailed, RunOptions, run_table
+from scripts.reproduce.run_options import RunOptions
+from scripts.reproduce.runner import run_table
 from scripts.reproduce.spec import TableSpec
 from scripts.reproduce.tables import TABLES
 

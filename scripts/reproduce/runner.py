@@ -1,10 +1,15 @@
 """Runs the cells of one table: every shown and hidden row at every seed, through the cache.
 
-Order: a table with an ``lr_grid`` first trains seed 1 of each row at every rate of the grid
-(widened while the best is at an edge) and keeps the rate of the best valid nll for the row;
-then rows without a parent (every seed), then the rows that start from them, ...; the cells
-at a chosen rate may train longer than the grid (``plateau_max_epoch``), seed 1's from its
-grid cell's checkpoints (:mod:`~scripts.reproduce.continuation`); up to
+A call plans the table's cells (:mod:`~scripts.reproduce.cell_plan`: each cell's key and
+folder, parents first), each row's rate chosen first where the table has an ``lr_grid``
+(:mod:`~scripts.reproduce.rate_search`: seed 1 over the grid), and runs the cells that have
+no result, step by step (:mod:`~scripts.reproduce.cell_steps`), or, with ``dry_run``, prints
+their commands, or, with ``collect_only``, reads their logs (the options:
+:class:`~scripts.reproduce.run_options.RunOptions`).
+
+Order: the rate grids, then rows without a parent (every seed), then the rows that start from
+them, ...; the cells at a chosen rate may train longer than the grid (``plateau_max_epoch``),
+seed 1's from its grid cell's checkpoints (:mod:`~scripts.reproduce.continuation`); up to
 ``jobs`` cells run at once, each process with ``threads`` threads, and a cell starts as soon
 as its own parent has finished. A finished cell's figures are stored at once
 (:class:`~scripts.reproduce.cell_cache.CellCache`) and, with ``records``, kept beside the
@@ -16,10 +21,9 @@ checkpoint next time); a failing step stops the run with the cell and its log na
 the cells already finished are stored. A work folder runs one call of a table at a time.
 
 A row may start from a row of another table (``parent="TABLE:ROW"``): its starting point is
-that table's own cell (the same seed, that row's chosen rate, that table's settings, data,
-key, cache folder and record), planned by a :class:`TableRun` of that table in the same call
-(which chooses the row's rate on its grid first if it has not been chosen) and, where a
-row starting from it runs and the cell is neither here nor recorded (or recorded without its
+that table's own cell, planned by a :class:`TableRun` of that table in the same call (which
+chooses the row's rate on its grid first if it has not been chosen) and, where a row
+starting from it runs and the cell is neither here nor recorded (or recorded without its
 checkpoints here), trained by that run as that table trains it. The call holds that table's
 folder lock too (taken after its own), and both tables' data must share one dictionary.
 
@@ -35,35 +39,45 @@ figures added. Nothing is written into the other table's folders.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import platform
-import re
-import resource
-import subprocess
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Dict, List, Mapping, Sequence
+from typing import Dict, List, Sequence
 
-from scripts.common.atomic_files import write_text_atomic
-from scripts.common.child_processes import child_env, stream
 from scripts.common.folder_lock import folder_lock
-from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce import continuation
-from scripts.reproduce.cell_cache import CellCache, settings_key
+from scripts.reproduce.cell_cache import CellCache
+from scripts.reproduce.cell_plan import (
+    Cell,
+    at_rate,
+    cell_depth,
+    foreign_parents,
+    make_cell,
+    plan,
+    selected_rows,
+)
 from scripts.reproduce.cell_records import CellRecords
+from scripts.reproduce.cell_steps import (
+    TIME_SPENT,
+    BudgetSpent,
+    CellFailed,
+    Diverged,
+    add_cpu_figures,
+    dry_run_header,
+    print_dry_run,
+    run_step,
+    training,
+)
 from scripts.reproduce.kinds import Step, kind_module, stopping_loss
-from scripts.reproduce.log_figures import NLL, short_name, training_record
+from scripts.reproduce.rate_search import choose_rates
 from scripts.reproduce.report import commit
-from scripts.reproduce.spec import Row, TableSpec, split_parent
+from scripts.reproduce.run_options import RunOptions
+from scripts.reproduce.spec import Row, TableSpec
 from scripts.reproduce.tables import TABLES
-
-
-class CellFailed(RuntimeError):
-    """A step of a cell exited non-zero; the message names the cell and its log."""
 
 
 class DictionaryMismatch(SystemExit):
@@ -71,287 +85,8 @@ class DictionaryMismatch(SystemExit):
     message names both dictionary files."""
 
 
-_DIVERGED = re.compile(r"FloatingPointError|\bnan\b|\binf\b|overflow|Minimum loss scale",
-                       re.I)
-
-
-_TRAINED = "done training in"  # fairseq-train's last line
-
-
-class Diverged(Exception):
-    """A training step stopped on a NaN or infinite loss; ``reason`` is the log's line."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class BudgetSpent(RuntimeError):
-    """``max_new_cells`` cells were run, or the time budget is spent (a running training
-    was stopped, to continue from its last checkpoint); the rest is left for the next call."""
-
-
-TIME_SPENT = "the time budget (--budget-minutes) is spent; the same command continues"
-
-
-@dataclass
-class Cell:
-    """One row at one seed: its settings' key, its folder, and (once run) its figures."""
-
-    row: Row
-    seed: int
-    key: str
-    folder: Path
-    parent: Cell | None = None
-    result: Dict | None = None
-    steps: List[Step] = field(default_factory=list)
-    lr: float | None = None  # its learning rate, where the table chooses one per row
-    # the row's rate grid, [[rate, seed 1's best valid nll], ...] (rows that choose a rate)
-    lr_grid: List[List[float]] | None = None
-    search: bool = False  # a grid cell: trained, decoded only if its rate is chosen
-    trained: Dict | None = None  # the grid cell's result this cell continues (it decodes)
-    from_record: bool = False  # its result is the repository's record (no checkpoint here)
-    # the run of the table whose cell it is (its spec, settings, data, records), where that
-    # is not the run that handles it: another table's row that a row starts from
-    owner: TableRun | None = None
-
-
-@dataclass
-class RunOptions:
-    scale: str = "toy"
-    seeds: int = 3
-    work: Path = REPO_ROOT / "reproduce_out"
-    jobs: int = 1
-    threads: int = 1
-    dry_run: bool = False
-    collect_only: bool = False
-    max_new_cells: int | None = None
-    rows: Sequence[str] | None = None   # only these shown rows (and their parents)
-    say: Callable[[str], None] = print
-    deadline: float | None = None  # time.monotonic() at which the call stops (a budget)
-    records: Path | None = None  # finished cells kept in the repository (cell_records.py)
-    # the tables a "TABLE:ROW" parent names, with any settings changed for this call
-    # (default: every table as defined)
-    tables: Mapping[str, TableSpec] | None = None
-
-
-def depth(spec: TableSpec, row: Row) -> int:
-    """How many rows of ``spec`` lie between ``row`` and its first ancestor (0 for a row
-    trained from scratch or from another table's row)."""
-    if row.parent is None or split_parent(row.parent)[0] is not None:
-        return 0
-    return 1 + depth(spec, spec.row(row.parent))
-
-
-def cell_depth(cell: Cell) -> int:
-    return 0 if cell.parent is None else 1 + cell_depth(cell.parent)
-
-
-def selected_rows(spec: TableSpec, only: Sequence[str] | None,
-                  settings: Dict | None = None) -> List[Row]:
-    """The rows to run, in table order: all, or ``only`` and the rows of this table they
-    start from (another table's are :func:`foreign_parents`); rows at a ``length`` the
-    scale's ``lengths`` leaves out are skipped, and with ``use_parents`` false (a paper that
-    trains every row from scratch) so are the hidden starting points."""
-    settings = settings or {}
-    rows = list(spec.rows)
-    if "lengths" in settings:
-        rows = [row for row in rows
-                if "length" not in row.point or row.point["length"] in settings["lengths"]]
-    if not settings.get("use_parents", True):
-        rows = [row for row in rows if not row.hidden]
-    if not only:
-        return rows
-    wanted = set()
-    for key in only:
-        row = spec.row(key)
-        while row is not None:
-            wanted.add(row.key)
-            own = row.parent is not None and split_parent(row.parent)[0] is None
-            row = spec.row(row.parent) if own else None
-    return [row for row in rows if row.key in wanted]
-
-
-def foreign_parents(rows: Sequence[Row], settings: Dict) -> Dict[str, List[str]]:
-    """Per other table, its rows that ``rows`` start from (none where the scale trains every
-    row from scratch, ``use_parents`` false) or are (``same_as``, at every scale), in order."""
-    found: Dict[str, List[str]] = {}
-    use_parents = settings.get("use_parents", True)
-    for row in rows:
-        for other in (row.parent if use_parents else None, row.same_as):
-            table, key = split_parent(other) if other else (None, "")
-            if table is not None and key not in found.setdefault(table, []):
-                found[table].append(key)
-    return found
-
-
 # what a same_as cell's result takes over from the other table's cell: how its model learnt
 LEARNT = ("lr", "curve", "updates", "stopped", "still_improving")
-
-# how a row's rate is chosen and how long its chosen cells may train, not what a grid cell
-# trains: left out of the cells' keys (a grid cell's key is the same as before the cap of
-# the chosen cells existed)
-SEARCH_KEYS = ("lr_grid", "lr_limits", "plateau_max_epoch")
-
-
-def at_rate(settings: Dict, lr: float | None, search: bool = False) -> Dict:
-    """The settings a cell trains with: the table's, at its row's rate ``lr`` when the table
-    chooses one per row (``lr_grid``); a cell at the chosen rate (not a ``search`` cell of the
-    grid) at most ``plateau_max_epoch`` epochs where the table sets a larger one."""
-    if lr is None:
-        return settings
-    found = {**{k: v for k, v in settings.items() if k not in SEARCH_KEYS}, "lr": lr}
-    if not search and settings.get("plateau_max_epoch", 0) > settings.get("max_epoch", 0):
-        found["max_epoch"] = settings["plateau_max_epoch"]
-    return found
-
-
-def make_cell(spec: TableSpec, options: RunOptions, data: Dict, row: Row, seed: int,
-              lr: float | None, parent: Cell | None, search: bool = False) -> Cell:
-    """One cell with its key (a child's includes its parent's) and its cache folder."""
-    kind = kind_module(spec.kind)
-    settings = at_rate(spec.settings(options.scale), lr, search)
-    described = kind.cell_settings(spec, row, seed, options.scale, settings, data)
-    # the key of the cell it starts from, or (same_as) of the cell whose model it measures
-    described["same_as" if row.same_as else "parent"] = parent.key if parent else None
-    key = settings_key(described)
-    folder = CellCache(options.work / "cells" / options.scale).folder(spec.name, row.key, seed,
-                                                                     key)
-    return Cell(row, seed, key, folder, parent, lr=lr, search=search)
-
-
-def plan(spec: TableSpec, options: RunOptions, data: Dict,
-         rates: Dict[str, float] | None = None,
-         parents: Mapping[tuple[str, int], Cell] | None = None) -> List[Cell]:
-    """Every cell of the table, a row's at its chosen rate (``rates``; a row that starts from
-    another trains at that one's); a row that starts from another table's row ``"T:R"``
-    starts from ``parents["T:R", seed]``, that table's cell, and a row that is that model
-    (``same_as``) measures that cell, whose flags it must have."""
-    settings = spec.settings(options.scale)
-    cells: Dict[tuple, Cell] = {}
-    use_parents = settings.get("use_parents", True)
-    for row in sorted(selected_rows(spec, options.rows, settings),
-                      key=lambda r: depth(spec, r)):
-        for seed in range(1, options.seeds + 1):
-            parent = None
-            if row.same_as:
-                parent = (parents or {})[row.same_as, seed]
-                if parent.row.flags != row.flags:
-                    raise ValueError(f"{spec.name}:{row.key} is the same model as "
-                                     f"{row.same_as}, but its flags {row.flags} are not "
-                                     f"{parent.row.flags}")
-            elif row.parent and use_parents:
-                foreign = split_parent(row.parent)[0] is not None
-                parent = (parents or {})[row.parent, seed] if foreign else cells[row.parent,
-                                                                                  seed]
-            lr = parent.lr if parent is not None else (rates or {}).get(row.key)
-            cells[row.key, seed] = make_cell(spec, options, data, row, seed, lr, parent)
-    return list(cells.values())
-
-
-def best_nll(cell: Cell, metric: str = NLL) -> float:
-    """The best valid loss of a finished cell (infinite for one that diverged): its valid
-    nll, or the figure of the loss its kind stops on (``metric``; a classifier's
-    ``valid_loss``)."""
-    figures = cell.result["figures"] if cell.result else {}
-    value = float(figures.get(f"valid_{short_name(metric)}", math.nan))
-    return math.inf if figures.get("diverged") or not math.isfinite(value) else value
-
-
-def widened(grid: List[float], nll: Dict[float, float], limits: Sequence[float]) -> float | None:
-    """The rate to add to ``grid`` when its best (lowest ``nll``) is at an edge: half the
-    lowest or twice the highest, if that stays within ``limits``; None when the best is
-    inside, or the next rate would pass a limit."""
-    best = min(grid, key=lambda lr: nll[lr])
-    if best == grid[0] and best / 2 >= limits[0] * (1 - 1e-9):
-        return best / 2
-    if best == grid[-1] and best * 2 <= limits[1] * (1 + 1e-9):
-        return best * 2
-    return None
-
-
-def children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def run_step(step: Step, folder: Path, threads: int, deadline: float | None = None) -> float:
-    """Run one step; returns the CPU seconds its process (or, in-process, this thread) used.
-
-    A training step whose log says it finished is not run again (a cell stopped while
-    decoding); one stopped half-way continues from the ``checkpoint_last.pt`` it saved
-    (fairseq-train's own resumption), after the log it had written. A subprocess still
-    running at ``deadline`` is stopped (:class:`BudgetSpent`)."""
-    if step.call is not None:
-        # this thread's time plus that of the processes the call waited for (exact with
-        # --jobs 1; with several cells at once their children's times mix)
-        before = time.thread_time() + children_cpu()
-        step.call()
-        return time.thread_time() + children_cpu() - before
-    log = folder / step.log
-    spent = folder / f"{step.log}.cpu"  # a training's CPU seconds so far, over resumptions
-    resumed = step.trains and log.is_file() and (folder / "checkpoint_last.pt").is_file()
-    before = float(spent.read_text()) if resumed and spent.is_file() else 0.0
-    if resumed and _TRAINED in log.read_text(encoding="utf-8", errors="replace"):
-        return before
-    # the child's own CPU time (wait4), right even when several cells run at once
-    code, cpu = stream(step.argv, log, lambda _: None, {**child_env(threads), **step.env},
-                       append=resumed, deadline=deadline)
-    cpu += before
-    if step.trains:
-        write_text_atomic(spent, f"{cpu:.2f}\n")
-    if code and deadline is not None and time.monotonic() >= deadline:
-        raise BudgetSpent(TIME_SPENT)
-    if code:
-        text = log.read_text(encoding="utf-8", errors="replace")
-        tail = text[-1500:]
-        if step.trains:
-            reason = next((line for line in reversed(text.splitlines())
-                           if _DIVERGED.search(line)), None)
-            if reason is not None:
-                raise Diverged(reason.strip()[-200:])
-        raise CellFailed(f"{folder.name}: `{step.describe()}` exited {code}; log {log}:\n"
-                         f"{tail}")
-    return cpu
-
-
-def add_cpu_figures(figures: Dict, cpu: Dict[str, float]) -> None:
-    """The training step's CPU seconds, in all and per update (a cost that, unlike wall
-    time, hardly depends on the machine's load), into ``figures``."""
-    train = cpu.get("train.log")
-    if train:
-        figures["train_cpu_seconds"] = round(train, 2)
-        updates = figures.get("updates") or 0
-        if updates == updates and updates > 0:  # not NaN
-            figures["train_cpu_per_update"] = round(train / updates, 4)
-
-
-def training(folder: Path, settings: Dict, metric: str = NLL) -> Dict:
-    """A finished cell's learning rate and, from its fairseq-train log, its validation curve
-    (of the loss ``metric`` it stops on), its updates and why it stopped
-    (:func:`~scripts.reproduce.log_figures.training_record`)."""
-    found = {"lr": settings["lr"]} if "lr" in settings else {}
-    log = folder / "train.log"
-    if log.is_file():
-        found.update(training_record(log, settings.get("patience"), metric))
-    return found
-
-
-def dry_run_header(cell: Cell, name: str | None = None) -> str:
-    rate = "" if cell.lr is None else (
-        f"  (lr {cell.lr:g}{', a rate of the grid: not decoded' if cell.search else ''})")
-    return f"# {name or cell.row.key}, seed {cell.seed} -> {cell.folder}{rate}"
-
-
-def print_dry_run(cell: Cell, say: Callable[[str], None], name: str | None = None) -> None:
-    say(dry_run_header(cell, name))
-    for step in cell.steps:
-        say(step.describe())
-        if step.dry_run is not None:
-            printed = subprocess.run(step.dry_run, capture_output=True, text=True,
-                                     cwd=REPO_ROOT, env={**child_env(1), **step.env})
-            text = (printed.stdout or printed.stderr).strip()
-            say("\n".join(f"    {line}" for line in text.splitlines()))
 
 
 def table_lock(work: Path, name: str) -> contextlib.AbstractContextManager:
@@ -408,7 +143,8 @@ class TableRun:
         run, printed or collected), then the cells of other tables that rows start from
         (planned by those tables' runs; printed or collected with them, run only when a row
         that starts from them runs), then this table's."""
-        rates, grids = self.choose_rates()
+        rates, grids = choose_rates(self.spec, self.options, self.data, self.lookup,
+                                    self.handle)
         parents: Dict[tuple[str, int], Cell] = {}
         rows = selected_rows(self.spec, self.options.rows, self.settings)
         for name, keys in foreign_parents(rows, self.settings).items():
@@ -685,48 +421,6 @@ class TableRun:
                 stopped.set()
                 pool.shutdown(wait=True, cancel_futures=True)
                 raise
-
-    def choose_rates(self) -> tuple[Dict[str, float], Dict[str, List[List[float]]]]:
-        """Each trained row's rate, the best valid nll (or the kind's validation loss:
-        :func:`best_nll`) of seed 1 over the settings' ``lr_grid``, widened while the best is
-        at an edge (:func:`widened`); and each row's grid, ``[[rate, best valid nll], ...]``
-        (None for a diverged cell). A row whose grid has not finished (a dry run, or
-        collecting logs) gets its best rate so far."""
-        settings = self.settings
-        if "lr_grid" not in settings:
-            return {}, {}
-        use_parents = settings.get("use_parents", True)
-        rows = [row for row in selected_rows(self.spec, self.options.rows, settings)
-                if row.same_as is None and (row.parent is None or not use_parents)]
-        grids = {row.key: sorted(settings["lr_grid"]) for row in rows}
-        limits = settings.get("lr_limits", (0.0, math.inf))
-        rates: Dict[str, float] = {}
-        points: Dict[str, List[List[float]]] = {}
-        while rows:
-            cells = {row.key: [make_cell(self.spec, self.options, self.data, row, 1, lr, None,
-                                         search=True)
-                               for lr in grids[row.key]] for row in rows}
-            found = [cell for row_cells in cells.values() for cell in row_cells]
-            self.lookup(found)
-            self.options.say(f"{self.spec.name}: rate grids, {len(found)} cells at seed 1")
-            self.handle(found)
-            widening = []
-            for row in rows:
-                nll = {cell.lr: best_nll(cell, self.metric) for cell in cells[row.key]
-                       if cell.result is not None}
-                points[row.key] = [[lr, value if math.isfinite(value) else None]
-                                   for lr, value in sorted(nll.items())]
-                if len(nll) < len(grids[row.key]):
-                    rates[row.key] = min(nll, key=nll.get) if nll else settings["lr"]
-                    continue
-                more = widened(grids[row.key], nll, limits)
-                if more is None:
-                    rates[row.key] = min(grids[row.key], key=nll.get)
-                else:
-                    grids[row.key] = sorted([*grids[row.key], more])
-                    widening.append(row)
-            rows = widening
-        return rates, points
 
 
 def run_table(spec: TableSpec, options: RunOptions) -> tuple[List[Cell], Dict]:

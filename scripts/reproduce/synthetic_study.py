@@ -3,7 +3,7 @@ and the JSON and markdown they write (:mod:`scripts.reproduce.synthetic_memory`,
 :mod:`scripts.reproduce.synthetic_scorer`).
 
 A study is a table of rows trained in-process in seconds. Each row picks its rate on seed 1
-from a grid (:data:`GRID`, widened x2 by :func:`scripts.reproduce.runner.widened` while the
+from a grid (:data:`GRID`, widened x2 by :func:`scripts.reproduce.rate_search.widened` while the
 best, the lowest final training loss, is at an edge, within :data:`LR_LIMITS`); its other
 seeds train at that rate. A training stops at a plateau (:class:`Plateau`: no gain in
 ``patience`` steps) or at ``max_steps``, and records its curve and the reason. Every finished
@@ -23,8 +23,8 @@ from typing import Any, Callable, Dict, List, Sequence
 from scripts.common.atomic_files import write_text_atomic
 from scripts.common.plotting import markdown_table
 from scripts.reproduce.cell_cache import CellCache, settings_key
+from scripts.reproduce.rate_search import widened
 from scripts.reproduce.report import plain
-from scripts.reproduce.runner import widened
 from scripts.reproduce.spec import Row
 
 GRID = (1.25e-3, 2.5e-3, 5e-3, 1e-2)

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from scripts.reproduce import patient_train
+from scripts.reproduce.cell_plan import foreign_parents, plan
 from scripts.reproduce.kinds import kind_module, stopping_loss
-from scripts.reproduce.runner import RunOptions, foreign_parents, plan
+from scripts.reproduce.run_options import RunOptions
 from scripts.reproduce.spec import split_parent
 from scripts.reproduce.tables import TABLES
 

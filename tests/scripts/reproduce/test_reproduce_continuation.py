@@ -15,7 +15,8 @@ from scripts.common.fairseq_log import json_log_records
 from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce import continuation, patient_train
 from scripts.reproduce.__main__ import main
-from scripts.reproduce.runner import RunOptions, at_rate, make_cell
+from scripts.reproduce.cell_plan import at_rate, make_cell
+from scripts.reproduce.run_options import RunOptions
 from scripts.reproduce.tables import TABLES
 
 from catalog_fixtures import write_fixture_catalogs

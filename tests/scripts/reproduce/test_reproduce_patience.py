@@ -17,9 +17,10 @@ import pytest
 from scripts.common.child_processes import child_env, stream
 from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce import continuation, patient_train
+from scripts.reproduce.cell_plan import at_rate
+from scripts.reproduce.cell_steps import run_step
 from scripts.reproduce.kinds import translation
 from scripts.reproduce.log_figures import training_record
-from scripts.reproduce.runner import at_rate, run_step
 from scripts.reproduce.tables import TABLES
 
 from catalog_fixtures import write_fixture_catalogs

@@ -17,12 +17,14 @@ import pytest
 
 from scripts.common.folder_lock import FolderInUse
 from scripts.common.repo_paths import REPO_ROOT
-from scripts.reproduce import runner
+from scripts.reproduce import cell_plan, runner
 from scripts.reproduce.cell_cache import settings_key
+from scripts.reproduce.cell_steps import BudgetSpent, run_step
 from scripts.reproduce.data_folder import BUILDING, STAMP, shared_data
 from scripts.reproduce.kinds import Step, translation
 from scripts.reproduce.log_figures import train_figures, training_record
-from scripts.reproduce.runner import BudgetSpent, RunOptions, run_step, run_table
+from scripts.reproduce.run_options import RunOptions
+from scripts.reproduce.runner import run_table
 from scripts.reproduce.spec import Metric, Row, TableSpec
 
 
@@ -159,7 +161,9 @@ GRID_SPEC = TableSpec(
 @pytest.fixture
 def grid(monkeypatch):
     state = SimpleNamespace(calls=[], best={"a": 4.0, "b": 32.0})
-    monkeypatch.setattr(runner, "kind_module", lambda name: grid_kind(state.calls, state.best))
+    for module in (runner, cell_plan):  # the table's run, and its cells' keys
+        monkeypatch.setattr(module, "kind_module",
+                            lambda name: grid_kind(state.calls, state.best))
     return state
 
 

@@ -16,10 +16,11 @@ import pytest
 
 from scripts.common.fairseq_train import final_learning_rate
 from scripts.reproduce.__main__ import main
+from scripts.reproduce.cell_plan import foreign_parents, plan, selected_rows
 from scripts.reproduce.kinds import stopping_loss, translation
 from scripts.reproduce.log_figures import validation_curve
 from scripts.reproduce.report import section
-from scripts.reproduce.runner import RunOptions, foreign_parents, plan, selected_rows
+from scripts.reproduce.run_options import RunOptions
 from scripts.reproduce.spec import split_parent
 from scripts.reproduce.tables import TABLES
 from tests.scripts.reproduce.settings_args import GRID, sets

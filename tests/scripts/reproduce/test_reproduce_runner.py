@@ -14,10 +14,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from scripts.reproduce import runner
+from scripts.reproduce import cell_plan, runner
+from scripts.reproduce.cell_steps import BudgetSpent, CellFailed
 from scripts.reproduce.kinds import Step
 from scripts.reproduce.report import section, write_section
-from scripts.reproduce.runner import BudgetSpent, CellFailed, RunOptions, run_table
+from scripts.reproduce.run_options import RunOptions
+from scripts.reproduce.runner import run_table
 from scripts.reproduce.spec import Comparison, Metric, Row, TableSpec
 
 # a row's "score" is its base plus a small seed-dependent wobble
@@ -77,8 +79,9 @@ SPEC = TableSpec(
 @pytest.fixture
 def kind(monkeypatch):
     state = SimpleNamespace(calls=[], fail=set())
-    monkeypatch.setattr(runner, "kind_module",
-                        lambda name: synthetic_kind(state.calls, state.fail))
+    for module in (runner, cell_plan):  # the table's run, and its cells' keys
+        monkeypatch.setattr(module, "kind_module",
+                            lambda name: synthetic_kind(state.calls, state.fail))
     return state
 
 

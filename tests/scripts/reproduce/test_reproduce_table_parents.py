@@ -14,13 +14,9 @@ import pytest
 
 from scripts.common.fairseq_train import final_learning_rate
 from scripts.reproduce.__main__ import main, with_settings
-from scripts.reproduce.runner import (
-    RunOptions,
-    foreign_parents,
-    make_cell,
-    run_table,
-    selected_rows,
-)
+from scripts.reproduce.cell_plan import foreign_parents, make_cell, selected_rows
+from scripts.reproduce.run_options import RunOptions
+from scripts.reproduce.runner import run_table
 from scripts.reproduce.spec import split_parent
 from scripts.reproduce.tables import TABLES
 from tests.scripts.reproduce.settings_args import GRID, sets

@@ -1,0 +1,164 @@
+"""A table's cells: what a cell is, its settings and key, and which cells a call plans.
+
+A cell (:class:`Cell`) is one row at one seed. Its key is a hash of everything it trains
+with (:func:`make_cell`): the kind's ``cell_settings`` at the row's rate (:func:`at_rate`),
+with the key of the cell it starts from, so a changed setting gives new cells only to what it
+changes (a child's key changes with its parent's); its cache folder is named by the key.
+The settings that say how a row's rate is chosen and how long its chosen cells may train
+(:data:`SEARCH_KEYS`) are not in it.
+
+The cells a call plans (:func:`plan`): the selected rows (:func:`selected_rows`), every seed,
+rows without a parent first, then the rows that start from them, ... (:func:`depth`), each
+at its row's chosen rate (:mod:`~scripts.reproduce.rate_search`; a row that starts from
+another trains at that one's). A row may start from a row of another table
+(``parent="TABLE:ROW"``): its starting point is that table's own cell (the same seed, that
+row's chosen rate, that table's settings, data and key), planned by that table's run
+(:func:`foreign_parents` names them) and given to :func:`plan`. A row may also be another
+table's model itself (``same_as="TABLE:ROW"``, the same flags): its key holds that table's
+cell's key, whose model it measures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Sequence
+
+from scripts.reproduce.cell_cache import CellCache, settings_key
+from scripts.reproduce.kinds import Step, kind_module
+from scripts.reproduce.run_options import RunOptions
+from scripts.reproduce.spec import Row, TableSpec, split_parent
+
+
+@dataclass
+class Cell:
+    """One row at one seed: its settings' key, its folder, and (once run) its figures."""
+
+    row: Row
+    seed: int
+    key: str
+    folder: Path
+    parent: Cell | None = None
+    result: Dict | None = None
+    steps: List[Step] = field(default_factory=list)
+    lr: float | None = None  # its learning rate, where the table chooses one per row
+    # the row's rate grid, [[rate, seed 1's best valid nll], ...] (rows that choose a rate)
+    lr_grid: List[List[float]] | None = None
+    search: bool = False  # a grid cell: trained, decoded only if its rate is chosen
+    trained: Dict | None = None  # the grid cell's result this cell continues (it decodes)
+    from_record: bool = False  # its result is the repository's record (no checkpoint here)
+    # the run of the table whose cell it is (a runner.TableRun: its spec, settings, data,
+    # records), where that is not the run that handles it: another table's row that a row
+    # starts from
+    owner: Any = None
+
+
+# how a row's rate is chosen and how long its chosen cells may train, not what a grid cell
+# trains: left out of the cells' keys (a grid cell's key is the same as before the cap of
+# the chosen cells existed)
+SEARCH_KEYS = ("lr_grid", "lr_limits", "plateau_max_epoch")
+
+
+def at_rate(settings: Dict, lr: float | None, search: bool = False) -> Dict:
+    """The settings a cell trains with: the table's, at its row's rate ``lr`` when the table
+    chooses one per row (``lr_grid``); a cell at the chosen rate (not a ``search`` cell of the
+    grid) at most ``plateau_max_epoch`` epochs where the table sets a larger one."""
+    if lr is None:
+        return settings
+    found = {**{k: v for k, v in settings.items() if k not in SEARCH_KEYS}, "lr": lr}
+    if not search and settings.get("plateau_max_epoch", 0) > settings.get("max_epoch", 0):
+        found["max_epoch"] = settings["plateau_max_epoch"]
+    return found
+
+
+def make_cell(spec: TableSpec, options: RunOptions, data: Dict, row: Row, seed: int,
+              lr: float | None, parent: Cell | None, search: bool = False) -> Cell:
+    """One cell with its key (a child's includes its parent's) and its cache folder."""
+    kind = kind_module(spec.kind)
+    settings = at_rate(spec.settings(options.scale), lr, search)
+    described = kind.cell_settings(spec, row, seed, options.scale, settings, data)
+    # the key of the cell it starts from, or (same_as) of the cell whose model it measures
+    described["same_as" if row.same_as else "parent"] = parent.key if parent else None
+    key = settings_key(described)
+    folder = CellCache(options.work / "cells" / options.scale).folder(spec.name, row.key, seed,
+                                                                     key)
+    return Cell(row, seed, key, folder, parent, lr=lr, search=search)
+
+
+def depth(spec: TableSpec, row: Row) -> int:
+    """How many rows of ``spec`` lie between ``row`` and its first ancestor (0 for a row
+    trained from scratch or from another table's row)."""
+    if row.parent is None or split_parent(row.parent)[0] is not None:
+        return 0
+    return 1 + depth(spec, spec.row(row.parent))
+
+
+def cell_depth(cell: Cell) -> int:
+    return 0 if cell.parent is None else 1 + cell_depth(cell.parent)
+
+
+def selected_rows(spec: TableSpec, only: Sequence[str] | None,
+                  settings: Dict | None = None) -> List[Row]:
+    """The rows to run, in table order: all, or ``only`` and the rows of this table they
+    start from (another table's are :func:`foreign_parents`); rows at a ``length`` the
+    scale's ``lengths`` leaves out are skipped, and with ``use_parents`` false (a paper that
+    trains every row from scratch) so are the hidden starting points."""
+    settings = settings or {}
+    rows = list(spec.rows)
+    if "lengths" in settings:
+        rows = [row for row in rows
+                if "length" not in row.point or row.point["length"] in settings["lengths"]]
+    if not settings.get("use_parents", True):
+        rows = [row for row in rows if not row.hidden]
+    if not only:
+        return rows
+    wanted = set()
+    for key in only:
+        row = spec.row(key)
+        while row is not None:
+            wanted.add(row.key)
+            own = row.parent is not None and split_parent(row.parent)[0] is None
+            row = spec.row(row.parent) if own else None
+    return [row for row in rows if row.key in wanted]
+
+
+def foreign_parents(rows: Sequence[Row], settings: Dict) -> Dict[str, List[str]]:
+    """Per other table, its rows that ``rows`` start from (none where the scale trains every
+    row from scratch, ``use_parents`` false) or are (``same_as``, at every scale), in order."""
+    found: Dict[str, List[str]] = {}
+    use_parents = settings.get("use_parents", True)
+    for row in rows:
+        for other in (row.parent if use_parents else None, row.same_as):
+            table, key = split_parent(other) if other else (None, "")
+            if table is not None and key not in found.setdefault(table, []):
+                found[table].append(key)
+    return found
+
+
+def plan(spec: TableSpec, options: RunOptions, data: Dict,
+         rates: Dict[str, float] | None = None,
+         parents: Mapping[tuple[str, int], Cell] | None = None) -> List[Cell]:
+    """Every cell of the table, a row's at its chosen rate (``rates``; a row that starts from
+    another trains at that one's); a row that starts from another table's row ``"T:R"``
+    starts from ``parents["T:R", seed]``, that table's cell, and a row that is that model
+    (``same_as``) measures that cell, whose flags it must have."""
+    settings = spec.settings(options.scale)
+    cells: Dict[tuple, Cell] = {}
+    use_parents = settings.get("use_parents", True)
+    for row in sorted(selected_rows(spec, options.rows, settings),
+                      key=lambda r: depth(spec, r)):
+        for seed in range(1, options.seeds + 1):
+            parent = None
+            if row.same_as:
+                parent = (parents or {})[row.same_as, seed]
+                if parent.row.flags != row.flags:
+                    raise ValueError(f"{spec.name}:{row.key} is the same model as "
+                                     f"{row.same_as}, but its flags {row.flags} are not "
+                                     f"{parent.row.flags}")
+            elif row.parent and use_parents:
+                foreign = split_parent(row.parent)[0] is not None
+                parent = (parents or {})[row.parent, seed] if foreign else cells[row.parent,
+                                                                                  seed]
+            lr = parent.lr if parent is not None else (rates or {}).get(row.key)
+            cells[row.key, seed] = make_cell(spec, options, data, row, seed, lr, parent)
+    return list(cells.values())

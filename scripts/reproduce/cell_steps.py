@@ -1,0 +1,135 @@
+"""A cell's steps: run one (:func:`run_step`: a process whose output goes to its log in the
+cell's folder, or a call in this process), or print them all (a dry run,
+:func:`print_dry_run`); and the figures of how its training ran (:func:`add_cpu_figures`,
+:func:`training`). A step that exits non-zero stops the run with the cell and its log named
+(:class:`CellFailed`), or, for a training whose log names a NaN or infinite loss, marks the
+cell diverged (:class:`Diverged`); one still running at the call's deadline is stopped
+(:class:`BudgetSpent`).
+"""
+
+from __future__ import annotations
+
+import re
+import resource
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable, Dict
+
+from scripts.common.atomic_files import write_text_atomic
+from scripts.common.child_processes import child_env, stream
+from scripts.common.repo_paths import REPO_ROOT
+from scripts.reproduce.cell_plan import Cell
+from scripts.reproduce.kinds import Step
+from scripts.reproduce.log_figures import NLL, training_record
+
+
+class CellFailed(RuntimeError):
+    """A step of a cell exited non-zero; the message names the cell and its log."""
+
+
+_DIVERGED = re.compile(r"FloatingPointError|\bnan\b|\binf\b|overflow|Minimum loss scale",
+                       re.I)
+
+
+_TRAINED = "done training in"  # fairseq-train's last line
+
+
+class Diverged(Exception):
+    """A training step stopped on a NaN or infinite loss; ``reason`` is the log's line."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class BudgetSpent(RuntimeError):
+    """``max_new_cells`` cells were run, or the time budget is spent (a running training
+    was stopped, to continue from its last checkpoint); the rest is left for the next call."""
+
+
+TIME_SPENT = "the time budget (--budget-minutes) is spent; the same command continues"
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_step(step: Step, folder: Path, threads: int, deadline: float | None = None) -> float:
+    """Run one step; returns the CPU seconds its process (or, in-process, this thread) used.
+
+    A training step whose log says it finished is not run again (a cell stopped while
+    decoding); one stopped half-way continues from the ``checkpoint_last.pt`` it saved
+    (fairseq-train's own resumption), after the log it had written. A subprocess still
+    running at ``deadline`` is stopped (:class:`BudgetSpent`)."""
+    if step.call is not None:
+        # this thread's time plus that of the processes the call waited for (exact with
+        # --jobs 1; with several cells at once their children's times mix)
+        before = time.thread_time() + children_cpu()
+        step.call()
+        return time.thread_time() + children_cpu() - before
+    log = folder / step.log
+    spent = folder / f"{step.log}.cpu"  # a training's CPU seconds so far, over resumptions
+    resumed = step.trains and log.is_file() and (folder / "checkpoint_last.pt").is_file()
+    before = float(spent.read_text()) if resumed and spent.is_file() else 0.0
+    if resumed and _TRAINED in log.read_text(encoding="utf-8", errors="replace"):
+        return before
+    # the child's own CPU time (wait4), right even when several cells run at once
+    code, cpu = stream(step.argv, log, lambda _: None, {**child_env(threads), **step.env},
+                       append=resumed, deadline=deadline)
+    cpu += before
+    if step.trains:
+        write_text_atomic(spent, f"{cpu:.2f}\n")
+    if code and deadline is not None and time.monotonic() >= deadline:
+        raise BudgetSpent(TIME_SPENT)
+    if code:
+        text = log.read_text(encoding="utf-8", errors="replace")
+        tail = text[-1500:]
+        if step.trains:
+            reason = next((line for line in reversed(text.splitlines())
+                           if _DIVERGED.search(line)), None)
+            if reason is not None:
+                raise Diverged(reason.strip()[-200:])
+        raise CellFailed(f"{folder.name}: `{step.describe()}` exited {code}; log {log}:\n"
+                         f"{tail}")
+    return cpu
+
+
+def add_cpu_figures(figures: Dict, cpu: Dict[str, float]) -> None:
+    """The training step's CPU seconds, in all and per update (a cost that, unlike wall
+    time, hardly depends on the machine's load), into ``figures``."""
+    train = cpu.get("train.log")
+    if train:
+        figures["train_cpu_seconds"] = round(train, 2)
+        updates = figures.get("updates") or 0
+        if updates == updates and updates > 0:  # not NaN
+            figures["train_cpu_per_update"] = round(train / updates, 4)
+
+
+def training(folder: Path, settings: Dict, metric: str = NLL) -> Dict:
+    """A finished cell's learning rate and, from its fairseq-train log, its validation curve
+    (of the loss ``metric`` it stops on), its updates and why it stopped
+    (:func:`~scripts.reproduce.log_figures.training_record`)."""
+    found = {"lr": settings["lr"]} if "lr" in settings else {}
+    log = folder / "train.log"
+    if log.is_file():
+        found.update(training_record(log, settings.get("patience"), metric))
+    return found
+
+
+def dry_run_header(cell: Cell, name: str | None = None) -> str:
+    rate = "" if cell.lr is None else (
+        f"  (lr {cell.lr:g}{', a rate of the grid: not decoded' if cell.search else ''})")
+    return f"# {name or cell.row.key}, seed {cell.seed} -> {cell.folder}{rate}"
+
+
+def print_dry_run(cell: Cell, say: Callable[[str], None], name: str | None = None) -> None:
+    say(dry_run_header(cell, name))
+    for step in cell.steps:
+        say(step.describe())
+        if step.dry_run is not None:
+            printed = subprocess.run(step.dry_run, capture_output=True, text=True,
+                                     cwd=REPO_ROOT, env={**child_env(1), **step.env})
+            text = (printed.stdout or printed.stderr).strip()
+            say("\n".join(f"    {line}" for line in text.splitlines()))

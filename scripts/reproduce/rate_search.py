@@ -1,0 +1,91 @@
+"""Each row's learning rate, chosen on seed 1 from a grid (tables whose settings have an
+``lr_grid``).
+
+Seed 1 of each row trained from scratch is trained at every rate of ``lr_grid`` (cells of
+the grid, ``search``: trained, not decoded); the rate of the best valid nll (or of the
+validation loss the table's kind stops on) is the row's, and every seed of the row, and of
+the rows that start from it, trains at it. While the best rate is at an edge of the grid, the
+grid is widened by a factor of 2 on that side (:func:`widened`), within ``lr_limits``. The
+cells at the chosen rate may train longer than the grid's (``plateau_max_epoch``,
+:func:`~scripts.reproduce.cell_plan.at_rate`), seed 1's from its grid cell's checkpoints
+(:mod:`~scripts.reproduce.continuation`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Dict, List, Sequence
+
+from scripts.reproduce.cell_plan import Cell, make_cell, selected_rows
+from scripts.reproduce.kinds import stopping_loss
+from scripts.reproduce.log_figures import NLL, short_name
+from scripts.reproduce.run_options import RunOptions
+from scripts.reproduce.spec import TableSpec
+
+
+def choose_rates(spec: TableSpec, options: RunOptions, data: Dict,
+                 lookup: Callable[[List[Cell]], None], handle: Callable[[List[Cell]], None],
+                 ) -> tuple[Dict[str, float], Dict[str, List[List[float]]]]:
+    """Each trained row's rate, the best valid nll (or the kind's validation loss:
+    :func:`best_nll`) of seed 1 over the settings' ``lr_grid``, widened while the best is
+    at an edge (:func:`widened`); and each row's grid, ``[[rate, best valid nll], ...]``
+    (None for a diverged cell). A row whose grid has not finished (a dry run, or
+    collecting logs) gets its best rate so far. ``lookup`` finds the grid cells' stored
+    results, ``handle`` prints, collects or runs the cells without one (a table run's, in
+    :mod:`~scripts.reproduce.runner`)."""
+    settings = spec.settings(options.scale)
+    if "lr_grid" not in settings:
+        return {}, {}
+    metric = stopping_loss(spec)
+    use_parents = settings.get("use_parents", True)
+    rows = [row for row in selected_rows(spec, options.rows, settings)
+            if row.same_as is None and (row.parent is None or not use_parents)]
+    grids = {row.key: sorted(settings["lr_grid"]) for row in rows}
+    limits = settings.get("lr_limits", (0.0, math.inf))
+    rates: Dict[str, float] = {}
+    points: Dict[str, List[List[float]]] = {}
+    while rows:
+        cells = {row.key: [make_cell(spec, options, data, row, 1, lr, None, search=True)
+                           for lr in grids[row.key]] for row in rows}
+        found = [cell for row_cells in cells.values() for cell in row_cells]
+        lookup(found)
+        options.say(f"{spec.name}: rate grids, {len(found)} cells at seed 1")
+        handle(found)
+        widening = []
+        for row in rows:
+            nll = {cell.lr: best_nll(cell, metric) for cell in cells[row.key]
+                   if cell.result is not None}
+            points[row.key] = [[lr, value if math.isfinite(value) else None]
+                               for lr, value in sorted(nll.items())]
+            if len(nll) < len(grids[row.key]):
+                rates[row.key] = min(nll, key=nll.get) if nll else settings["lr"]
+                continue
+            more = widened(grids[row.key], nll, limits)
+            if more is None:
+                rates[row.key] = min(grids[row.key], key=nll.get)
+            else:
+                grids[row.key] = sorted([*grids[row.key], more])
+                widening.append(row)
+        rows = widening
+    return rates, points
+
+
+def best_nll(cell: Cell, metric: str = NLL) -> float:
+    """The best valid loss of a finished cell (infinite for one that diverged): its valid
+    nll, or the figure of the loss its kind stops on (``metric``; a classifier's
+    ``valid_loss``)."""
+    figures = cell.result["figures"] if cell.result else {}
+    value = float(figures.get(f"valid_{short_name(metric)}", math.nan))
+    return math.inf if figures.get("diverged") or not math.isfinite(value) else value
+
+
+def widened(grid: List[float], nll: Dict[float, float], limits: Sequence[float]) -> float | None:
+    """The rate to add to ``grid`` when its best (lowest ``nll``) is at an edge: half the
+    lowest or twice the highest, if that stays within ``limits``; None when the best is
+    inside, or the next rate would pass a limit."""
+    best = min(grid, key=lambda lr: nll[lr])
+    if best == grid[0] and best / 2 >= limits[0] * (1 - 1e-9):
+        return best / 2
+    if best == grid[-1] and best * 2 <= limits[1] * (1 + 1e-9):
+        return best * 2
+    return None

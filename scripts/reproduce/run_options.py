@@ -1,0 +1,31 @@
+"""The options of one call of ``python -m scripts.reproduce``: what it plans (scale, seeds,
+rows, work folder: :mod:`~scripts.reproduce.cell_plan`) and how it runs them (jobs, threads,
+dry run, budgets, records: :mod:`~scripts.reproduce.runner`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from scripts.common.repo_paths import REPO_ROOT
+from scripts.reproduce.spec import TableSpec
+
+
+@dataclass
+class RunOptions:
+    scale: str = "toy"
+    seeds: int = 3
+    work: Path = REPO_ROOT / "reproduce_out"
+    jobs: int = 1
+    threads: int = 1
+    dry_run: bool = False
+    collect_only: bool = False
+    max_new_cells: int | None = None
+    rows: Sequence[str] | None = None   # only these shown rows (and their parents)
+    say: Callable[[str], None] = print
+    deadline: float | None = None  # time.monotonic() at which the call stops (a budget)
+    records: Path | None = None  # finished cells kept in the repository (cell_records.py)
+    # the tables a "TABLE:ROW" parent names, with any settings changed for this call
+    # (default: every table as defined)
+    tables: Mapping[str, TableSpec] | None = None
