@@ -16,6 +16,12 @@ row's chosen rate, that table's settings, data and key), planned by that table's
 (:func:`foreign_parents` names them) and given to :func:`plan`. A row may also be another
 table's model itself (``same_as="TABLE:ROW"``, the same flags): its key holds that table's
 cell's key, whose model it measures.
+
+A scale's settings may change where rows start (:func:`parent_of`): ``use_parents`` false
+trains every row from scratch (a paper that does), and ``parents`` (row -> parent) names
+another starting point at that scale (e.g. a hidden row of the table trained by the
+paper-scale recipe, where ``parent`` is another table's toy model). A hidden row is planned
+only where a planned row starts from it (:func:`selected_rows`).
 """
 
 from __future__ import annotations
@@ -85,12 +91,27 @@ def make_cell(spec: TableSpec, options: RunOptions, data: Dict, row: Row, seed: 
     return Cell(row, seed, key, folder, parent, lr=lr, search=search)
 
 
-def depth(spec: TableSpec, row: Row) -> int:
-    """How many rows of ``spec`` lie between ``row`` and its first ancestor (0 for a row
-    trained from scratch or from another table's row)."""
-    if row.parent is None or split_parent(row.parent)[0] is not None:
-        return 0
-    return 1 + depth(spec, spec.row(row.parent))
+def parent_of(row: Row, settings: Mapping[str, Any]) -> str | None:
+    """The row that ``row`` starts from at the scale of ``settings``: none where that scale
+    trains every row from scratch (``use_parents`` false), the one the scale names for it
+    (``parents``, row key -> parent) where it names one, else the row's own ``parent``."""
+    if not settings.get("use_parents", True):
+        return None
+    return settings.get("parents", {}).get(row.key, row.parent)
+
+
+def own_parent(spec: TableSpec, row: Row, settings: Mapping[str, Any]) -> Row | None:
+    """The row of ``spec`` that ``row`` starts from at this scale (None for a row trained
+    from scratch or from another table's row)."""
+    parent = parent_of(row, settings)
+    return spec.row(parent) if parent and split_parent(parent)[0] is None else None
+
+
+def depth(spec: TableSpec, row: Row, settings: Mapping[str, Any]) -> int:
+    """How many rows of ``spec`` lie between ``row`` and its first ancestor at this scale (0
+    for a row trained from scratch or from another table's row)."""
+    parent = own_parent(spec, row, settings)
+    return 0 if parent is None else 1 + depth(spec, parent, settings)
 
 
 def cell_depth(cell: Cell) -> int:
@@ -98,37 +119,31 @@ def cell_depth(cell: Cell) -> int:
 
 
 def selected_rows(spec: TableSpec, only: Sequence[str] | None,
-                  settings: Dict | None = None) -> List[Row]:
-    """The rows to run, in table order: all, or ``only`` and the rows of this table they
-    start from (another table's are :func:`foreign_parents`); rows at a ``length`` the
-    scale's ``lengths`` leaves out are skipped, and with ``use_parents`` false (a paper that
-    trains every row from scratch) so are the hidden starting points."""
+                  settings: Mapping[str, Any] | None = None) -> List[Row]:
+    """The rows to run, in table order: the shown rows (or ``only``) and the rows of this
+    table they start from at this scale (:func:`parent_of`; another table's are
+    :func:`foreign_parents`), so a hidden row is run only as a starting point of a row run at
+    this scale; rows at a ``length`` the scale's ``lengths`` leaves out are skipped."""
     settings = settings or {}
     rows = list(spec.rows)
     if "lengths" in settings:
         rows = [row for row in rows
                 if "length" not in row.point or row.point["length"] in settings["lengths"]]
-    if not settings.get("use_parents", True):
-        rows = [row for row in rows if not row.hidden]
-    if not only:
-        return rows
     wanted = set()
-    for key in only:
+    for key in only or [row.key for row in rows if not row.hidden]:
         row = spec.row(key)
         while row is not None:
             wanted.add(row.key)
-            own = row.parent is not None and split_parent(row.parent)[0] is None
-            row = spec.row(row.parent) if own else None
+            row = own_parent(spec, row, settings)
     return [row for row in rows if row.key in wanted]
 
 
-def foreign_parents(rows: Sequence[Row], settings: Dict) -> Dict[str, List[str]]:
-    """Per other table, its rows that ``rows`` start from (none where the scale trains every
-    row from scratch, ``use_parents`` false) or are (``same_as``, at every scale), in order."""
+def foreign_parents(rows: Sequence[Row], settings: Mapping[str, Any]) -> Dict[str, List[str]]:
+    """Per other table, its rows that ``rows`` start from at this scale (:func:`parent_of`)
+    or are (``same_as``, at every scale), in order."""
     found: Dict[str, List[str]] = {}
-    use_parents = settings.get("use_parents", True)
     for row in rows:
-        for other in (row.parent if use_parents else None, row.same_as):
+        for other in (parent_of(row, settings), row.same_as):
             table, key = split_parent(other) if other else (None, "")
             if table is not None and key not in found.setdefault(table, []):
                 found[table].append(key)
@@ -144,9 +159,9 @@ def plan(spec: TableSpec, options: RunOptions, data: Dict,
     (``same_as``) measures that cell, whose flags it must have."""
     settings = spec.settings(options.scale)
     cells: Dict[tuple, Cell] = {}
-    use_parents = settings.get("use_parents", True)
     for row in sorted(selected_rows(spec, options.rows, settings),
-                      key=lambda r: depth(spec, r)):
+                      key=lambda r: depth(spec, r, settings)):
+        start = parent_of(row, settings)
         for seed in range(1, options.seeds + 1):
             parent = None
             if row.same_as:
@@ -155,10 +170,9 @@ def plan(spec: TableSpec, options: RunOptions, data: Dict,
                     raise ValueError(f"{spec.name}:{row.key} is the same model as "
                                      f"{row.same_as}, but its flags {row.flags} are not "
                                      f"{parent.row.flags}")
-            elif row.parent and use_parents:
-                foreign = split_parent(row.parent)[0] is not None
-                parent = (parents or {})[row.parent, seed] if foreign else cells[row.parent,
-                                                                                  seed]
+            elif start:
+                foreign = split_parent(start)[0] is not None
+                parent = (parents or {})[start, seed] if foreign else cells[start, seed]
             lr = parent.lr if parent is not None else (rates or {}).get(row.key)
             cells[row.key, seed] = make_cell(spec, options, data, row, seed, lr, parent)
     return list(cells.values())

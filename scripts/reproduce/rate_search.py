@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Dict, List, Sequence
 
-from scripts.reproduce.cell_plan import Cell, make_cell, selected_rows
+from scripts.reproduce.cell_plan import Cell, make_cell, parent_of, selected_rows
 from scripts.reproduce.kinds import stopping_loss
 from scripts.reproduce.log_figures import NLL, short_name
 from scripts.reproduce.run_options import RunOptions
@@ -37,9 +37,8 @@ def choose_rates(spec: TableSpec, options: RunOptions, data: Dict,
     if "lr_grid" not in settings:
         return {}, {}
     metric = stopping_loss(spec)
-    use_parents = settings.get("use_parents", True)
     rows = [row for row in selected_rows(spec, options.rows, settings)
-            if row.same_as is None and (row.parent is None or not use_parents)]
+            if row.same_as is None and parent_of(row, settings) is None]
     grids = {row.key: sorted(settings["lr_grid"]) for row in rows}
     limits = settings.get("lr_limits", (0.0, math.inf))
     rates: Dict[str, float] = {}

@@ -1,4 +1,5 @@
-"""Runs the cells of one table: every shown and hidden row at every seed, through the cache.
+"""Runs the cells of one table: every row a scale runs (the shown ones and the hidden ones they
+start from) at every seed, through the cache.
 
 A call plans the table's cells (:mod:`~scripts.reproduce.cell_plan`: each cell's key and
 folder, parents first), each row's rate chosen first where the table has an ``lr_grid``

@@ -33,14 +33,16 @@ class Row:
     ``parent`` names the row whose model this row starts from (the same seed): a row of the
     same table, or ``"TABLE:ROW"``, a row of another table (that table's cell, at its chosen
     rate, with its settings, data and key: the cell ``python -m scripts.reproduce TABLE --rows
-    ROW`` plans, trained and recorded as that table trains it); ``same_as``, ``"TABLE:ROW"``,
-    makes the row that very model (the same flags): its cells are that table's cells, planned
-    and trained as a ``parent`` is, and this table only measures them (what its settings ask
-    for beyond training and decoding), into its own folders and records;
-    ``hidden`` rows are trained as starting points and not shown; ``point`` holds the x of a
-    curve (e.g. the document length); ``paper`` the paper's figures for this row;
-    ``recipe_model``, ``recipe_env`` and ``recipe_flags`` the paper-scale recipe's MODEL,
-    variables and extra fairseq-train flags (the MODEL carries the model itself).
+    ROW`` plans, trained and recorded as that table trains it), unless a scale's settings say
+    otherwise (``use_parents``, ``parents``: :func:`~scripts.reproduce.cell_plan.parent_of`);
+    ``same_as``, ``"TABLE:ROW"``, makes the row that very model (the same flags): its cells
+    are that table's cells, planned and trained as a ``parent`` is, and this table only
+    measures them (what its settings ask for beyond training and decoding), into its own
+    folders and records; ``hidden`` rows are trained only as starting points of the rows a
+    scale runs, and not shown; ``point`` holds the x of a curve (e.g. the document length);
+    ``paper`` the paper's figures for this row; ``recipe_model``, ``recipe_env`` and
+    ``recipe_flags`` the paper-scale recipe's MODEL, variables and extra fairseq-train flags
+    (the MODEL carries the model itself).
     """
 
     key: str

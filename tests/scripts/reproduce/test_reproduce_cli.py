@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from scripts.reproduce.__main__ import main
+from scripts.reproduce.cell_plan import selected_rows
 from scripts.reproduce.tables import TABLES
 
 EXPECTED = {"relu_former_table4", "relu_former_table5", "relu_former_table6",
@@ -31,8 +32,9 @@ def test_paper_dry_run_prints_the_commands(name, tmp_path, capsys):
                  "--work", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     spec = TABLES[name]
-    shown = [row for row in spec.rows
-             if not row.hidden or spec.paper_settings.get("use_parents", True)]
+    # every row the paper scale runs: the shown ones and the hidden ones they start from
+    shown = selected_rows(spec, None, spec.settings("paper"))
+    assert {row.key for row in spec.rows if not row.hidden} <= {row.key for row in shown}
     for row in shown:
         for seed in (1, 2):
             assert re.search(rf"^# {row.key}, seed {seed} -> ", out, re.M), row.key
