@@ -1,19 +1,25 @@
 """Sparse-softmax's generation fine-tuning: a trained model continued with label-smoothed
 cross-entropy or with sparse-softmax, decoded with beam 1 and beam 5.
 
-At toy scale both rows start from ReLUFormer Table 4's Transformer of their own seed
-(``parent="relu_former_table4:transformer"``: the very cell Table 4 trains, at the rate Table
-4 chose on its grid, trained to its plateau on the same sentence pairs; used as it is where
-Table 4 has trained or recorded it, else trained first as Table 4 trains it, into Table 4's
-folders and records), as Table 6's document rows do. Each row fine-tunes that model's best
-checkpoint with a fresh optimizer at the constant rate Table 4's schedule had reached there
-(this table's ``warmup`` is Table 4's 60 updates), until its own criterion's valid loss stops
-improving (``FINETUNE_PLATEAU``; ``validation_loss="loss"``: sparse-softmax training does not
-aim to lower the full softmax's nll, so a row stopped on that nll would stop on a figure its
-loss does not train), and decodes its best validated checkpoint. Both tables binarize with
-the same dictionary (a run checks that the two files are the same). At paper scale every row
-trains from scratch with its criterion (Table 4's paper-scale models are IWSLT14's); the
-notes give the recipe commands that fine-tune one trained model both ways, as the paper does.
+Which trained model both rows continue depends on the scale. At toy and tiny scale: ReLUFormer
+Table 4's Transformer of their own seed (``parent="relu_former_table4:transformer"``: the very
+cell Table 4 trains, at the rate Table 4 chose on its grid, trained to its plateau on the same
+sentence pairs; used as it is where Table 4 has trained or recorded it, else trained first as
+Table 4 trains it, into Table 4's folders and records), as Table 6's document rows do. Each
+row fine-tunes that model's best checkpoint with a fresh optimizer at the constant rate Table
+4's schedule had reached there (this table's ``warmup`` is Table 4's 60 updates), until its
+own criterion's valid loss stops improving (``FINETUNE_PLATEAU``; ``validation_loss="loss"``:
+sparse-softmax training does not aim to lower the full softmax's nll, so a row stopped on that
+nll would stop on a figure its loss does not train), and decodes its best validated
+checkpoint. Both tables binarize with the same dictionary (a run checks that the two files
+are the same).
+
+At paper scale Table 4's models are IWSLT14's, another data set, so the paper settings name
+another start (``parents``, :data:`PAPER_START`): this table's hidden row ``pretrained``, the
+gigaword_10k recipe's softmax Transformer of the same seed, and each row fine-tunes its
+``checkpoint_best.pt`` with the recipe (``--finetune-from-model``, the flag the recipe's
+``PRETRAINED=CHECKPOINT`` adds), as the paper fine-tunes one UNILM both ways. A hidden row runs
+only where a row starts from it: ``pretrained`` is trained at paper scale only.
 """
 
 from __future__ import annotations
@@ -22,12 +28,15 @@ import scripts.reproduce.tables.relu_former_table4 as relu_former_table4
 import scripts.reproduce.tables.toy_settings as toy
 from scripts.reproduce.spec import Comparison, Deviation, Metric, Row, TableSpec
 
-START = relu_former_table4.SPEC  # whose Transformer both rows fine-tune
+START = relu_former_table4.SPEC  # whose Transformer both rows fine-tune at toy and tiny scale
 SOFTMAX = START.row("transformer").flags  # the model it is: softmax attention
 SPARSE = ("--criterion", "sparse_softmax_cross_entropy", "--sparse-softmax-k", "20")
 DECODE = ("--task", "translation_sparse_decoding", "--sparse-softmax-k", "5")
 PAPER_GAIN = {"bleu_beam1": "+0.67 R-1 / +0.79 R-2", "bleu_beam5": "+0.28 R-1 / +0.55 R-2"}
 ROWS = (
+    # the paper scale's starting point (PAPER_START): the recipe's softmax Transformer
+    Row("pretrained", "softmax Transformer (the starting point at paper scale)", SOFTMAX,
+        hidden=True, recipe_model="transformer"),
     # both continue the same trained model, each with its own criterion
     Row("finetune_ce", "+ label-smoothed cross-entropy", SOFTMAX,
         parent=f"{START.name}:transformer", paper=dict.fromkeys(PAPER_GAIN, "baseline"),
@@ -36,6 +45,8 @@ ROWS = (
         parent=f"{START.name}:transformer", generate_flags=DECODE, paper=PAPER_GAIN,
         recipe_model="sparse_softmax"),
 )
+# at paper scale both rows fine-tune the recipe's Transformer, not Table 4's (IWSLT14's there)
+PAPER_START = {row.key: "pretrained" for row in ROWS if not row.hidden}
 # The fine-tuning trains like Table 6's document stage: validation (and a checkpoint) every
 # half epoch, stop after 4 validations (2 epochs) without a better valid loss of the row's own
 # criterion or at 10 epochs, no update cap. Why 10: the start has already reached its plateau
@@ -87,7 +98,7 @@ SPEC = TableSpec(
          "beams": [1, 5]},
     tiny={**toy.without_finetune_update(toy.TRANSLATION_TINY), **FINETUNE_PLATEAU_TINY,
           "beams": [1, 2]},
-    paper_settings={"recipe": "gigaword_10k", "beams": [1, 5], "use_parents": False},
+    paper_settings={"recipe": "gigaword_10k", "beams": [1, 5], "parents": PAPER_START},
     # each row stops on (and keeps the checkpoint of) its own criterion's valid loss
     validation_loss="loss",
     deviations=(
@@ -95,12 +106,13 @@ SPEC = TableSpec(
                   "gettext fr->en translation", "offline; the table's question (does the "
                   "criterion help at decoding) carries over"),
         Deviation("metric", "ROUGE / BLEU-4", "tokenised BLEU", "translation"),
-        Deviation("start", "a pretrained UNILM", "Table 4's Transformer of the same seed (2+2 "
-                  "layers of width 64, at the rate Table 4 chose, trained to its plateau on "
-                  "the same sentence pairs)", "no pretrained model offline; a model that has "
-                  "finished learning on these pairs, so the criterion, not more training, "
-                  "makes the difference; Table 4's models are that start, so none is trained "
-                  "twice"),
+        Deviation("start", "a pretrained UNILM (`--scale paper` here: the gigaword_10k "
+                  "recipe's softmax Transformer, trained first)", "Table 4's Transformer of "
+                  "the same seed (2+2 layers of width 64, at the rate Table 4 chose, trained "
+                  "to its plateau on the same sentence pairs)", "no pretrained model offline; "
+                  "a model that has finished learning on these pairs, so the criterion, not "
+                  "more training, makes the difference; Table 4's models are that start, so "
+                  "none is trained twice"),
         Deviation("budget", "fine-tuning UNILM (`--scale paper` here: the gigaword_10k "
                   "recipe's 20,000 updates of 4,096 tokens, lr 5e-4)", "batches of 2,048 "
                   "tokens at the constant rate Table 4's schedule had reached at the start; "
@@ -109,7 +121,7 @@ SPEC = TableSpec(
                   f"most {FINETUNE_PLATEAU['max_epoch']}); the best validated model decoded",
                   "CPU budget: each row trained until its own loss stops improving"),
     ),
-    notes="Toy scale: both rows start from `relu_former_table4`'s Transformer cells (same "
+    notes="Toy and tiny scale: both rows start from `relu_former_table4`'s Transformer cells (same "
           "seed, Table 4's chosen rate, trained to their plateaus), which are not rows of this "
           "table: a cell Table 4 has trained or recorded is used as it is, one it has not is "
           "trained first, by Table 4's protocol (its rate grid first), into Table 4's folders "
@@ -119,12 +131,13 @@ SPEC = TableSpec(
           "row stops on its own criterion's valid loss (fairseq's `loss`: label-smoothed "
           "cross-entropy, or the sparse-softmax loss at k 20), comparable within a row only; "
           "valid nll is the full softmax's nll of the decoded model (both criteria log it).\n\n"
-          "Paper scale: every row trains from scratch with its criterion, "
-          "`scripts/recipes/gigaword_10k/train.sh MODEL -- --seed S` and `evaluate.sh MODEL "
-          "-- --beam B` (Table 4's paper-scale models are IWSLT14's). To fine-tune one trained "
-          "model both ways, as the paper does: `train.sh transformer -- --seed S` for the "
-          "starting point, then each row `PRETRAINED=CHECKPOINT train.sh MODEL -- --seed S` "
-          "and `PRETRAINED=CHECKPOINT evaluate.sh MODEL -- --beam B`, CHECKPOINT its "
-          "`checkpoint_best.pt` (its score in ROUGE; the collector reads `bleu4_tokenized` "
-          "from BLEU recipes only).\n\n" + FORMER_BUDGET_NOTE,
+          "Paper scale: both rows fine-tune one softmax Transformer of their seed trained "
+          "by the recipe, as the paper fine-tunes one UNILM both ways (Table 4's paper-scale "
+          "models are IWSLT14's): first the hidden starting point, "
+          "`scripts/recipes/gigaword_10k/train.sh transformer -- --seed S`, then each row "
+          "`train.sh MODEL -- --seed S --finetune-from-model START/checkpoint_best.pt` (what "
+          "`PRETRAINED=START/checkpoint_best.pt train.sh MODEL` adds: the starting point's "
+          "weights, a fresh optimizer and the recipe's whole schedule) and `evaluate.sh MODEL "
+          "-- --beam B` (its score in ROUGE; the collector reads `bleu4_tokenized` from BLEU "
+          "recipes only); `--dry-run` prints their commands.\n\n" + FORMER_BUDGET_NOTE,
 )

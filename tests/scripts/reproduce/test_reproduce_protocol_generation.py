@@ -1,9 +1,11 @@
-"""Sparse-softmax's generation table at the training protocol: both rows fine-tune ReLUFormer
-Table 4's Transformer cell of their own seed, each until its own criterion's valid loss
-(fairseq's ``loss``, the table's ``validation_loss``) stops improving, and decode the best
-validated checkpoint; ``valid_nll`` is that model's full-softmax nll. Checked on the spec,
-on the plan and the fairseq-train commands, on fairseq-train logs written here, and in a
-tiny run through the real fairseq command line on a fixture catalog."""
+"""Sparse-softmax's generation table at the training protocol: at toy and tiny scale both rows
+fine-tune ReLUFormer Table 4's Transformer cell of their own seed, each until its own
+criterion's valid loss (fairseq's ``loss``, the table's ``validation_loss``) stops improving,
+and decode the best validated checkpoint; ``valid_nll`` is that model's full-softmax nll. At
+paper scale both fine-tune the best checkpoint of one Transformer the gigaword_10k recipe
+trains, the table's hidden row. Checked on the spec, on the plan and the fairseq-train
+commands, on fairseq-train logs written here, and in a tiny run through the real fairseq
+command line on a fixture catalog."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import pytest
 
 from scripts.common.fairseq_train import final_learning_rate
 from scripts.reproduce.__main__ import main
-from scripts.reproduce.cell_plan import foreign_parents, plan, selected_rows
+from scripts.reproduce.cell_plan import foreign_parents, parent_of, plan, selected_rows
 from scripts.reproduce.kinds import stopping_loss, translation
 from scripts.reproduce.log_figures import validation_curve
 from scripts.reproduce.report import section
@@ -34,12 +36,17 @@ ROWS = ("finetune_ce", "finetune_sparse")
 def test_both_rows_fine_tune_table4s_transformer_to_a_plateau_of_their_own_loss():
     spec = TABLES[GEN]
     toy, paper = spec.settings("toy"), spec.settings("paper")
-    assert [row.key for row in spec.rows] == list(ROWS)  # no starting point of its own
-    assert all(row.parent == f"{T4}:transformer" and not row.hidden for row in spec.rows)
-    assert foreign_parents(selected_rows(spec, None, toy), toy) == {T4: ["transformer"]}
+    assert [row.key for row in spec.rows if not row.hidden] == list(ROWS)
+    assert all(spec.row(row).parent == f"{T4}:transformer" for row in ROWS)
+    for scale in ("toy", "tiny"):  # Table 4's model, not the hidden paper-scale start
+        settings = spec.settings(scale)
+        assert [row.key for row in selected_rows(spec, None, settings)] == list(ROWS)
+        assert foreign_parents(selected_rows(spec, None, settings), settings) == {
+            T4: ["transformer"]}
+        assert all(parent_of(spec.row(row), settings) == f"{T4}:transformer" for row in ROWS)
     # the model it starts from; the sparse row only changes the criterion
     softmax = TABLES[T4].row("transformer").flags
-    assert spec.row("finetune_ce").flags == softmax
+    assert spec.row("finetune_ce").flags == spec.row("pretrained").flags == softmax
     assert spec.row("finetune_sparse").flags[:len(softmax)] == softmax
     # each row stops on its own criterion's loss; Table 4, which it starts from, on the nll
     assert stopping_loss(spec) == "loss" and stopping_loss(TABLES[T4]) == "nll_loss"
@@ -54,8 +61,15 @@ def test_both_rows_fine_tune_table4s_transformer_to_a_plateau_of_their_own_loss(
     assert (toy["patience"], toy["validations_per_epoch"], toy["max_epoch"],
             toy["max_update"]) == (4, 2, 10, None)
     assert toy["beams"] == [1, 5]
-    # at paper scale Table 4's models are IWSLT14's: every row trains from scratch
+    # at paper scale Table 4's models are IWSLT14's: both rows start from the table's hidden
+    # row, the recipe's softmax Transformer, trained only there
     assert paper["recipe"] == "gigaword_10k" and foreign_parents(spec.rows, paper) == {}
+    start = spec.row("pretrained")
+    assert start.hidden and start.parent is None and start.recipe_model == "transformer"
+    assert [row.key for row in selected_rows(spec, None, paper)] == ["pretrained", *ROWS]
+    assert [row.key for row in selected_rows(spec, ["finetune_sparse"], paper)] == [
+        "pretrained", "finetune_sparse"]
+    assert all(parent_of(spec.row(row), paper) == "pretrained" for row in ROWS)
 
 
 def test_a_fine_tuning_cell_starts_from_table4s_cell_of_its_seed(tmp_path):
@@ -77,7 +91,7 @@ def test_a_fine_tuning_cell_starts_from_table4s_cell_of_its_seed(tmp_path):
     assert not {cell.key for cell in cells} & {cell.key for cell in other}
     assert len({cell.key for cell in cells}) == 6
     # the loss a cell stops on is in its key; Table 4's cells keep theirs (nll, not named)
-    row = TABLES[GEN].rows[0]
+    row = TABLES[GEN].row("finetune_ce")
     assert translation.cell_settings(TABLES[GEN], row, 1, "toy", {}, data)[
         "validation_loss"] == "loss"
     assert "validation_loss" not in translation.cell_settings(
@@ -111,16 +125,36 @@ def test_the_dry_run_trains_each_row_on_its_own_loss_from_table4s_model(tmp_path
         assert "--lr-scheduler fixed" in command
     sparse = "--criterion sparse_softmax_cross_entropy --sparse-softmax-k 20"
     assert sparse in trains["finetune_sparse", 1] and sparse not in trains["finetune_ce", 1]
+    assert "# pretrained, seed" not in out  # the paper scale's start is not trained here
     assert not list(work.rglob("train.log"))  # nothing ran
 
 
-def test_the_paper_scale_trains_every_row_from_scratch(tmp_path, capsys):
-    assert main([GEN, "--scale", "paper", "--dry-run", "--seeds", "1",
-                 "--work", str(tmp_path)]) == 0
+def test_the_paper_scale_fine_tunes_one_recipe_transformer_both_ways(tmp_path, capsys):
+    assert main([GEN, "--scale", "paper", "--dry-run", "--seeds", "2", "--work",
+                 str(tmp_path / "work"), "--out", str(tmp_path / "reproduction.md")]) == 0
     out = capsys.readouterr().out
-    assert "--finetune-from-model" not in out and "iwslt14" not in out and T4 not in out
-    for model in ("transformer", "sparse_softmax"):
-        assert f"scripts/recipes/gigaword_10k/train.sh {model} -- --seed 1" in out
+    assert "iwslt14" not in out and T4 not in out  # not Table 4's models
+    # each cell's commands, under its "# ROW, seed S -> FOLDER" line
+    blocks = {(row, seed): (folder, commands) for row, seed, folder, commands in re.findall(
+        r"^# (\w+), seed (\d) -> (\S+)\n(.*?)(?=^# |\Z)", out, re.M | re.S)}
+    assert sorted(blocks) == sorted((row, seed) for row in ("pretrained", *ROWS)
+                                    for seed in ("1", "2"))
+    recipe = "scripts/recipes/gigaword_10k"
+    for seed in ("1", "2"):
+        # the start: the recipe's Transformer, trained from scratch and not decoded
+        folder, start = blocks["pretrained", seed]
+        assert f"{recipe}/train.sh transformer -- --seed {seed}\n" in start
+        assert "--finetune-from-model" not in start and "evaluate.sh" not in start
+        # each row: that model's best checkpoint, fine-tuned by the recipe with its criterion
+        for row, model in zip(ROWS, ("transformer", "sparse_softmax")):
+            _, block = blocks[row, seed]
+            assert (f"{recipe}/train.sh {model} -- --seed {seed} --finetune-from-model "
+                    f"{folder}/checkpoint_best.pt\n") in block
+            (train,) = [line for line in block.splitlines() if "fairseq-train " in line]
+            assert train.endswith(f"--finetune-from-model {folder}/checkpoint_best.pt")
+            for beam in (1, 5):
+                assert f"{recipe}/evaluate.sh {model} -- --beam {beam}\n" in block
+    assert not list(tmp_path.rglob("result.json"))  # nothing ran
 
 
 def fairseq_log(valid: list) -> str:
@@ -214,4 +248,5 @@ def test_a_tiny_run_fine_tunes_table4s_best_model_to_a_plateau_of_each_loss(tmp_
     text = out.read_text().split(f"reproduce:{GEN} start")[1]
     assert "2 of 2 cells finished" in text and "rate grid (seed 1's valid nll)" in text
     assert "| Transformer (softmax) |" not in text  # Table 4's row is not a row of this one
-    assert split_parent(TABLES[GEN].rows[0].parent) == (T4, "transformer")
+    assert split_parent(TABLES[GEN].row("finetune_ce").parent) == (T4, "transformer")
+    assert not list((work / "cells" / "tiny" / GEN).glob("pretrained-*"))  # paper scale's
