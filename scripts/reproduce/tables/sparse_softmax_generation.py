@@ -55,11 +55,11 @@ PAPER_START = {row.key: "pretrained" for row in ROWS if not row.hidden}
 # the last validation; full-softmax valid nll 2.134 bits, BLEU 46.03 at beam 5, against its
 # start's 2.205 bits and 45.74 at beam 4), because it continues Table 4's model at the
 # constant rate Table 4's decaying schedule had reached (about 5e-4), lower than the rates
-# the start trained at. 30 epochs is
-# about one more Table 4 training; a cell the cap stops says so (``cap``) and its claims are
-# refused as still learning. At Table 4's Transformer's 0.23-0.25 CPU s an update (a cross-
-# entropy fine-tuning cell took 601 s for 10 epochs on one core) that is at most about 30
-# CPU-minutes a cell. The time cap only guards against a run that hangs.
+# the start trained at. 30 epochs is about one more Table 4 training; a cell the cap stops
+# says so (``cap``) and its claims are refused as still learning. At Table 4's Transformer's
+# 0.23-0.25 CPU s an update (a cross-entropy fine-tuning cell took 601 s for 10 epochs on one
+# core) that is at most about 30 CPU-minutes a cell. The time cap only guards against a run
+# that hangs.
 FINETUNE_PLATEAU = {"max_update": None, "validations_per_epoch": 2, "patience": 4,
                     "max_epoch": 30, "time_cap_s": 6 * 3600.0}
 # the tests': on the fixture catalogs (4 updates an epoch) Table 4's tiny start (one rate,
