@@ -24,12 +24,14 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Dict, List
 
 from scripts.common.atomic_files import write_text_atomic
 from scripts.common.fairseq_cli import fairseq_command
 from scripts.reproduce import patient_train
+from scripts.reproduce.claims import NoModel
 from scripts.reproduce.kinds import Step
 from scripts.reproduce.kinds.translation import plateau_flags
 from scripts.reproduce.log_figures import train_figures
@@ -69,8 +71,34 @@ def prepare(spec: TableSpec, scale: str, settings: Dict[str, Any], work: Path,
 
     folder = work / "data" / "classification"
     data, info = prepare_data(script_args(settings, folder))
+    # outside the cells' keys: figures of the data, measured anew for every report
+    references = no_model(spec, folder / "corpus")
     return {"folder": str(data), "classes": info["classes"],
-            "description": info["description"]}
+            "description": info["description"],
+            "no_model": dict.fromkeys((row.key for row in spec.rows), references),
+            "references": reference_line(references)}
+
+
+def no_model(spec: TableSpec, corpus: Path) -> List[NoModel]:
+    """The test figures of a classifier that reads no message: the training split's most
+    frequent class predicted for every test message, scored as the cells are."""
+    from scripts.analysis.classification import f1_scores
+
+    train, test = ((corpus / f"{split}.label").read_text().splitlines()
+                   for split in ("train", "test"))
+    majority = Counter(train).most_common(1)[0][0]
+    scores = f1_scores([majority] * len(test), test)
+    return [NoModel(metric, scores[metric.key], "the most frequent training class's")
+            for metric in spec.metrics if metric.key in scores]
+
+
+def reference_line(references: List[NoModel]) -> str:
+    figures = ", ".join(f"{reference.metric.label.split(' (')[0]} {reference.value:.2f}"
+                        for reference in references)
+    return (f"Without a model, on the same test messages: the training split's most frequent "
+            f"class for every message scores {figures}. A row at or below it has learnt "
+            "nothing from the messages: a claim on such a row is not meaningful, whatever "
+            "the direction of its difference.")
 
 
 def cell_settings(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, Any],

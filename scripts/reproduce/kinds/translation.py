@@ -76,7 +76,8 @@ def prepare(spec: TableSpec, scale: str, settings: Dict[str, Any], work: Path,
     data = shared_data(work, "translation", {k: settings.get(k) for k in DATA_KEYS},
                        lambda folder: build_data(settings, folder), say)
     # outside the cells' keys: a figure of the data, measured anew for every report
-    return {**data, "no_model": no_model(spec, Path(data["folder"]))}
+    found = no_model(spec, Path(data["folder"]))
+    return {**data, "no_model": found, "references": reference_line(spec, found)}
 
 
 def dictionary(data: Dict[str, Any]) -> Path | None:
@@ -111,6 +112,24 @@ def no_model(spec: TableSpec, folder: Path) -> Dict[str, List[NoModel]]:
             found[row.key] = [NoModel(VALID_NLL, measured[name],
                                       "the target side's unigram entropy")]
     return found
+
+
+def reference_line(spec: TableSpec, found: Dict[str, List[NoModel]]) -> str | None:
+    """The figure beside the table that reads no model: the valid nll (bits) of a model that
+    ignores the source, per data set the table's rows train on."""
+    entropies: Dict[str, float] = {}
+    for row in spec.rows:
+        for reference in found.get(row.key, ()):
+            length = length_of(row)
+            where = "sentences" if length == 0 else f"documents of {length} tokens"
+            entropies[where] = reference.value
+    if not entropies:
+        return None
+    figures = "; ".join(f"{bits:.2f} bits on {where}" for where, bits in entropies.items())
+    return (f"Without a model: the target side's unigram entropy is {figures} (the valid nll "
+            "of a model that reads no source word). A row whose valid nll is at or above it "
+            "has not learnt to translate: a claim on such a row is not meaningful, whatever "
+            "the direction of its difference.")
 
 
 def build_data(settings: Dict[str, Any], folder: Path) -> Dict[str, Any]:

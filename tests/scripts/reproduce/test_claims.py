@@ -167,7 +167,7 @@ def test_verdicts_json_keeps_rows_seeds_and_claims(tmp_path):
 
 
 def test_the_translation_reference_is_the_targets_unigram_entropy(tmp_path: Path):
-    from scripts.reproduce.kinds.translation import no_model
+    from scripts.reproduce.kinds.translation import no_model, reference_line
 
     for name, train, valid in (("sentences", "a a b\nb c\n", "a d\n"),
                                ("docs64", "a a a\n", "a\n")):
@@ -188,6 +188,12 @@ def test_the_translation_reference_is_the_targets_unigram_entropy(tmp_path: Path
     assert found["s"][0].metric.key == "valid_nll" and not found["s"][0].metric.higher_is_better
     assert found["d"][0].value == pytest.approx(-(math.log2(4 / 10) + math.log2(2 / 10)) / 2,
                                                 rel=1e-12)
+    # the report prints the figure beside the table, once per data set
+    line = reference_line(spec, found)
+    assert f"{expected:.2f} bits on sentences" in line
+    assert f"{found['d'][0].value:.2f} bits on documents of 64 tokens" in line
+    assert "512" not in line
+    assert reference_line(spec, {}) is None
 
 
 def test_a_new_verdict_is_shown_beside_the_one_it_replaces(tmp_path):
@@ -247,3 +253,17 @@ def test_the_section_shows_how_each_row_learnt_and_the_json_stays_strict(tmp_pat
     assert stored["t"]["rows"]["a"]["lr_grid"][2] == [0.01, None]
     # cells trained before any of it was recorded: no such table
     assert "rate grid" not in section(SPEC, cells(stopped=None), {}, "toy", 3, "cmd")
+
+
+def test_the_classification_reference_predicts_the_most_frequent_training_class(tmp_path):
+    from scripts.reproduce.kinds.classification import no_model, reference_line
+    from scripts.reproduce.tables.sparse_softmax_classification import SPEC as CLASSES
+
+    (tmp_path / "train.label").write_text("a\na\nb\nc\n")
+    (tmp_path / "test.label").write_text("a\nb\nb\nc\n")
+    found = {reference.metric.key: reference.value for reference in no_model(CLASSES, tmp_path)}
+    # "a" for all four: one right; micro-F1 2*1 / (2*1 + 3 + 3) = 25%; per-class F1 a 2/(2+3)
+    # = 0.4, b 0, c 0: macro-F1 0.4 / 3
+    assert found == pytest.approx({"micro_f1": 25.0, "macro_f1": 40.0 / 3}, rel=1e-12)
+    line = reference_line(no_model(CLASSES, tmp_path))
+    assert "micro-F1 25.00, macro-F1 13.33" in line
