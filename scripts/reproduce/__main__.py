@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Sequence
 
 from scripts.common.repo_paths import REPO_ROOT
+from scripts.reproduce.cell_plan import selected_rows
 from scripts.reproduce.cell_steps import BudgetSpent, CellFailed
 from scripts.reproduce.report import (
     section,
@@ -178,10 +179,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             parser.error(f"--set {item!r}: expected [TABLE:]KEY=VALUE with KEY one of "
                          f"{', '.join(sorted(known))}")
         args.overrides.setdefault(table, {})[key] = parse_value(value)
+    # a hidden row is only a starting point: named where no shown row starts from it at this
+    # scale, it would train a model nothing reads
+    starts = {row.key for row in selected_rows(spec, None, spec.settings(args.scale))}
     for key in args.rows or []:
         if key not in {row.key for row in spec.rows}:
             parser.error(f"--rows: {args.table} has no row {key!r}; rows: "
                          f"{', '.join(row.key for row in spec.rows)}")
+        if spec.row(key).hidden and key not in starts:
+            parser.error(f"--rows: {key!r} is only a starting point, of no row at scale "
+                         f"{args.scale}: name the rows that start from it, or another scale")
     return args
 
 

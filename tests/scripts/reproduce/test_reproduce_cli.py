@@ -121,6 +121,10 @@ def test_bad_flags_name_the_fix(capsys):
     with pytest.raises(SystemExit):
         main(["relu_former_table6", "--rows", "nope"])
     assert "relu_former_table6 has no row 'nope'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # a starting point that no row of the scale starts from
+        main(["sparse_softmax_generation", "--rows", "pretrained"])
+    assert "'pretrained' is only a starting point, of no row at scale toy" in (
+        capsys.readouterr().err)
     with pytest.raises(SystemExit):
         main([])
     assert "TABLE is required" in capsys.readouterr().err
