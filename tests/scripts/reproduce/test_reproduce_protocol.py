@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import sys
 import time
 from dataclasses import replace
@@ -16,7 +15,6 @@ from types import SimpleNamespace
 import pytest
 
 from scripts.common.folder_lock import FolderInUse
-from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce import cell_plan, runner
 from scripts.reproduce.cell_cache import settings_key
 from scripts.reproduce.cell_steps import BudgetSpent, run_step
@@ -26,6 +24,7 @@ from scripts.reproduce.log_figures import train_figures, training_record
 from scripts.reproduce.run_options import RunOptions
 from scripts.reproduce.runner import run_table
 from scripts.reproduce.spec import Metric, Row, TableSpec
+from tests.scripts.reproduce.lock_holder import lock_held_elsewhere
 
 
 def fairseq_log(valid: list, stopped_early: bool = False, done: bool = True) -> str:
@@ -246,23 +245,13 @@ def test_finished_cells_are_taken_from_the_records_on_a_fresh_work_folder(grid, 
 
 
 def test_a_second_run_of_a_table_on_one_work_folder_is_refused(grid, tmp_path):
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from pathlib import Path; "
-         "from scripts.common.folder_lock import folder_lock\n"
-         f"with folder_lock(Path({str(tmp_path / 'locks' / 'grid.lock')!r}), 'x'):\n"
-         "    print('locked', flush=True); time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
-    try:
-        assert holder.stdout.readline() == "locked\n"
+    with lock_held_elsewhere(tmp_path / "locks" / "grid.lock") as pid:
         with pytest.raises(FolderInUse) as refused:
             run_table(GRID_SPEC, RunOptions(work=tmp_path, say=lambda _: None))
         message = str(refused.value)
         assert "\n" not in message
-        assert str(tmp_path) in message and f"pid {holder.pid}" in message
+        assert str(tmp_path) in message and f"pid {pid}" in message
         assert not (tmp_path / "cells").exists()  # nothing ran
-    finally:
-        holder.kill()
-        holder.wait()
     run_table(replace(GRID_SPEC, toy={**GRID_SPEC.toy, "lr_grid": [4.0]}),
               RunOptions(seeds=1, work=tmp_path, say=lambda _: None))  # free again
 

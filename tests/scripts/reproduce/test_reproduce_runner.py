@@ -21,6 +21,7 @@ from scripts.reproduce.report import section, write_section
 from scripts.reproduce.run_options import RunOptions
 from scripts.reproduce.runner import run_table
 from scripts.reproduce.spec import Comparison, Metric, Row, TableSpec
+from tests.scripts.reproduce.lock_holder import lock_held_elsewhere
 
 # a row's "score" is its base plus a small seed-dependent wobble
 BASE = {"good": 10.0, "bad": 5.0, "child": 12.0}
@@ -274,24 +275,11 @@ def test_a_row_starts_from_the_other_tables_own_cell(kind, tmp_path):
 
 
 def test_a_row_whose_parent_table_is_running_elsewhere_is_refused(kind, tmp_path):
-    import subprocess
-
     from scripts.common.folder_lock import FolderInUse
-    from scripts.common.repo_paths import REPO_ROOT
 
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import time; from pathlib import Path; "
-         "from scripts.common.folder_lock import folder_lock\n"
-         f"with folder_lock(Path({str(tmp_path / 'locks' / 'synthetic.lock')!r}), 'x'):\n"
-         "    print('locked', flush=True); time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
-    try:
-        assert holder.stdout.readline() == "locked\n"
-        with pytest.raises(FolderInUse, match=rf"\(synthetic\) is in use .*pid {holder.pid}"):
+    with lock_held_elsewhere(tmp_path / "locks" / "synthetic.lock") as pid:
+        with pytest.raises(FolderInUse, match=rf"\(synthetic\) is in use .*pid {pid}"):
             run_table(DOCS, options(tmp_path, tables={"synthetic": SPEC}))
         assert kind.calls == [] and not (tmp_path / "cells").exists()
-    finally:
-        holder.kill()
-        holder.wait()
     run_table(DOCS, options(tmp_path, seeds=1, tables={"synthetic": SPEC}))  # free again
     assert kind.calls == [("good", 1), ("child", 1)]
