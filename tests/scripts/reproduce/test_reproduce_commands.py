@@ -17,6 +17,7 @@ from scripts.reproduce.kinds import kind_module, stopping_loss
 from scripts.reproduce.run_options import RunOptions
 from scripts.reproduce.spec import split_parent
 from scripts.reproduce.tables import TABLES
+from tests.scripts.reproduce.fairseq_epoch import fairseq_epoch
 
 from catalog_fixtures import write_fixture_catalogs
 
@@ -106,12 +107,10 @@ def test_every_toy_command_parses(name, parsers, tmp_path, monkeypatch):
 
 
 
-def test_translation_plateau_flags_validate_twice_a_fairseq_epoch(parsers, tmp_path):
+def test_translation_plateau_flags_validate_twice_a_fairseq_epoch(tmp_path):
     """The translation kind's plateau flags, in order, at half the epoch fairseq's own
     translation task batches on real tiny data (the summaries share these flags with their
     own language pair; the translation commands are the ones they were)."""
-    from fairseq import tasks
-
     from scripts.reproduce.kinds import translation
 
     spec = TABLES["relu_former_table4"]
@@ -120,15 +119,8 @@ def test_translation_plateau_flags_validate_twice_a_fairseq_epoch(parsers, tmp_p
     translation.build_data(settings, tmp_path / "data")
     train = translation.steps(spec, spec.rows[0], 1, "tiny", settings,
                               {"folder": str(tmp_path / "data")}, tmp_path / "cell", None)[0]
-    args = parsers.parse_args_and_arch(parsers.get_training_parser(),
-                                       input_args=patient_train.train_args(train.argv))
-    task = tasks.setup_task(args)
-    task.load_dataset("train")
-    batches = task.get_batch_iterator(
-        task.dataset("train"), max_tokens=args.max_tokens,
-        max_positions=(args.max_source_positions, args.max_target_positions),
-        required_batch_size_multiple=args.required_batch_size_multiple, num_workers=0)
-    every = str(len(batches) // settings["validations_per_epoch"])
+    args, updates = fairseq_epoch(train.argv)
+    every = str(updates // settings["validations_per_epoch"])
     flags = ["--max-epoch", str(settings["max_epoch"]), "--patience", str(settings["patience"]),
              "--validate-interval-updates", every, "--save-interval-updates", every,
              "--validate-interval", "1", "--save-interval", "1", "--keep-interval-updates", "1",

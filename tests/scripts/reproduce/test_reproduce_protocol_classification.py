@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from scripts.common.fairseq_log import json_log_records
-from scripts.reproduce import patient_train
 from scripts.reproduce.__main__ import main
 from scripts.reproduce.kinds import classification
 from scripts.reproduce.tables import TABLES
 from tests.scripts.analysis.domain_catalogs import write_domain_catalogs
+from tests.scripts.reproduce.fairseq_epoch import fairseq_epoch
 from tests.scripts.reproduce.protocol_records import chosen_cell
 
 TABLE = "sparse_softmax_classification"
@@ -102,10 +102,6 @@ def test_a_classifier_validates_twice_the_epoch_fairseq_batches(tmp_path):
     """The toy command (at the tiny data) parses with fairseq's parser, trains to a plateau
     on the row's loss with what a resumption needs, and validates every half of the epoch
     that fairseq's sentence_prediction task batches."""
-    from fairseq import options, tasks
-
-    import relu_former.plugin  # noqa: F401  (registers the plugin's criteria)
-
     spec = TABLES[TABLE]
     locale = write_domain_catalogs(tmp_path / "locale")
     settings = {**spec.settings("tiny"), "locale_dir": str(locale)}
@@ -115,16 +111,9 @@ def test_a_classifier_validates_twice_the_epoch_fairseq_batches(tmp_path):
         (train, score) = classification.steps(spec, row, 1, "tiny", toy, data,
                                               tmp_path / row.key, None)
         assert train.trains and score.log == "scores.json"
-        args = options.parse_args_and_arch(options.get_training_parser(),
-                                           input_args=patient_train.train_args(train.argv))
-        task = tasks.setup_task(args)
-        task.load_dataset("train")
-        batches = task.get_batch_iterator(
-            task.dataset("train"), max_sentences=args.batch_size,
-            max_positions=task.max_positions(),
-            required_batch_size_multiple=args.required_batch_size_multiple, num_workers=0)
+        args, updates = fairseq_epoch(train.argv)
         epoch = classification.epoch_updates(Path(data["folder"]), settings["batch_size"])
-        assert len(batches) == epoch > 2
+        assert updates == epoch > 2
         assert args.validate_interval_updates == args.save_interval_updates == epoch // 2
         assert args.best_checkpoint_metric == "loss" and not args.maximize_best_checkpoint_metric
         assert (args.patience, args.max_epoch) == (toy["patience"], toy["max_epoch"])
