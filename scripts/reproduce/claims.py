@@ -3,7 +3,7 @@
 A claim on a learned figure (:attr:`~scripts.reproduce.spec.Metric.learned`) is refused
 while either of its rows
 
-- has no finished cell: *not run*;
+- has no cell: *not run*; diverged on every seed: *not resolved*, saying so;
 - is at or below a figure that a model reading nothing reaches (:class:`NoModel`: a valid
   nll at or above the target's unigram entropy, a ROUGE at or below the trivial output's):
   *not meaningful*, whatever the direction of the difference;
@@ -104,12 +104,15 @@ def still_learning(spec: TableSpec, cells: Sequence, row: str) -> str | None:
     span = update_span([learning_field(cell, "updates") for cell in capped])
     after = f" after {span} updates" if span else ""
     label = spec.row(row).label
-    if any(stop == "cap" for stop in stops):
-        improving = any(learning_field(cell, "still_improving") for cell in capped)
-        return (f"{STILL_LEARNING}: {label}, {len(capped)} of {len(found)} seeds stopped at "
-                f"the cap{after}" + (", still improving" if improving else ""))
-    return (f"{STILL_LEARNING}: {label}, {len(capped)} of {len(found)} seeds stopped{after} "
-            "without a plateau (a fixed budget)")
+    at_cap = [cell for cell, stop in zip(found, stops) if stop == "cap"]
+    unrecorded = len(capped) - len(at_cap)
+    if not at_cap:
+        return (f"{STILL_LEARNING}: {label}, {len(capped)} of {len(found)} seeds stopped"
+                f"{after} without a plateau (a fixed budget)")
+    improving = any(learning_field(cell, "still_improving") for cell in at_cap)
+    return (f"{STILL_LEARNING}: {label}, {len(at_cap)} of {len(found)} seeds stopped at the "
+            f"cap{after}" + (", still improving" if improving else "")
+            + (f"; {unrecorded} without a recorded stop (a fixed budget)" if unrecorded else ""))
 
 
 def refusal(spec: TableSpec, claim: Comparison, cells: Sequence, ran: set,
@@ -118,6 +121,9 @@ def refusal(spec: TableSpec, claim: Comparison, cells: Sequence, ran: set,
     rows = (claim.better, claim.worse)
     if not set(rows) <= ran:
         return NOT_RUN
+    for row in rows:
+        if not finished(cells, row):
+            return f"{NOT_RESOLVED}: {spec.row(row).label} diverged on every seed"
     if spec.metric(claim.metric).learned:
         for check in (lambda row: below_no_model(spec, cells, row, references),
                       lambda row: still_learning(spec, cells, row)):

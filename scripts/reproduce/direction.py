@@ -125,9 +125,15 @@ def too_few_seeds(a: Spread, b: Spread) -> str | None:
 
 def describe(test: Welch, verdict: str) -> str:
     """One line: the verdict, what was tested, t, degrees of freedom and p."""
-    kind = ("superiority, two-sided Welch t-test at 5%" if test.margin is None else
-            f"non-inferiority within a margin of {test.margin:g}, one-sided Welch t-test at "
-            f"2.5%: one-sided p {test.p / 2:.3g}")
+    if test.margin is None:
+        kind = "superiority, two-sided Welch t-test at 5%"
+    else:
+        # "A is less than M behind" (holds) and "more than M behind" (reversed) are the two
+        # one-sided tests of t; each p is half the two-sided one only on its own side
+        behind = test.p / 2 if test.t < 0 else 1.0 - test.p / 2
+        kind = (f"non-inferiority within a margin of {test.margin:g}, one-sided Welch t-tests "
+                f"at 2.5%: p {1.0 - behind:.3g} that A is less than {test.margin:g} behind, "
+                f"{behind:.3g} that it is more")
     return (f"{verdict}; d = {test.d:+.4g} (A's advantage), t = {test.t:.2f}, "
             f"{test.df:.2f} df, p = {test.p:.3g} ({kind})")
 

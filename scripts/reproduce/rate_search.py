@@ -5,10 +5,10 @@ Seed 1 of each row trained from scratch is trained at every rate of ``lr_grid`` 
 the grid, ``search``: trained, not decoded); the rate of the best valid nll (or of the
 validation loss the table's kind stops on) is the row's, and every seed of the row, and of
 the rows that start from it, trains at it. While the best rate is at an edge of the grid, the
-grid is widened by a factor of 2 on that side (:func:`widened`), within ``lr_limits``. The
-cells at the chosen rate may train longer than the grid's (``plateau_max_epoch``,
-:func:`~scripts.reproduce.cell_plan.at_rate`), seed 1's from its grid cell's checkpoints
-(:mod:`~scripts.reproduce.continuation`).
+grid is widened by a factor of 2 on that side (:func:`widened`), within ``lr_limits`` (by
+default four doublings beyond the grid either way). The cells at the chosen rate may train
+longer than the grid's (``plateau_max_epoch``, :func:`~scripts.reproduce.cell_plan.at_rate`),
+seed 1's from its grid cell's checkpoints (:mod:`~scripts.reproduce.continuation`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,10 @@ def choose_rates(spec: TableSpec, options: RunOptions, data: Dict,
     rows = [row for row in selected_rows(spec, options.rows, settings)
             if row.same_as is None and parent_of(row, settings) is None]
     grids = {row.key: sorted(settings["lr_grid"]) for row in rows}
-    limits = settings.get("lr_limits", (0.0, math.inf))
+    # without limits of its own a grid widens by at most four doublings either way, so a row
+    # whose every rate diverges stops widening
+    grid = settings["lr_grid"]
+    limits = settings.get("lr_limits", (min(grid) / 16, max(grid) * 16))
     rates: Dict[str, float] = {}
     points: Dict[str, List[List[float]]] = {}
     while rows:

@@ -78,6 +78,13 @@ def test_a_cell_without_a_stop_reason_was_not_run_to_a_plateau():
                                                "stopped after 400 updates without a plateau "
                                                "(a fixed budget)")
     assert verdict_of(judged, "a is cheaper") == "holds"
+    # a seed at the cap beside one without a record: each counted as what it is
+    mixed = cells()
+    mixed[0].result.update(stopped="cap")
+    del mixed[1].result["stopped"]
+    assert verdict_of(judge(SPEC, mixed, {}), "a beats b") == (
+        "not resolved: still learning: A, 1 of 3 seeds stopped at the cap after 400 updates; "
+        "1 without a recorded stop (a fixed budget)")
 
 
 def test_a_row_that_reads_no_model_makes_its_claims_not_meaningful():
@@ -107,8 +114,10 @@ def test_fewer_than_three_seeds_or_a_row_not_run_get_no_verdict():
     diverged = cells()
     for cell in diverged[3:6]:  # every seed of b diverged
         cell.result["figures"] = {"diverged": 1.0, "reason": "nan"}
-    assert verdict_of(judge(SPEC, diverged, {}), "a beats b") == (
-        "not resolved: fewer than 3 seeds a side (3 and 0)")
+    judged = judge(SPEC, diverged, {})  # costs too: it has no model to measure
+    assert verdict_of(judged, "a beats b") == "not resolved: B diverged on every seed"
+    assert verdict_of(judged, "a is cheaper") == "not resolved: B diverged on every seed"
+    assert verdict_of(judged, "a matches c") == "holds"
 
 
 def test_holm_corrects_over_the_claims_tested():

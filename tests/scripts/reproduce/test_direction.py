@@ -188,13 +188,18 @@ def test_non_inferiority_at_the_margin_holds_two_and_a_half_percent_of_the_time(
      "6.12", "4.00"),
     (["--a", "1", "2", "3", "--b", "5", "6", "7", "--lower-is-better"], "holds", "4.90",
      "4.00"),
+    (["--a", "8", "8.1", "7.9", "--b", "10.0", "10.1", "9.9", "--margin", "1"], "reversed",
+     "-12.25", "4.00"),
 ])
 def test_the_command_line_prints_verdict_t_df_and_p(args, verdict, t, df, capsys):
     assert main(args) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"{verdict};") and f"t = {t}, {df} df, p = " in out
-    if "--margin" in args:
-        assert "non-inferiority within a margin of 1" in out and "one-sided p 0.0018" in out
+    if "--margin" in args:  # each one-sided p is half the two-sided on its own side only
+        assert "non-inferiority within a margin of 1" in out
+        assert ("p 0.0018 that A is less than 1 behind, 0.998 that it is more" in out
+                if verdict == "holds" else
+                "p 1 that A is less than 1 behind, 0.000128 that it is more" in out)
 
 
 def test_the_command_line_runs_as_a_module_and_names_bad_flags():

@@ -207,6 +207,14 @@ def test_the_grid_stops_widening_at_its_limits(grid, tmp_path):
     cells, _ = run_table(spec, RunOptions(seeds=1, work=tmp_path, say=lambda _: None))
     assert {c.row.key: c.lr for c in cells} == {"a": 4.0, "b": 8.0}
     assert len(next(c for c in cells if c.row.key == "b").lr_grid) == 3
+    # a table without limits widens by at most four doublings either way (2 / 16 to 8 x 16)
+    grid.best["b"] = 1000.0
+    unlimited = replace(GRID_SPEC, toy={k: v for k, v in GRID_SPEC.toy.items()
+                                        if k != "lr_limits"})
+    cells, _ = run_table(unlimited, RunOptions(seeds=1, work=tmp_path / "unlimited",
+                                               say=lambda _: None))
+    assert [lr for lr, _ in next(c for c in cells if c.row.key == "b").lr_grid] == [
+        2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0]
 
 
 # ---- tables that span sessions: a time budget, records beside the report, a lock ---------
