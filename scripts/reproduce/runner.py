@@ -265,13 +265,15 @@ class TableRun:
                     self.printed.add((cell.key, cell.search))
                     if cell.result is not None:  # finished (here or recorded): not run again
                         where = "" if cell.folder.is_dir() else (
-                            " (recorded; its checkpoints are not in this work folder)")
+                            " (recorded; its checkpoints are not in this work folder: trained "
+                            "again first where a row run here starts from it)")
                         self.options.say(f"{dry_run_header(cell, self.name_of(cell))}: "
                                          f"cached{where}")
                         continue
                     self.make_steps(cell)
                     print_dry_run(cell, self.options.say, self.name_of(cell))
-                    if cell.parent is not None and cell.parent.result is None:
+                    if cell.parent is not None and (cell.parent.result is None
+                                                    or not cell.parent.folder.is_dir()):
                         self.options.say("    (the model it measures has not trained yet)"
                                          if cell.row.same_as else
                                          "    (its parent has not trained yet: the rate and "

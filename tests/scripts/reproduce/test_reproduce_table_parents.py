@@ -114,6 +114,11 @@ def test_document_rows_start_from_table4s_cells(tmp_path, capsys):
     shutil.rmtree(cells4)
     shutil.rmtree(child)
     child_record.unlink()
+    capsys.readouterr()
+    assert main([*table6, "--dry-run"]) == 0  # says so, and that the child's line waits on it
+    said = capsys.readouterr().out
+    assert "its checkpoints are not in this work folder: trained again first" in said
+    assert "its parent has not trained yet" in said
     # the starting point is trained again first, counted with the table's new cells
     assert main([*table6, "--max-new-cells", "1"]) == 1
     assert sorted(path.name for path in cells4.iterdir()) == [parent.name]  # Table 4's folder
