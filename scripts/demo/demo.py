@@ -24,8 +24,9 @@ What it does (``make demo`` runs it with the default size), one step at a time:
    the pooling models relative to the vanilla one.
 5. Attention of every translation model (``scripts/analysis/analyze_attention.py``).
 6. Reference rows that read no model and the targets' unigram entropy for both tables,
-   plots, ``OUT/report.md`` with both tables, a sentence per comparison (only models that
-   learned are ranked) and commands to try each model. For a seed and a thread count the
+   plots, ``OUT/report.md`` with both tables, a sentence per comparison (whether both models
+   learned; none is ranked: one seed at one shared rate and budget compares no methods) and
+   commands to try each model. For a seed and a thread count the
    figures are the same on any machine; only times and speeds differ.
 
     python -m scripts.demo.demo                 # default size, ~13 min on 2 idle cores

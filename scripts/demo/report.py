@@ -14,7 +14,7 @@ from scripts.common.atomic_files import write_text_atomic
 from scripts.common.plotting import markdown_table
 from scripts.common.run_record import Run
 from scripts.demo.loss_plots import task_loss_panels
-from scripts.demo.reference_rows import References, updates_cell
+from scripts.demo.reference_rows import LATE_DROP, References, late_drop, updates_cell
 from scripts.demo.summarization import SummaryReferences
 
 TABLE_HEADERS = ["model", "params", "updates", "train s", "words/s", "valid nll", "BLEU",
@@ -53,12 +53,13 @@ TRANSLATION_PAIRS = (("softmax", "relu"), ("finetune_ce", "finetune_sparse"))
 
 def translation_findings(runs: Sequence[Run], references: References | None) -> List[str]:
     """The unigram entropy against the softmax Transformer, then one sentence per comparison
-    (softmax against ReLUFormer; the two continuations): whether both learned and, only if
-    both did, which is ahead."""
+    (softmax against ReLUFormer; the two continuations): whether both learned, and why even
+    then they do not compare the methods (:meth:`References.comparison`)."""
     translation = [run for run in runs if run.data == "sentences"]
     if references is None or not translation:
         return []
-    models = {run.key: dict(zip(TABLE_HEADERS, row), label=run.label)
+    models = {run.key: {**dict(zip(TABLE_HEADERS, row)), "label": run.label,
+                        LATE_DROP: late_drop(run.losses)}
               for run, row in zip(translation, table_rows(translation))}
     lines = [references.entropy_line(next(iter(models.values())))]
     lines += [references.comparison(models[a], models[b]) for a, b in TRANSLATION_PAIRS
@@ -126,7 +127,10 @@ def summary_findings(runs: Sequence[Run], references: SummaryReferences | None) 
     """What the summary table shows against its reference rows, in sentences."""
     if references is None:
         return []
-    models = [dict(zip(SUMMARY_HEADERS, row), label=row[0]) for row in summary_rows(runs)]
+    summaries = [run for run in runs if run.data == "summaries"]
+    models = [{**dict(zip(SUMMARY_HEADERS, row)), "label": row[0],
+               LATE_DROP: late_drop(run.losses)}
+              for run, row in zip(summaries, summary_rows(runs))]
     return references.findings(models)
 
 

@@ -8,7 +8,13 @@ import pytest
 
 from scripts.common.fairseq_generate import sacre_bleu
 from scripts.common.run_record import Run
-from scripts.demo.reference_rows import References, finished, updates_cell
+from scripts.demo.reference_rows import (
+    LATE_DROP,
+    References,
+    finished,
+    late_drop,
+    updates_cell,
+)
 from scripts.demo.reference_summaries import unigram_entropy
 from scripts.demo.report import TABLE_HEADERS, translation_findings, translation_table
 from scripts.demo.translation_references import (
@@ -35,13 +41,25 @@ def test_rows_put_the_unigram_entropy_in_the_trivial_row_and_dashes_elsewhere():
                     ["reference: trivial", "-", 9.0, 1.0, "-"]]
 
 
-def test_both_learned_says_who_is_ahead():
-    line = _references().comparison(_model("softmax", 6.5, 26.4), _model("relu", 6.9, 22.6))
-    assert line.startswith("softmax against relu: both learned")
-    assert "softmax is ahead by 3.80 BLEU" in line
+def test_both_learned_gives_the_figures_and_says_why_they_rank_nothing():
+    first = {**_model("softmax", 6.5, 26.4), LATE_DROP: 0.314}
+    line = _references().comparison(first, {**_model("relu", 6.9, 22.6), LATE_DROP: 0.1})
+    assert line.startswith("softmax against relu: both learned (BLEU 26.40 and 22.60")
     assert "2.50 and 2.10 bits below" in line and "not meaningful" not in line
-    swapped = _references().comparison(_model("relu", 6.9, 22.6), _model("softmax", 6.5, 26.4))
-    assert "softmax is ahead by 3.80 BLEU" in swapped
+    assert "**not a comparison of the methods**: one seed each" in line
+    assert "over the last quarter of its updates: 0.31 and 0.10 bits" in line
+    assert "ahead" not in line
+    assert "last quarter of its updates: not recorded" in _references().comparison(
+        first, _model("relu", 6.9, 22.6))
+
+
+def test_the_late_drop_is_the_fall_into_the_last_tenth():
+    # updates 0..100: the tenth before the last quarter is 65..75, the last tenth 90..100
+    losses = [(u, 10.0 - 0.02 * u) for u in range(0, 101, 5)]
+    # means: 65, 70, 75 -> 8.6; 90, 95, 100 -> 8.1
+    assert late_drop(losses) == pytest.approx(0.5, abs=1e-12)
+    assert late_drop([(u, 3.0) for u in range(10, 110, 10)]) == 0.0  # a flat curve
+    assert math.isnan(late_drop([])) and math.isnan(late_drop([(100, 3.0)]))
 
 
 @pytest.mark.parametrize("second, reason", [
@@ -105,11 +123,16 @@ def test_translation_findings_compare_the_pairs_by_run_key(tmp_path):
                 valid_nll=nll, bleu=bleu)
             for key, nll, bleu in (("softmax", 6.0, 26.4), ("relu", 6.5, 22.6),
                                    ("finetune_ce", 5.0, 30.4), ("finetune_sparse", 8.0, 30.4))]
+    # softmax still falling 0.002 bits an update (0.4 from the 520-600 window to 720-800),
+    # relu flat
+    runs[0].losses = [(u, 5.0 - 0.002 * u) for u in range(0, 801, 40)]
+    runs[1].losses = [(u, 4.0) for u in range(0, 801, 40)]
     lines = translation_findings(runs, _references())
     assert lines[0].startswith("Unigram entropy of the target sentences: 9.00 bits/token; "
                                "SOFTMAX: valid nll 6.00 bits, 3.00 bits below it")
     assert "SOFTMAX against RELU: both learned" in lines[1]
-    assert "SOFTMAX is ahead by 3.80 BLEU" in lines[1]
+    assert "ahead" not in lines[1] and "**not a comparison of the methods**" in lines[1]
+    assert "last quarter of its updates: 0.40 and 0.00 bits" in lines[1]  # from their curves
     assert lines[2].startswith("FINETUNE_CE against FINETUNE_SPARSE: **not meaningful**")
     assert "FINETUNE_SPARSE's valid nll is 1.00 bits below" in lines[2]
     assert len(lines) == 3

@@ -99,7 +99,7 @@ def test_findings_print_the_entropy_gap_and_the_pyramidion_gap_with_its_speed():
     assert "not meaningful" not in text
     assert "above the trivial output's 20.00: vanilla, pyramidion;" in text
     assert "pyramidion against vanilla: both learned" in text
-    assert "vanilla is ahead by 2.50 ROUGE-1" in text
+    assert "ahead" not in text and "**not a comparison of the methods**" in text
     assert "ROUGE-1 -2.50 points (not within 2 points of each other)" in text
     assert "1.40x the vanilla speed" in text
 
