@@ -16,8 +16,8 @@ A comparison of two models never says who is ahead. Where a model did not learn,
 the comparison is not meaningful, and why: ranking two models that have learnt nothing ranks
 noise. Where both learned, it gives their figures and says why they still do not compare the
 methods: the demo trains one seed of each, a fixed budget at one shared rate, and its models
-are still learning when it ends (:func:`late_drop`, measured on each training curve); the
-reproduction tables compare models trained to a plateau, each at its own rate, over seeds.
+are still learning when it ends (:func:`late_drop`, measured on each training curve);
+docs/reproduction.md compares models trained to a plateau, each at its own rate, over seeds.
 """
 
 from __future__ import annotations
@@ -164,5 +164,5 @@ class References:
                 + (f"; {detail}" if detail else "") + "); **not a comparison of the "
                 "methods**: one seed each, the same fixed budget at one shared rate, and the "
                 f"fall of each training nll over the last quarter of its updates: {fall} "
-                "(the reproduction tables compare such models trained to a plateau, each at "
-                "its own rate, over 3 seeds).")
+                "(docs/reproduction.md compares such models trained to a plateau, each at its "
+                "own rate, over 3 seeds).")

@@ -48,6 +48,8 @@ def test_both_learned_gives_the_figures_and_says_why_they_rank_nothing():
     assert "2.50 and 2.10 bits below" in line and "not meaningful" not in line
     assert "**not a comparison of the methods**: one seed each" in line
     assert "over the last quarter of its updates: 0.31 and 0.10 bits" in line
+    assert line.endswith("(docs/reproduction.md compares such models trained to a plateau, "
+                         "each at its own rate, over 3 seeds).")
     assert "ahead" not in line
     assert "last quarter of its updates: not recorded" in _references().comparison(
         first, _model("relu", 6.9, 22.6))
