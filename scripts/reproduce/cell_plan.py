@@ -50,6 +50,7 @@ class Cell:
     lr: float | None = None  # its learning rate, where the table chooses one per row
     # the row's rate grid, [[rate, seed 1's best valid nll], ...] (rows that choose a rate)
     lr_grid: List[List[float]] | None = None
+    rate_chosen: bool = False  # its row's grid has finished: ``lr`` is not a best so far
     search: bool = False  # a grid cell: trained, decoded only if its rate is chosen
     trained: Dict | None = None  # the grid cell's result this cell continues (it decodes)
     from_record: bool = False  # its result is the repository's record (no checkpoint here)

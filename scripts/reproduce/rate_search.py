@@ -14,7 +14,7 @@ seed 1's from its grid cell's checkpoints (:mod:`~scripts.reproduce.continuation
 from __future__ import annotations
 
 import math
-from typing import Callable, Dict, List, Sequence
+from typing import Callable, Dict, List, Sequence, Set
 
 from scripts.reproduce.cell_plan import Cell, make_cell, parent_of, selected_rows
 from scripts.reproduce.kinds import stopping_loss
@@ -25,17 +25,17 @@ from scripts.reproduce.spec import TableSpec
 
 def choose_rates(spec: TableSpec, options: RunOptions, data: Dict,
                  lookup: Callable[[List[Cell]], None], handle: Callable[[List[Cell]], None],
-                 ) -> tuple[Dict[str, float], Dict[str, List[List[float]]]]:
+                 ) -> tuple[Dict[str, float], Dict[str, List[List[float]]], Set[str]]:
     """Each trained row's rate, the best valid nll (or the kind's validation loss:
     :func:`best_nll`) of seed 1 over the settings' ``lr_grid``, widened while the best is
-    at an edge (:func:`widened`); and each row's grid, ``[[rate, best valid nll], ...]``
-    (None for a diverged cell). A row whose grid has not finished (a dry run, or
-    collecting logs) gets its best rate so far. ``lookup`` finds the grid cells' stored
-    results, ``handle`` prints, collects or runs the cells without one (a table run's, in
-    :mod:`~scripts.reproduce.runner`)."""
+    at an edge (:func:`widened`); each row's grid, ``[[rate, best valid nll], ...]``
+    (None for a diverged cell); and the rows whose grid has finished. A row whose grid has
+    not finished (a dry run, or collecting logs) gets its best rate so far. ``lookup``
+    finds the grid cells' stored results, ``handle`` prints, collects or runs the cells
+    without one (a table run's, in :mod:`~scripts.reproduce.runner`)."""
     settings = spec.settings(options.scale)
     if "lr_grid" not in settings:
-        return {}, {}
+        return {}, {}, set()
     metric = stopping_loss(spec)
     rows = [row for row in selected_rows(spec, options.rows, settings)
             if row.same_as is None and parent_of(row, settings) is None]
@@ -46,6 +46,7 @@ def choose_rates(spec: TableSpec, options: RunOptions, data: Dict,
     limits = settings.get("lr_limits", (min(grid) / 16, max(grid) * 16))
     rates: Dict[str, float] = {}
     points: Dict[str, List[List[float]]] = {}
+    chosen: Set[str] = set()
     while rows:
         cells = {row.key: [make_cell(spec, options, data, row, 1, lr, None, search=True)
                            for lr in grids[row.key]] for row in rows}
@@ -65,11 +66,12 @@ def choose_rates(spec: TableSpec, options: RunOptions, data: Dict,
             more = widened(grids[row.key], nll, limits)
             if more is None:
                 rates[row.key] = min(grids[row.key], key=nll.get)
+                chosen.add(row.key)
             else:
                 grids[row.key] = sorted([*grids[row.key], more])
                 widening.append(row)
         rows = widening
-    return rates, points
+    return rates, points, chosen
 
 
 def best_nll(cell: Cell, metric: str = NLL) -> float:

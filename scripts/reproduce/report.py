@@ -149,22 +149,24 @@ def grid_loss(spec: TableSpec) -> str:
 
 def row_records(spec: TableSpec, cells: Sequence) -> Dict[str, Dict[str, Any]]:
     """Per shown or compared row: its rate, its rate grid and, per finished seed, how it
-    stopped, its updates, validation curve and figures (the table's metrics)."""
+    stopped, its updates, validation curve and figures (the table's metrics); a row with no
+    finished seed has its rate and grid once its grid has finished (``rate_chosen``)."""
     keys = {row.key for row in shown_rows(spec)} | {
         key for claim in spec.comparisons for key in (claim.better, claim.worse)}
     wanted = {metric.key for metric in spec.metrics} | {validation_loss(spec)[0], "diverged",
                                                          "reason"}
     records = {}
     for row in (row for row in spec.rows if row.key in keys):
-        done = sorted((cell for cell in cells if cell.row.key == row.key and cell.result),
-                      key=lambda cell: cell.seed)
+        planned = [cell for cell in cells if cell.row.key == row.key]
+        done = sorted((cell for cell in planned if cell.result), key=lambda cell: cell.seed)
+        rated = done or [cell for cell in planned if getattr(cell, "rate_chosen", False)]
         seeds = [{"seed": cell.seed,
                   **{key: learning_field(cell, key)
                      for key in ("stopped", "still_improving", "updates", "curve")},
                   "figures": {k: v for k, v in cell.result["figures"].items() if k in wanted},
                   "commit": cell.result.get("commit")} for cell in done]
-        records[row.key] = {"label": row.label, "lr": first_recorded(done, "lr"),
-                            "lr_grid": first_recorded(done, "lr_grid") or [], "seeds": seeds}
+        records[row.key] = {"label": row.label, "lr": first_recorded(rated, "lr"),
+                            "lr_grid": first_recorded(rated, "lr_grid") or [], "seeds": seeds}
     return records
 
 
@@ -177,7 +179,8 @@ def learning_table(records: Mapping[str, Mapping[str, Any]],
                for record in records.values()):
         return None
     rows = []
-    for record in (record for record in records.values() if record["seeds"]):
+    for record in (record for record in records.values()
+                   if record["seeds"] or record["lr"] is not None):
         stops = [seed["stopped"] or "no record" for seed in record["seeds"]]
         grid = ", ".join(f"{lr:g}: " + number(plain(nll), 2) for lr, nll in record["lr_grid"])
         rows.append([record["label"], "-" if record["lr"] is None else f"{record['lr']:g}",
@@ -330,7 +333,7 @@ def section(spec: TableSpec, cells: Sequence, data: Dict, scale: str, seeds: int
                      "paper's figures are listed for comparison.\n")
     lines += [result_table(spec, table, diverged_seeds(cells)), ""]
     grid, loss = grid_loss(spec), validation_loss(spec)[1]
-    learning = learning_table(row_records(spec, cells), grid) if done else None
+    learning = learning_table(row_records(spec, cells), grid)
     if learning is not None:
         # the stop's loss said once, unless it is not the grid's (rows from another table)
         stop = loss if loss == grid else own_criterion(loss)

@@ -144,8 +144,8 @@ class TableRun:
         run, printed or collected), then the cells of other tables that rows start from
         (planned by those tables' runs; printed or collected with them, run only when a row
         that starts from them runs), then this table's."""
-        rates, grids = choose_rates(self.spec, self.options, self.data, self.lookup,
-                                    self.handle)
+        rates, grids, chosen = choose_rates(self.spec, self.options, self.data,
+                                            self.lookup, self.handle)
         parents: Dict[tuple[str, int], Cell] = {}
         rows = selected_rows(self.spec, self.options.rows, self.settings)
         for name, keys in foreign_parents(rows, self.settings).items():
@@ -159,6 +159,8 @@ class TableRun:
         for cell in cells:  # parents first: a row that starts from another shows its grid
             cell.owner = self
             cell.lr_grid = cell.parent.lr_grid if cell.parent else grids.get(cell.row.key)
+            cell.rate_chosen = cell.parent.rate_chosen if cell.parent else (
+                cell.row.key in chosen)
         self.lookup(cells)
         return cells
 

@@ -264,6 +264,27 @@ def test_the_section_shows_how_each_row_learnt_and_the_json_stays_strict(tmp_pat
     assert "rate grid" not in section(SPEC, cells(stopped=None), {}, "toy", 3, "cmd")
 
 
+def test_a_row_whose_grid_finished_before_any_seed_shows_its_rate_and_grid(tmp_path):
+    from scripts.reproduce.report import section
+
+    grid = [[0.00125, 4.77], [0.0025, 3.69], [0.005, 3.05], [0.01, 3.40]]
+    found = cells(rows=("a",), lr=0.01, lr_grid=[[0.01, 4.0]])
+    # b: its grid finished (the runner marks its planned cells), none of its seeds yet; c: its
+    # grid not finished, a best rate so far: not shown
+    found += [SimpleNamespace(row=SPEC.row("b"), seed=seed, result=None, lr=0.005,
+                              lr_grid=grid, rate_chosen=True) for seed in (1, 2, 3)]
+    found += [SimpleNamespace(row=SPEC.row("c"), seed=seed, result=None, lr=0.0025,
+                              lr_grid=grid[:2], rate_chosen=False) for seed in (1, 2, 3)]
+    text = section(SPEC, found, {}, "toy", 3, "cmd")
+    assert "| B | 0.005 | 0.00125: 4.77, 0.0025: 3.69, 0.005: 3.05, 0.01: 3.40 | - | - |" in text
+    assert "| C |" not in text.split("rate grid")[1]
+    rows = verdicts(SPEC, found, {}, "toy", 3)["rows"]
+    assert rows["b"] == {"label": "B", "lr": 0.005, "lr_grid": grid, "seeds": []}
+    assert rows["c"] == {"label": "C", "lr": None, "lr_grid": [], "seeds": []}
+    # a table none of whose cells has finished still shows the rows whose grid has
+    assert "| B | 0.005 |" in section(SPEC, found[3:], {}, "toy", 3, "cmd")
+
+
 def test_the_classification_reference_predicts_the_most_frequent_training_class(tmp_path):
     from scripts.reproduce.kinds.classification import no_model, reference_line
     from scripts.reproduce.tables.sparse_softmax_classification import SPEC as CLASSES

@@ -5,6 +5,7 @@ beside the report, and one run of a table at a time in a work folder."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
@@ -185,6 +186,7 @@ def test_each_row_trains_at_its_best_rate_of_seed_1(grid, tmp_path):
     b = next(c for c in cells if c.row.key == "b")
     assert [lr for lr, _ in b.lr_grid] == [2.0, 4.0, 8.0, 16.0, 32.0, 64.0]
     assert b.lr_grid[4][1] == pytest.approx(1.01) and b.result["figures"]["bleu"] == 320.0
+    assert all(c.rate_chosen for c in cells)  # every grid finished: the report shows it
     grid.calls.clear()
     run_table(GRID_SPEC, options)
     assert grid.calls == []  # everything cached, the grid too
@@ -192,14 +194,35 @@ def test_each_row_trains_at_its_best_rate_of_seed_1(grid, tmp_path):
 
 def test_a_dry_run_names_each_cell_s_rate(grid, tmp_path):
     said = []
-    run_table(GRID_SPEC, RunOptions(seeds=2, work=tmp_path, dry_run=True, say=said.append))
+    cells, _ = run_table(GRID_SPEC, RunOptions(seeds=2, work=tmp_path, dry_run=True,
+                                               say=said.append))
+    assert not any(c.rate_chosen for c in cells)  # no grid run: no rate chosen yet
     headers = [line for line in said if line.startswith("# a,")]
     # the grid (trained only), then seed 1 decoded and seed 2, at the rate the table has
-    # until the grid is run
+    # until the grid is run: said to be one for now
+    for_now = "(lr 5 for now: no cell of the rate grid has finished; the grid chooses the rate)"
     assert [line.split("  ", 1)[1] for line in headers] == [
         "(lr 2, a rate of the grid: not decoded)", "(lr 4, a rate of the grid: not decoded)",
-        "(lr 8, a rate of the grid: not decoded)", "(lr 5)", "(lr 5)"]
+        "(lr 8, a rate of the grid: not decoded)", for_now, for_now]
     assert grid.calls == []
+
+
+def test_a_dry_run_says_a_rate_is_chosen_only_once_its_grid_has_finished(grid, tmp_path):
+    def rates(**options) -> dict:
+        said = []
+        with contextlib.suppress(BudgetSpent):
+            run_table(GRID_SPEC, RunOptions(work=tmp_path, say=said.append, **options))
+        return {line.split(" -> ")[0]: line.split("  ", 1)[1] for line in said
+                if line.startswith(("# a, seed 2", "# b, seed 2"))}
+
+    rates(seeds=1, rows=["a"], max_new_cells=2)  # a's grid: 2 of its 3 rates trained
+    assert rates(seeds=2, dry_run=True) == {
+        "# a, seed 2": "(lr 4 for now: the best of 2 finished cells of the rate grid; chosen "
+                       "when the grid has finished)",
+        "# b, seed 2": "(lr 5 for now: no cell of the rate grid has finished; the grid "
+                       "chooses the rate)"}
+    rates(seeds=1)  # both grids finish (b's widened to 64)
+    assert rates(seeds=2, dry_run=True) == {"# a, seed 2": "(lr 4)", "# b, seed 2": "(lr 32)"}
 
 
 def test_the_grid_stops_widening_at_its_limits(grid, tmp_path):
