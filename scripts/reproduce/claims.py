@@ -35,6 +35,9 @@ from scripts.reproduce.spec import Comparison, Metric, TableSpec
 NOT_RUN = "not run"
 STILL_LEARNING = f"{NOT_RESOLVED}: still learning"
 NOT_MEANINGFUL = "not meaningful"
+# the closing clause of each kind's no-model reference line (its ``reference_line``)
+NO_MODEL_CLAIM = f"a claim on such a row is {NOT_MEANINGFUL}, whatever the direction of its " \
+    "difference."
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from typing import Any, Callable, Dict, List
 from scripts.common.atomic_files import write_text_atomic
 from scripts.common.fairseq_cli import fairseq_command
 from scripts.reproduce import patient_train
-from scripts.reproduce.claims import NoModel
+from scripts.reproduce.claims import NO_MODEL_CLAIM, NoModel
 from scripts.reproduce.kinds import Step
 from scripts.reproduce.kinds.translation import plateau_flags
 from scripts.reproduce.log_figures import train_figures
@@ -97,8 +97,7 @@ def reference_line(references: List[NoModel]) -> str:
                         for reference in references)
     return (f"Without a model, on the same test messages: the training split's most frequent "
             f"class for every message scores {figures}. A row at or below it has learnt "
-            "nothing from the messages: a claim on such a row is not meaningful, whatever "
-            "the direction of its difference.")
+            f"nothing from the messages: {NO_MODEL_CLAIM}")
 
 
 def cell_settings(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, Any],

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Sequence
 
 from scripts.common.fairseq_cli import fairseq_command
 from scripts.common.repo_paths import USER_DIR
-from scripts.reproduce.claims import NoModel
+from scripts.reproduce.claims import NO_MODEL_CLAIM, NoModel
 from scripts.reproduce.data_folder import shared_data
 from scripts.reproduce.kinds import Step, recipe_steps, translation
 from scripts.reproduce.kinds.translation import plateau_flags, score_step, train_step
@@ -72,8 +72,7 @@ def reference_line(found: SummaryReferences) -> str:
             f"unigram entropy is {found.entropy_bits:.2f} bits (a valid nll well below it has "
             "learnt from the page). A row whose ROUGE is at or below the trivial output's picks "
             "no more of the page's words than a constant output does, and a row whose valid "
-            "nll is at or above the entropy has not read the page: a claim on such a row is "
-            "not meaningful, whatever the direction of its difference.")
+            f"nll is at or above the entropy has not read the page: {NO_MODEL_CLAIM}")
 
 
 def build_data(settings: Dict[str, Any], folder: Path,

@@ -37,7 +37,7 @@ from scripts.common.fairseq_train import train_command
 from scripts.common.repo_paths import USER_DIR
 from scripts.common.run_record import Budget, Run
 from scripts.reproduce import patient_train
-from scripts.reproduce.claims import NoModel
+from scripts.reproduce.claims import NO_MODEL_CLAIM, NoModel
 from scripts.reproduce.data_folder import shared_data
 from scripts.reproduce.doc_corpus import (
     SEPARATOR,
@@ -128,8 +128,7 @@ def reference_line(spec: TableSpec, found: Dict[str, List[NoModel]]) -> str | No
     figures = "; ".join(f"{bits:.2f} bits on {where}" for where, bits in entropies.items())
     return (f"Without a model: the target side's unigram entropy is {figures} (the valid nll "
             "of a model that reads no source word). A row whose valid nll is at or above it "
-            "has not learnt to translate: a claim on such a row is not meaningful, whatever "
-            "the direction of its difference.")
+            f"has not learnt to translate: {NO_MODEL_CLAIM}")
 
 
 def build_data(settings: Dict[str, Any], folder: Path) -> Dict[str, Any]:
