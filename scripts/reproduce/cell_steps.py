@@ -119,9 +119,25 @@ def training(folder: Path, settings: Dict, metric: str = NLL) -> Dict:
 
 
 def dry_run_header(cell: Cell, name: str | None = None) -> str:
-    rate = "" if cell.lr is None else (
-        f"  (lr {cell.lr:g}{', a rate of the grid: not decoded' if cell.search else ''})")
-    return f"# {name or cell.row.key}, seed {cell.seed} -> {cell.folder}{rate}"
+    """``# ROW, seed N -> FOLDER  (lr X)``; a rate not chosen yet (its row's grid, or its
+    parent's, has not finished: ``rate_chosen`` false) is said to be one for now."""
+    return f"# {name or cell.row.key}, seed {cell.seed} -> {cell.folder}{rate_words(cell)}"
+
+
+def rate_words(cell: Cell) -> str:
+    if cell.lr is None:
+        return ""
+    if cell.search:
+        return f"  (lr {cell.lr:g}, a rate of the grid: not decoded)"
+    if cell.rate_chosen:
+        return f"  (lr {cell.lr:g})"
+    finished = len(cell.lr_grid or [])
+    if not finished:
+        return (f"  (lr {cell.lr:g} for now: no cell of the rate grid has finished; the grid "
+                "chooses the rate)")
+    return (f"  (lr {cell.lr:g} for now: the best of {finished} finished "
+            f"cell{'s' if finished > 1 else ''} of the rate grid; chosen when the grid has "
+            "finished)")
 
 
 def print_dry_run(cell: Cell, say: Callable[[str], None], name: str | None = None) -> None:
