@@ -2,7 +2,9 @@
 
 The fairseq commands run as child processes, several at a time; each gets its own share of
 the CPU threads through ``OMP_NUM_THREADS``/``MKL_NUM_THREADS``, and its CPU time is read
-back from the kernel when it ends.
+back from the kernel when it ends. :func:`stop_children` stops them all, and any started
+after it (a stop by hand: the command line's SIGINT/SIGTERM handler), as a deadline stops
+one.
 
 glibc's malloc hands every block above 32 MiB straight back to the kernel when it is freed,
 so a CPU training step whose output layer allocates tensors of that size (tokens x
@@ -16,6 +18,7 @@ environment sets them), which made the same 60 updates 1.42x faster in words per
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -29,6 +32,29 @@ from scripts.common.repo_paths import REPO_ROOT
 # is not trimmed back after every step
 KEEP_BIG_BLOCKS = {"MALLOC_MMAP_THRESHOLD_": str(2 ** 31 - 1),
                    "MALLOC_TRIM_THRESHOLD_": str(2 ** 32), "MALLOC_TOP_PAD_": str(2 ** 28)}
+
+
+# every child that stream() is running: its guarded stop (terminate unless already reaped)
+_RUNNING: Dict[int, Callable[[], None]] = {}
+_RUNNING_LOCK = threading.RLock()
+_STOPPED: list = []  # why stop_children() was called (e.g. "SIGTERM"), once it has been
+
+
+def stop_children(reason: str) -> None:
+    """Terminate every child :func:`stream` is running, and each it starts from now on, as its
+    deadline would: its caller still gets its exit status and CPU time (``reason`` is what
+    :func:`stopped_by` says). Safe in a signal handler (run by the main thread, which it may
+    have interrupted in :func:`stream`): its locks are reentrant."""
+    _STOPPED.append(reason)
+    with _RUNNING_LOCK:
+        stops = list(_RUNNING.values())
+    for stop in stops:
+        stop()
+
+
+def stopped_by() -> str | None:
+    """The reason :func:`stop_children` was given, or None when it has not been called."""
+    return _STOPPED[0] if _STOPPED else None
 
 
 def child_env(threads: int) -> Dict[str, str]:
@@ -52,7 +78,7 @@ def stream(command: Sequence[object], log_path: Path, on_line: Callable[[str], N
            deadline: float | None = None) -> tuple[int, float]:
     """Run a command, tee its merged output to ``log_path`` (after what it holds, with
     ``append``), feed each line to ``on_line``; terminate it at ``deadline`` (a
-    ``time.monotonic()`` time), if it is still running then.
+    ``time.monotonic()`` time), if it is still running then, or at :func:`stop_children`.
 
     Returns the exit status and the CPU seconds (user + system) the process used: unlike
     wall-clock time, the CPU time of a run hardly changes when other processes load the
@@ -62,25 +88,35 @@ def stream(command: Sequence[object], log_path: Path, on_line: Callable[[str], N
     with open(log_path, "a" if append else "w", encoding="utf-8") as log, subprocess.Popen(
             [str(c) for c in command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True, env=env, cwd=REPO_ROOT) as proc:
-        guard, running = threading.Lock(), [True]
+        guard, running = threading.RLock(), [True]
 
         def stop() -> None:
             with guard:  # never signal the pid once it is reaped (it may be reused)
                 if running[0]:
-                    proc.terminate()
+                    # not proc.terminate(): its poll() would reap a child that has just
+                    # exited, and wait4 below would find none
+                    os.kill(proc.pid, signal.SIGTERM)
 
+        with _RUNNING_LOCK:
+            _RUNNING[id(proc)] = stop
+        if _STOPPED:  # stopped before it was registered
+            stop()
         timer = None if deadline is None else threading.Timer(
             max(0.0, deadline - time.monotonic()), stop)
         if timer is not None:
             timer.daemon = True
             timer.start()
-        for line in proc.stdout:
-            log.write(line)
-            on_line(line.rstrip("\n"))
-        with guard:
-            running[0] = False
-        if timer is not None:
-            timer.cancel()
+        try:
+            for line in proc.stdout:
+                log.write(line)
+                on_line(line.rstrip("\n"))
+        finally:
+            with guard:
+                running[0] = False
+            with _RUNNING_LOCK:
+                _RUNNING.pop(id(proc), None)
+            if timer is not None:
+                timer.cancel()
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
     return proc.returncode, usage.ru_utime + usage.ru_stime

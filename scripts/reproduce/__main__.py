@@ -13,6 +13,8 @@ cache in WORK/cells, or from their records beside the report, docs/reproduction/
 another machine or a fresh clone); a changed setting (``--set``) gives new cells only to what
 it changes. ``--budget-minutes N`` stops a call after N minutes (a running training is
 stopped and continues from its last checkpoint next time): a table is completed over calls.
+Ctrl-C (SIGINT) or SIGTERM stops a call the same way, at once (the running trainings are
+stopped, their CPU time so far kept; no cell starts), exiting 130 or 143; a second kills it.
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import signal
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
+from scripts.common.child_processes import stop_children, stopped_by
 from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce.cell_plan import selected_rows
 from scripts.reproduce.cell_steps import BudgetSpent, CellFailed
@@ -152,7 +156,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="stop after N minutes (wall clock): no cell starts after that, "
                              "a running training is stopped and continues from its last "
                              "checkpoint in the next call; exits 1 with the finished cells "
-                             "in the report")
+                             "in the report (Ctrl-C or SIGTERM stops a call the same way, "
+                             "without the report, exiting 130 or 143)")
     parser.add_argument("--max-new-cells", type=int, default=None,
                         help="stop after running this many new cells (a budget)")
     parser.add_argument("--no-report", action="store_true",
@@ -192,6 +197,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def stopped_by_hand(finished: Sequence[str], say) -> int | None:
+    """After a stop by hand (:func:`stop_on_signals`): one line, and the exit status (128 +
+    the signal's number); None when the call was not stopped."""
+    reason = stopped_by()
+    if reason is None:
+        return None
+    say(f"python -m scripts.reproduce: stopped by {reason}: {len(finished)} "
+        f"cell{'' if len(finished) == 1 else 's'} finished in this call, the running "
+        "trainings continue from their last checkpoints: rerun the same command to resume")
+    return 128 + signal.Signals[reason] if reason in signal.Signals.__members__ else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
@@ -221,13 +238,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     status = 0
     try:
         cells, data = run_table(spec, options)
-    except (CellFailed, BudgetSpent) as error:
+    except BaseException as error:
+        stopped = stopped_by_hand(options.finished, say)  # whatever the stop made it raise
+        if stopped is not None:
+            return stopped
+        if not isinstance(error, (CellFailed, BudgetSpent)):
+            raise
         say(f"stopped: {error}")
         status = 1
         options.dry_run, options.collect_only, options.max_new_cells = False, True, None
         cells, data = run_table(spec, options)  # what finished, for the report
     if args.dry_run or args.no_report:
-        return status
+        return stopped_by_hand(options.finished, say) or status
     command = "python -m scripts.reproduce " + shlex.join(reproducing_argv(argv))
     entry = verdicts(spec, cells, data, args.scale, args.seeds)
     replaced = note_replaced(args.out, spec.name, entry)
@@ -236,13 +258,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_section(args.out, spec.name, text, DOC_HEADER)
     update_summary(args.out, spec.name, entry)
     say(f"{spec.name}: report in {args.out} ({time.monotonic() - started:.0f} s)")
-    return status
+    return stopped_by_hand(options.finished, say) or status
+
+
+def stop_on_signals() -> None:
+    """SIGINT (Ctrl-C) and SIGTERM stop the call as a spent budget does: the running children
+    are terminated (:func:`~scripts.common.child_processes.stop_children`), each training's
+    CPU seconds are written, no cell starts, and :func:`main` returns 128 + the signal's
+    number; a second signal kills at once (the default handlers are back)."""
+    def handle(signum: int, _frame) -> None:
+        for number in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(number, signal.SIG_DFL)
+        stop_children(signal.Signals(signum).name)
+
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, handle)
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:  # Ctrl-C: one line instead of a traceback; 130 = 128 + SIGINT
-        print("python -m scripts.reproduce: stopped by an interrupt; the cells that finished "
-              "are kept, and the same command resumes from them", file=sys.stderr)
-        sys.exit(130)
+    stop_on_signals()  # only here: importing this module changes no signal handling
+    sys.exit(main())

@@ -4,7 +4,8 @@ cell's folder, or a call in this process), or print them all (a dry run,
 :func:`training`). A step that exits non-zero stops the run with the cell and its log named
 (:class:`CellFailed`), or, for a training whose log names a NaN or infinite loss, marks the
 cell diverged (:class:`Diverged`); one still running at the call's deadline is stopped
-(:class:`BudgetSpent`).
+(:class:`BudgetSpent`), and so is one running when the call is stopped by hand
+(:func:`~scripts.common.child_processes.stop_children`, :class:`StoppedByHand`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Callable, Dict
 
 from scripts.common.atomic_files import write_text_atomic
-from scripts.common.child_processes import child_env, stream
+from scripts.common.child_processes import child_env, stopped_by, stream
 from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce.cell_plan import Cell
 from scripts.reproduce.kinds import Step
@@ -48,6 +49,17 @@ class BudgetSpent(RuntimeError):
     was stopped, to continue from its last checkpoint); the rest is left for the next call."""
 
 
+class StoppedByHand(BudgetSpent):
+    """The call was stopped by hand (SIGINT, SIGTERM): as when its time budget is spent, a
+    running training was stopped, its CPU seconds kept, to continue next time."""
+
+
+def check_not_stopped() -> None:
+    """Raise :class:`StoppedByHand` once the call has been stopped by hand."""
+    if stopped_by() is not None:
+        raise StoppedByHand(f"stopped by {stopped_by()}")
+
+
 TIME_SPENT = "the time budget (--budget-minutes) is spent; the same command continues"
 
 
@@ -62,7 +74,9 @@ def run_step(step: Step, folder: Path, threads: int, deadline: float | None = No
     A training step whose log says it finished is not run again (a cell stopped while
     decoding); one stopped half-way continues from the ``checkpoint_last.pt`` it saved
     (fairseq-train's own resumption), after the log it had written. A subprocess still
-    running at ``deadline`` is stopped (:class:`BudgetSpent`)."""
+    running at ``deadline``, or at a stop by hand, is stopped (:class:`BudgetSpent`,
+    :class:`StoppedByHand`), its CPU seconds so far kept all the same."""
+    check_not_stopped()
     if step.call is not None:
         # this thread's time plus that of the processes the call waited for (exact with
         # --jobs 1; with several cells at once their children's times mix)
@@ -81,6 +95,8 @@ def run_step(step: Step, folder: Path, threads: int, deadline: float | None = No
     cpu += before
     if step.trains:
         write_text_atomic(spent, f"{cpu:.2f}\n")
+    if code:
+        check_not_stopped()
     if code and deadline is not None and time.monotonic() >= deadline:
         raise BudgetSpent(TIME_SPENT)
     if code:

@@ -4,9 +4,9 @@ dry run, budgets, records: :mod:`~scripts.reproduce.runner`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, List, Mapping, Sequence
 
 from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce.spec import TableSpec
@@ -29,3 +29,5 @@ class RunOptions:
     # the tables a "TABLE:ROW" parent names, with any settings changed for this call
     # (default: every table as defined)
     tables: Mapping[str, TableSpec] | None = None
+    # filled as the call runs: the folders of the cells it finished (every table's)
+    finished: List[str] = field(default_factory=list)

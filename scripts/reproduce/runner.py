@@ -18,8 +18,10 @@ report (:class:`~scripts.reproduce.cell_records.CellRecords`); one already store
 same key, here or in the records, is not run again, so a killed run resumes where it
 stopped, on this machine or another. ``max_new_cells`` stops after that many new cells and
 ``deadline`` at a time (a running training is stopped, and continues from its last
-checkpoint next time); a failing step stops the run with the cell and its log named, after
-the cells already finished are stored. A work folder runs one call of a table at a time.
+checkpoint next time), and a stop by hand (SIGINT, SIGTERM:
+:func:`~scripts.common.child_processes.stop_children`) the same way; a failing step stops
+the run with the cell and its log named, after the cells already finished are stored. A
+work folder runs one call of a table at a time.
 
 A row may start from a row of another table (``parent="TABLE:ROW"``): its starting point is
 that table's own cell, planned by a :class:`TableRun` of that table in the same call (which
@@ -68,6 +70,7 @@ from scripts.reproduce.cell_steps import (
     CellFailed,
     Diverged,
     add_cpu_figures,
+    check_not_stopped,
     dry_run_header,
     print_dry_run,
     run_step,
@@ -342,6 +345,7 @@ class TableRun:
             raise BudgetSpent(f"stopped after {options.max_new_cells} new cells")
         if options.deadline is not None and time.monotonic() >= options.deadline:
             raise BudgetSpent(TIME_SPENT)
+        check_not_stopped()
         root.started += 1
         if cell.parent is not None and cell.parent.result is None:
             raise CellFailed(f"{cell.folder.name}: its parent {cell.parent.folder.name} has "
@@ -387,6 +391,7 @@ class TableRun:
             "row": cell.row.key, "seed": cell.seed, "machine": platform.node(),
             "commit": root.commit_id, "load_average": [round(v, 1) for v in os.getloadavg()],
             "finished_at": round(time.time(), 1), **self.learnt(cell)}))
+        options.finished.append(cell.folder.name)
         options.say(f"  done {name} seed {cell.seed}{rate} in "
                     f"{cell.result['seconds']} s")
 

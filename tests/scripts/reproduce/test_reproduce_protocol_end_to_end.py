@@ -2,15 +2,21 @@
 catalog: Table 4's tiny scale chooses a row's rate from a 3-point grid and trains to a
 plateau (a grid cell at a plateau stands for the chosen rate's longer-capped cell); a time
 budget stops a table, which the same command completes; a fresh work folder
-takes the finished cells from the records beside the report instead of training them."""
+takes the finished cells from the records beside the report instead of training them; a
+SIGTERM stops a call as a spent budget does, the CPU time trained so far kept."""
 
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce.__main__ import main
 from scripts.reproduce.tables import TABLES
 
@@ -18,6 +24,9 @@ from catalog_fixtures import write_fixture_catalogs
 
 pytestmark = pytest.mark.slow
 TABLE = "relu_former_table4"
+# one rate, 20 epochs of 4 updates (validated every 2) without a plateau
+BUDGET = ["--set", "lr_grid=[0.01]", "--set", "lr_limits=[0.01,0.01]", "--set",
+          "max_epoch=20", "--set", "patience=1000"]
 
 
 def arguments(tmp_path: Path, work: str = "work", *extra: str) -> list:
@@ -75,9 +84,7 @@ def test_a_row_takes_its_best_rate_of_a_grid_and_trains_to_a_plateau(tmp_path):
 
 
 def test_a_time_budget_stops_the_table_and_a_fresh_clone_takes_the_records(tmp_path, capsys):
-    # one rate, 20 epochs of 4 updates (validated every 2) without a plateau
-    budget = ["--set", "lr_grid=[0.01]", "--set", "lr_limits=[0.01,0.01]", "--set",
-              "max_epoch=20", "--set", "patience=1000"]
+    budget = BUDGET
     spent = "the time budget (--budget-minutes) is spent"
     # no time: the data is built, no cell starts
     assert main(arguments(tmp_path, "work", *budget, "--budget-minutes", "0")) == 1
@@ -103,3 +110,37 @@ def test_a_time_budget_stops_the_table_and_a_fresh_clone_takes_the_records(tmp_p
     assert not list((tmp_path / "fresh").rglob("train.log"))  # nothing trained again
     assert "1 of 1 cells finished" in (tmp_path / "reproduction.md").read_text()
     assert row_line(tmp_path) == row  # the same figures
+
+
+def test_a_sigterm_stops_the_table_as_a_spent_budget_does(tmp_path):
+    argv = arguments(tmp_path, "work", *BUDGET)
+    runner = subprocess.Popen([sys.executable, "-m", "scripts.reproduce", *argv],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              cwd=REPO_ROOT)
+    try:  # SIGTERM to the runner alone, once its training has validated and saved
+        began, log = time.monotonic(), None
+        while time.monotonic() - began < 300 and runner.poll() is None:
+            log = next((tmp_path / "work").rglob("train.log"), None)
+            if (log is not None and (log.parent / "checkpoint_last.pt").is_file()
+                    and "valid_num_updates" in log.read_text()):
+                break
+            time.sleep(0.1)
+        runner.send_signal(signal.SIGTERM)
+        _, err = runner.communicate(timeout=120)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    assert runner.returncode == 143, err
+    assert "Traceback" not in err
+    assert err.splitlines()[-1].startswith(
+        "python -m scripts.reproduce: stopped by SIGTERM: 0 cells finished in this call")
+    # the training was stopped (not waited for), its CPU seconds so far kept
+    stopped = log.read_text()
+    assert "done training" not in stopped and records(tmp_path) == {}
+    first = float((log.parent / "train.log.cpu").read_text())
+    assert first > 0
+    assert main(argv) == 0  # the same command resumes it, after its log
+    assert log.read_text().startswith(stopped) and "Loaded checkpoint" in log.read_text()
+    (record,) = records(tmp_path).values()
+    assert [update for update, _ in record["curve"]] == list(range(2, 81, 2))
+    assert record["figures"]["train_cpu_seconds"] > first  # the whole training's
