@@ -1,5 +1,6 @@
 """Ctrl-C on ``python -m scripts.reproduce``: one line saying it stopped and that the same
-command resumes, exit status 130, no traceback."""
+command resumes, exit status 130, no traceback (SIGTERM, the same stop:
+test_reproduce_protocol_end_to_end)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import pytest
 
 from helpers import REPO_ROOT
 
-STOPPED = ("python -m scripts.reproduce: stopped by an interrupt; the cells that finished are "
-           "kept, and the same command resumes from them")
+STOPPED = ("python -m scripts.reproduce: stopped by SIGINT: 0 cells finished in this call, the "
+           "running trainings continue from their last checkpoints: rerun the same command to "
+           "resume")
 
 
 def _as_from_a_terminal() -> None:
