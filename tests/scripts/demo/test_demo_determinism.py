@@ -1,5 +1,8 @@
 """The demo's figures depend on the seed and the thread count, not on the machine's load:
-the tiny demo gives the same table quiet and with three busy CPU loops beside it."""
+the tiny demo gives the same table quiet and with a busy CPU loop beside it (on 2 cores with the
+other test worker running, the demo then gets about two thirds of a core: its timing changes,
+and a figure that depended on time would too). One loop, not more: each further loop slowed
+this run, and the other worker beside it, without testing anything new."""
 
 from __future__ import annotations
 
@@ -41,21 +44,19 @@ def _run_tiny(out, flags):
 
 
 @pytest.mark.slow
-def test_tiny_demo_gives_the_same_figures_quiet_and_beside_three_busy_loops(tmp_path):
+def test_tiny_demo_gives_the_same_figures_quiet_and_beside_a_busy_loop(tmp_path):
     flags = ["--locale-dir", write_fixture_catalogs(tmp_path / "locale"),
              "--man-dir", write_fixture_man_pages(tmp_path / "man")]
     quiet = _run_tiny(tmp_path / "quiet", flags)
     context = multiprocessing.get_context("fork")
     stop = context.Event()
-    loops = [context.Process(target=_busy, args=(stop,), daemon=True) for _ in range(3)]
-    for loop in loops:
-        loop.start()
+    loop = context.Process(target=_busy, args=(stop,), daemon=True)
+    loop.start()
     try:
         busy = _run_tiny(tmp_path / "busy", flags)
     finally:
         stop.set()
-        for loop in loops:
-            loop.join(30)
+        loop.join(30)
     figures = _figures(quiet)
     # both tables, models and reference rows, every model at its whole update budget
     assert {name for name, _, _ in figures} == {"translation", "summaries"}
