@@ -32,12 +32,19 @@ minimises (``nll_loss``, the translation and summary cells'; ``loss``, the class
 log holds ``valid_<metric>`` at every validation. A metric to maximise (``accuracy``) is not
 replayed: a warning says its count starts again at the resumption. Importing the plugin
 changes nothing: only this launcher wraps fairseq.
+
+It also makes fairseq's copies of a saved checkpoint atomic (:func:`atomic_copy`): fairseq
+writes ``checkpoint_E_U.pt`` through a temporary file, then *copies* it to ``checkpoint_best.pt``
+and ``checkpoint_last.pt``; a training stopped during a copy (``--budget-minutes``, a stop by
+hand) would leave a cut ``checkpoint_last.pt`` that the next call could not resume from.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any, Callable, List, Sequence, Tuple
@@ -119,6 +126,18 @@ def restoring(load: Callable) -> Callable:
     return load_checkpoint
 
 
+def atomic_copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
+    """fairseq's ``PathManager.copy`` for local files, atomic: the copy goes to a temporary
+    name beside ``dst_path`` and is renamed over it, so a process stopped half-way leaves the
+    former file whole."""
+    if not overwrite and os.path.exists(dst_path):
+        return False
+    temporary = f"{dst_path}.copying"
+    shutil.copyfile(src_path, temporary)
+    os.replace(temporary, dst_path)
+    return True
+
+
 def main(args: Sequence[str]) -> None:
     """Run fairseq-train with ``args``, its patience count restored on a resumption."""
     # As fairseq-train itself: the plugin installs its one-line errors only in a process
@@ -130,6 +149,8 @@ def main(args: Sequence[str]) -> None:
 
     checkpoints = train.checkpoint_utils  # the module train's main calls
     checkpoints.load_checkpoint = restoring(checkpoints.load_checkpoint)
+    # only checkpoint_utils copies files in a training, and only this process is patched
+    checkpoints.PathManager.copy = staticmethod(atomic_copy)
     train.cli_main()
 
 

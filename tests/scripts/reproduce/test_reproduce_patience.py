@@ -1,7 +1,8 @@
 """A cell's training resumed from its last checkpoint keeps fairseq's ``--patience`` count
 (``scripts/reproduce/patient_train.py``): the count replayed from a validation curve, the
 curve of a seeded folder, and a real tiny training stopped half-way and resumed, which stops
-at the update, with the curve, of the same training run in one go."""
+at the update, with the curve, of the same training run in one go; and its checkpoint copies
+are atomic."""
 
 from __future__ import annotations
 
@@ -82,6 +83,30 @@ def test_the_launcher_takes_fairseq_trains_arguments_and_name():
 
 
 @pytest.mark.slow
+def test_a_checkpoint_copy_stopped_half_way_leaves_the_former_file_whole(tmp_path,
+                                                                       monkeypatch):
+    source, target = tmp_path / "checkpoint_3_30.pt", tmp_path / "checkpoint_last.pt"
+    source.write_bytes(b"new" * 1000)
+    target.write_bytes(b"old")
+    assert not patient_train.atomic_copy(str(source), str(target))  # no overwrite asked
+    assert target.read_bytes() == b"old"
+
+    def cut_copy(src, dst):  # as a SIGTERM half-way through the copy
+        Path(dst).write_bytes(Path(src).read_bytes()[:100])
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(patient_train.shutil, "copyfile", cut_copy)
+        with pytest.raises(KeyboardInterrupt):
+            patient_train.atomic_copy(str(source), str(target), overwrite=True)
+    assert target.read_bytes() == b"old"
+    assert patient_train.atomic_copy(str(source), str(target), overwrite=True)
+    assert target.read_bytes() == source.read_bytes()
+    # the cut copy's temporary file is the next copy's, renamed away
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "checkpoint_3_30.pt", "checkpoint_last.pt"]
+
+
 def test_a_training_stopped_half_way_stops_where_the_uninterrupted_one_stops(tmp_path):
     spec = TABLES[TABLE]
     locale = write_fixture_catalogs(tmp_path / "locale", "fr")
@@ -121,5 +146,8 @@ def test_a_training_stopped_half_way_stops_where_the_uninterrupted_one_stops(tmp
     assert training_record(halves / step.log, settings["patience"]) == uninterrupted
     log = (halves / step.log).read_text()
     assert "Loaded checkpoint" in log
+    # fairseq's copies to checkpoint_best/last went through the launcher's atomic copy
+    assert (halves / "checkpoint_last.pt").is_file()
+    assert not list(halves.glob("*.copying"))
     assert (f"resumed at update {half}: --patience goes on from the best nll_loss "
             f"{curve[best][1]}, 1 validation(s) since it") in log
