@@ -110,6 +110,9 @@ def stream(command: Sequence[object], log_path: Path, on_line: Callable[[str], N
             for line in proc.stdout:
                 log.write(line)
                 on_line(line.rstrip("\n"))
+        except BaseException:  # a failed read or log write: stop the child it can no longer see
+            stop()
+            raise
         finally:
             with guard:
                 running[0] = False

@@ -265,13 +265,18 @@ def stop_on_signals() -> None:
     """SIGINT (Ctrl-C) and SIGTERM stop the call as a spent budget does: the running children
     are terminated (:func:`~scripts.common.child_processes.stop_children`), each training's
     CPU seconds are written, no cell starts, and :func:`main` returns 128 + the signal's
-    number; a second signal kills at once (the default handlers are back)."""
+    number; a second signal kills at once (the default handlers are back). A signal this
+    process was started ignoring (SIGINT of a shell's background job, ``nohup``) stays
+    ignored."""
+    handled = [number for number in (signal.SIGINT, signal.SIGTERM)
+               if signal.getsignal(number) is not signal.SIG_IGN]
+
     def handle(signum: int, _frame) -> None:
-        for number in (signal.SIGINT, signal.SIGTERM):
+        for number in handled:
             signal.signal(number, signal.SIG_DFL)
         stop_children(signal.Signals(signum).name)
 
-    for number in (signal.SIGINT, signal.SIGTERM):
+    for number in handled:
         signal.signal(number, handle)
 
 

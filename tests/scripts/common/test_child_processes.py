@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import sys
+import time
+
+import pytest
 
 from scripts.common.child_processes import child_env, stream
 
@@ -18,6 +21,17 @@ def test_stream_returns_exit_status_and_cpu_seconds(tmp_path):
     assert code == 3 and lines == ["done"]
     assert 0.3 <= cpu < 5
     assert (tmp_path / "log").read_text() == "done\n"
+
+
+def test_a_failed_line_handler_stops_the_child_instead_of_waiting_for_it(tmp_path):
+    def refuse(_line: str) -> None:
+        raise ValueError("cannot take this line")
+
+    started = time.monotonic()
+    with pytest.raises(ValueError):
+        stream([sys.executable, "-c", "import time; print('first', flush=True); time.sleep(60)"],
+               tmp_path / "log", refuse, child_env(1))
+    assert time.monotonic() - started < 30  # not the child's 60 s
 
 
 def test_a_child_gets_its_thread_share_and_never_the_unsafe_load_switch(monkeypatch):

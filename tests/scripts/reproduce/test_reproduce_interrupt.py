@@ -86,3 +86,17 @@ def test_an_interrupt_while_a_cell_runs_starts_no_other_cell():
         signal.signal(signal.SIGINT, previous)
     assert ran == [0]
     assert table.stopped.is_set()
+
+
+def test_a_signal_the_call_was_started_ignoring_stays_ignored():
+    """A shell's background job (``cmd &`` in a script) or ``nohup`` starts with SIGINT or
+    SIGHUP ignored: a Ctrl-C on the launching terminal must not stop it."""
+    probe = ("import signal\n"
+             "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+             "from scripts.reproduce.__main__ import stop_on_signals\n"
+             "stop_on_signals()\n"
+             "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN,"
+             " callable(signal.getsignal(signal.SIGTERM)))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out == ["True", "True"]
