@@ -266,7 +266,7 @@ def stop_on_signals() -> None:
     are terminated (:func:`~scripts.common.child_processes.stop_children`), each training's
     CPU seconds are written, no cell starts, and :func:`main` returns 128 + the signal's
     number; a second signal kills at once (the default handlers are back). A signal this
-    process was started ignoring (SIGINT of a shell's background job, ``nohup``) stays
+    process was started ignoring (the SIGINT of a background job a shell script starts) stays
     ignored."""
     handled = [number for number in (signal.SIGINT, signal.SIGTERM)
                if signal.getsignal(number) is not signal.SIG_IGN]

@@ -89,8 +89,8 @@ def test_an_interrupt_while_a_cell_runs_starts_no_other_cell():
 
 
 def test_a_signal_the_call_was_started_ignoring_stays_ignored():
-    """A shell's background job (``cmd &`` in a script) or ``nohup`` starts with SIGINT or
-    SIGHUP ignored: a Ctrl-C on the launching terminal must not stop it."""
+    """A background job of a shell script (``cmd &``) starts with SIGINT ignored: a Ctrl-C
+    on the launching terminal must not stop it."""
     probe = ("import signal\n"
              "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
              "from scripts.reproduce.__main__ import stop_on_signals\n"
