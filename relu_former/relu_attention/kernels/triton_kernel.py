@@ -325,21 +325,29 @@ def _blocks(head_dim: int, block_m: int | None, block_n: int | None) -> tuple[in
 
 
 def _masks(key_padding_mask: Tensor | None, attn_mask: Tensor | None, batch: int,
-           heads: int, tgt_len: int, src_len: int) -> tuple:
+           heads: int, tgt_len: int, src_len: int, wide: bool = False) -> tuple:
     """The kernels' ``masks`` tuple: uint8 views of the bool masks (None where absent) and
     the attention mask's strides, 0 on broadcast dims through ``expand``, so nothing of size
-    B x H x Tq x Tk is made."""
+    B x H x Tq x Tk is made.
+
+    ``wide``: int32 copies instead (made before ``expand``, so still nothing of that size).
+    Triton 3.6 fails to lower 8-bit loads laid out like a float64 dot's result on an H200
+    ("PassManager::run failed" in ConvertTritonGPUToLLVM), so float64 on CUDA uses these."""
+    mask_dtype = torch.int32 if wide else torch.uint8
     kpm = None
     if key_padding_mask is not None:
         if key_padding_mask.shape != (batch, src_len):
             raise ValueError(f"key_padding_mask must be ({batch}, {src_len}), got "
                              f"{tuple(key_padding_mask.shape)}")
-        kpm = key_padding_mask.to(torch.bool).contiguous().view(torch.uint8)
+        kpm = key_padding_mask.to(torch.bool).contiguous()
+        kpm = kpm.to(mask_dtype) if wide else kpm.view(mask_dtype)
     am, am_strides = None, (0, 0, 0, 0)
     attn_mask = as_4d_mask(attn_mask)
     if attn_mask is not None:
         # a same-size dtype view keeps the strides, so the expanded dims stay 0
-        am = attn_mask.expand(batch, heads, tgt_len, src_len).view(torch.uint8)
+        if wide:
+            attn_mask = attn_mask.to(mask_dtype)
+        am = attn_mask.expand(batch, heads, tgt_len, src_len).view(mask_dtype)
         am_strides = am.stride()
     return (kpm, am, *am_strides)
 
@@ -364,7 +372,8 @@ class _TritonReLUSums(torch.autograd.Function):
         u = torch.empty_like(qf)
         sums = [torch.empty(batch * heads, tgt_len, device=q.device, dtype=stat_dtype)
                 for _ in range(3)] if need_sums else [None, None, None]
-        masks = _masks(key_padding_mask, attn_mask, batch, heads, tgt_len, src_len)
+        masks = _masks(key_padding_mask, attn_mask, batch, heads, tgt_len, src_len,
+                       wide=q.dtype == torch.float64)
         options = _compile_options(q.dtype, *_blocks(head_dim, block_m, block_n))
         # the kernels' arguments after their tensors; dropout_p None compiles dropout out
         scalars = (heads, tgt_len, src_len, head_dim, head_dim ** -0.5,
