@@ -150,12 +150,13 @@ if triton is not None:
         return tl.where(visible & (s > 0), s, 0.0)
 
     @triton.jit
-    def _dropped(s, seed, bh, offs_m, offs_n, src_len, dropout_p):
-        """s_ij m_ij / (1 - p) of one tile, and the keep mask (s itself without dropout)."""
+    def _dropped(s, seed, bh, offs_m, offs_n, src_len, dropout_p, keep_scale):
+        """s_ij m_ij / (1 - p) of one tile (``keep_scale`` = 1 / (1 - p)), and the keep mask
+        (s itself without dropout)."""
         keep = s > 0
         if dropout_p is not None:
             keep = _keep(seed, bh, offs_m, offs_n, src_len, dropout_p)
-            s = tl.where(keep, s / (1.0 - dropout_p), 0.0)
+            s = tl.where(keep, s * keep_scale, 0.0)
         return s, keep
 
     @triton.jit
@@ -167,13 +168,14 @@ if triton is not None:
         return block
 
     @triton.jit
-    def _grad_scores(s, gu, v, gt, shift, keep, dropout_p, DOT_PRECISION: tl.constexpr):
+    def _grad_scores(s, gu, v, gt, shift, keep, dropout_p, keep_scale,
+                     DOT_PRECISION: tl.constexpr):
         """dL/ds of one tile (zero where s = 0: ReLU's and the masks' derivative)."""
         ds = tl.zeros_like(s)
         if gu is not None:
             ds = _dot(gu, tl.trans(v), DOT_PRECISION).to(s.dtype)
             if dropout_p is not None:
-                ds = tl.where(keep, ds / (1.0 - dropout_p), 0.0)
+                ds = tl.where(keep, ds * keep_scale, 0.0)
         positive = s > 0
         if gt is not None:
             ds += gt[:, None] * tl.log(tl.where(positive, s, 1.0))
@@ -183,20 +185,22 @@ if triton is not None:
 
     @triton.jit
     def _backward_tile(q, k, v, gu, gt, shift, bh, offs_m, offs_n, tgt_len, src_len, heads,
-                       scale, masks, dropout_p, seed, DOT_PRECISION: tl.constexpr):
+                       scale, masks, dropout_p, keep_scale, seed, DOT_PRECISION: tl.constexpr):
         """dL/ds of one tile, with its scores recomputed, and s m / (1 - p) (dv's factor)."""
         s = _scores(q, k, bh, offs_m, offs_n, tgt_len, src_len, heads, scale, masks,
                     DOT_PRECISION)
-        dropped, keep = _dropped(s, seed, bh, offs_m, offs_n, src_len, dropout_p)
-        return _grad_scores(s, gu, v, gt, shift, keep, dropout_p, DOT_PRECISION), dropped
+        dropped, keep = _dropped(s, seed, bh, offs_m, offs_n, src_len, dropout_p, keep_scale)
+        return (_grad_scores(s, gu, v, gt, shift, keep, dropout_p, keep_scale, DOT_PRECISION),
+                dropped)
 
     @triton.jit
     def _forward_kernel(q_ptr, k_ptr, v_ptr, u_ptr, sum_ptr, xlogx_ptr, pos_ptr, masks,
-                        heads, tgt_len, src_len, head_dim, scale, dropout_p, seed,
+                        heads, tgt_len, src_len, head_dim, factors_ptr, dropout_p, seed,
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                         DOT_PRECISION: tl.constexpr, IS_FP64: tl.constexpr):
         """U (and S, T, P unless ``sum_ptr`` is None) of query block ``program_id(1)``."""
         bh = tl.program_id(0)
+        scale, keep_scale = tl.load(factors_ptr), tl.load(factors_ptr + 1)
         offs_m = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
         offs_d = tl.arange(0, BLOCK_D)
         q_at, q_in = _tile(bh, offs_m, tgt_len, offs_d, head_dim)
@@ -217,7 +221,8 @@ if triton is not None:
                 # 0 log 0 = 0: log of 1 where s = 0, so no -inf is ever multiplied
                 xlogx += tl.sum(s * tl.log(tl.where(positive, s, 1.0)), 1)
                 positives += tl.sum(positive.to(acc_dtype), 1)
-            s, _keep_mask = _dropped(s, seed, bh, offs_m, offs_n, src_len, dropout_p)
+            s, _keep_mask = _dropped(s, seed, bh, offs_m, offs_n, src_len, dropout_p,
+                                     keep_scale)
             v = tl.load(v_ptr + kv_at, mask=kv_in, other=0.0)
             u += _dot(s.to(v.dtype), v, DOT_PRECISION).to(acc_dtype)
         tl.store(u_ptr + q_at, u.to(u_ptr.dtype.element_ty), mask=q_in)
@@ -229,8 +234,8 @@ if triton is not None:
 
     @triton.jit
     def _backward_kernel(q_ptr, k_ptr, v_ptr, gu_ptr, gt_ptr, shift_ptr, dq_ptr, dk_ptr,
-                         dv_ptr, masks, heads, tgt_len, src_len, head_dim, scale, dropout_p,
-                         seed, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                         dv_ptr, masks, heads, tgt_len, src_len, head_dim, factors_ptr,
+                         dropout_p, seed, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                          BLOCK_D: tl.constexpr, DOT_PRECISION: tl.constexpr,
                          IS_FP64: tl.constexpr):
         """dq of query block ``program_id(1)`` (given ``dq_ptr``), or dk and dv of key block
@@ -238,6 +243,7 @@ if triton is not None:
         gradient is written by two programs. ``gu_ptr``, ``gt_ptr``, ``shift_ptr``: the
         incoming gU, gT and gS + gT, each None when zero."""
         bh = tl.program_id(0)
+        scale, keep_scale = tl.load(factors_ptr), tl.load(factors_ptr + 1)
         offs_d = tl.arange(0, BLOCK_D)
         acc_dtype = tl.float64 if IS_FP64 else tl.float32
         if dq_ptr is not None:
@@ -257,7 +263,7 @@ if triton is not None:
                 v = _load_given(v_ptr if gu_ptr is not None else None, kv_at, kv_in)
                 ds, _s_dropped = _backward_tile(q, k, v, gu, gt, shift, bh, offs_m, offs_n,
                                                 tgt_len, src_len, heads, scale, masks,
-                                                dropout_p, seed, DOT_PRECISION)
+                                                dropout_p, keep_scale, seed, DOT_PRECISION)
                 dq += _dot(ds.to(k.dtype), k, DOT_PRECISION).to(acc_dtype)
             tl.store(dq_ptr + q_at, (dq * scale).to(dq_ptr.dtype.element_ty), mask=q_in)
         else:
@@ -277,7 +283,8 @@ if triton is not None:
                                              _load_given(gt_ptr, rows, offs_m < tgt_len),
                                              _load_given(shift_ptr, rows, offs_m < tgt_len),
                                              bh, offs_m, offs_n, tgt_len, src_len, heads,
-                                             scale, masks, dropout_p, seed, DOT_PRECISION)
+                                             scale, masks, dropout_p, keep_scale, seed,
+                                             DOT_PRECISION)
                 if gu_ptr is not None:
                     dv += _dot(tl.trans(dropped.to(gu.dtype)), gu, DOT_PRECISION).to(acc_dtype)
                 dk += _dot(tl.trans(ds.to(q.dtype)), q, DOT_PRECISION).to(acc_dtype)
@@ -375,8 +382,12 @@ class _TritonReLUSums(torch.autograd.Function):
         masks = _masks(key_padding_mask, attn_mask, batch, heads, tgt_len, src_len,
                        wide=q.dtype == torch.float64)
         options = _compile_options(q.dtype, *_blocks(head_dim, block_m, block_n))
+        # Triton passes Python floats as float32, so the factors float64 input needs exact
+        # (1/sqrt(d) and the keep scale 1/(1-p)) travel as a tensor in the statistics' dtype
+        factors = torch.tensor([head_dim ** -0.5, 1.0 / (1.0 - dropout_p)], dtype=stat_dtype,
+                               device=q.device)
         # the kernels' arguments after their tensors; dropout_p None compiles dropout out
-        scalars = (heads, tgt_len, src_len, head_dim, head_dim ** -0.5,
+        scalars = (heads, tgt_len, src_len, head_dim, factors,
                    float(dropout_p) if dropout_p > 0 else None, seed)
         grid = (batch * heads, triton.cdiv(tgt_len, options["BLOCK_M"]))
         _forward_kernel[grid](qf, kf, vf, u, *sums, masks, *scalars, **options)

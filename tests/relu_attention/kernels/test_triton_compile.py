@@ -26,7 +26,7 @@ pytest.importorskip("triton", reason="triton is not installed (make test-triton 
 
 MASKS = ("*u8", "*u8", "i32", "i32", "i32", "i32")
 NO_MASKS = (None, None, "i32", "i32", "i32", "i32")
-SCALARS = dict(heads="i32", tgt_len="i32", src_len="i32", head_dim="i32", scale="fp32",
+SCALARS = dict(heads="i32", tgt_len="i32", src_len="i32", head_dim="i32", factors_ptr="*fp32",
                dropout_p="fp32", seed="i64")
 NO_SUMS = dict(sum_ptr=None, xlogx_ptr=None, pos_ptr=None)
 NO_DROPOUT = dict(dropout_p=None)

@@ -225,7 +225,7 @@ MUTATIONS = [
     ("row sum", "row_sum += tl.sum(s, 1)", "row_sum += tl.sum(s * s, 1)", {}),
     ("attention mask ignored", "(blocked == 0)", "(blocked >= 0)", {}),
     ("dropout not replayed in dv",
-     "DOT_PRECISION), dropped\n", "DOT_PRECISION), s\n", {"dropout_p": 0.3}),
+     "                dropped)\n", "                s)\n", {"dropout_p": 0.3}),
 ]
 
 
