@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -40,6 +42,10 @@ from scripts.common.benchmarking import (
     interleaved_median_seconds,
 )
 from scripts.common.plotting import markdown_table
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# gpu_check's report from the last lent GPU, committed by hand with the figures it printed
+LAST_GPU_REPORT = REPO_ROOT / "docs" / "benchmarks" / "gpu_check.md"
 
 CASES = ("sdpa", "sdpa_dropout", "relu_triton", "relu_triton_stats", "relu_triton_dropout",
          "relu_triton_stats_dropout", "relu_flex", "relu_flex_stats", "relu_tiled")
@@ -176,15 +182,28 @@ def report(args: argparse.Namespace, results, device_name: str) -> str:
     ])
 
 
+def no_cuda_text(last: Path = LAST_GPU_REPORT) -> str:
+    """What the page says without a CUDA device: nothing measured here, and the last GPU
+    report committed (gpu_check's, made on a lent machine), one heading level down so it
+    nests under this script's title."""
+    text = ("# bench_attention_gpu\n\nNo CUDA device here: nothing measured on this machine "
+            "(run `python -m scripts.benchmarks.gpu_check` on a GPU; the CPU benchmark is "
+            "bench_attention.py).")
+    if not last.exists():
+        return text + " No GPU measurement is committed yet.\n"
+    nested = re.sub(r"^(#+) ", r"#\1 ", last.read_text(), flags=re.MULTILINE)
+    name = last.relative_to(REPO_ROOT) if last.is_relative_to(REPO_ROOT) else last
+    return (f"{text} The last GPU measurement, committed as {name}:"
+            f"\n\n{nested}")
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     if torch.cuda.is_available():
         text = report(args, measure(args), torch.cuda.get_device_name())
     else:
-        text = ("# bench_attention_gpu\n\nNo CUDA device here: nothing measured; the GPU "
-                "figures are not yet measured (run `python -m scripts.benchmarks.gpu_check` "
-                "on a GPU; the CPU benchmark is bench_attention.py).\n")
+        text = no_cuda_text()
     finish_report(args, "bench_attention_gpu", text)
     return 0
 

@@ -198,6 +198,19 @@ def test_bench_attention_gpu_says_when_there_is_no_device(tmp_path):
     assert "nothing measured" in (tmp_path / "bench_attention_gpu.md").read_text()
 
 
+def test_without_a_device_the_page_carries_the_last_committed_gpu_report(tmp_path):
+    from scripts.benchmarks.bench_attention_gpu import no_cuda_text
+
+    assert "No GPU measurement is committed yet" in no_cuda_text(tmp_path / "absent.md")
+    report = tmp_path / "gpu_check.md"
+    report.write_text("# gpu_check on a GPU\n\n## Attention kernels\n\n| n | ms |\n")
+    text = no_cuda_text(report)
+    assert "nothing measured on this machine" in text and str(report) in text
+    # one level down: the report's title under the script's own "# bench_attention_gpu"
+    assert "\n## gpu_check on a GPU\n" in text and "\n### Attention kernels\n" in text
+    assert "| n | ms |" in text
+
+
 @pytest.mark.slow
 def test_bench_relu_speed_prints_every_ratio_it_was_asked_for(tmp_path):
     run_command([sys.executable, "-m", "scripts.benchmarks.bench_relu_speed", "--quick",
