@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib.util
 import os
 import sys
 from typing import Callable, Sequence
@@ -43,8 +44,11 @@ def typed_flags(argv: Sequence[str]) -> set[str]:
     return {item.split("=", 1)[0] for item in argv if item.startswith("--")}
 
 
-def check_precision(given: set[str]) -> None:
-    """Raise ``OptionError`` for half precision with ``--cpu`` or in two formats at once.
+def check_precision(given: set[str], training: bool = False) -> None:
+    """Raise ``OptionError`` for half precision with ``--cpu`` or in two formats at once, and
+    (``training``) for bfloat16 where torch_xla is missing: fairseq 0.12's trainer runs
+    ``--bf16`` on TPUs only and otherwise ends in "'NoneType' object has no attribute
+    'xla_device'" (seen on an H200).
 
     ``given``: the fields among :data:`PRECISION_FIELDS` the user set, as set: fairseq's parser
     then turns ``--memory-efficient-fp16`` into ``--fp16`` too and ``--bf16`` into ``--tpu``
@@ -60,6 +64,11 @@ def check_precision(given: set[str]) -> None:
         raise OptionError(_flag(formats["bf16"]), f"{_flag(formats['bf16'])} and "
                           f"{_flag(formats['fp16'])} ask for two half-precision formats: "
                           "give one of them")
+    bf16 = [name for name in half if name.endswith("bf16")]
+    if training and bf16 and "tpu" not in given and importlib.util.find_spec("torch_xla") is None:
+        raise OptionError(_flag(bf16[0]), f"fairseq 0.12 trains in bfloat16 on TPUs only (it "
+                          f"turns {_flag(bf16[0])} into --tpu, and torch_xla is not installed): "
+                          "use --fp16 on a GPU")
 
 
 def _flag(name: str) -> str:
@@ -109,7 +118,9 @@ def _checking(original: Callable) -> Callable:
         argv = [str(a) for a in (sys.argv[1:] if input_args is None else input_args)]
         typed = typed_flags(argv)
         # before fairseq's parser, which rewrites these flags and then names the rewritten ones
-        check_precision({name for name in PRECISION_FIELDS if _flag(name) in typed})
+        training = any("--max-update" in action.option_strings for action in parser._actions)
+        check_precision({name for name in PRECISION_FIELDS + ("tpu",) if _flag(name) in typed},
+                        training)
         if parser.get_default("task") is None and "--task" not in typed:
             # fairseq-validate's parser has no default task, and fairseq 0.12 then looks up
             # TASK_REGISTRY[None] and ends in "KeyError: None"

@@ -65,7 +65,23 @@ def test_half_precision_with_cpu_is_refused(half):
                                           rf"--cpu is given: drop {half}") as err:
         parse("--cpu", half, arch="transformer")
     assert err.value.flag == half
-    parse(half, arch="transformer")  # without --cpu it is fairseq's to check
+    parse("--fp16", arch="transformer")  # without --cpu it is fairseq's to check
+
+
+@pytest.mark.parametrize("half", ["--bf16", "--memory-efficient-bf16"])
+def test_bf16_training_without_torch_xla_is_refused(half):
+    import importlib.util
+
+    if importlib.util.find_spec("torch_xla") is not None:
+        pytest.skip("torch_xla is installed: fairseq's TPU path is there")
+    with pytest.raises(OptionError, match=rf"{half}: fairseq 0.12 trains in bfloat16 on TPUs "
+                                          r"only .* use --fp16 on a GPU") as err:
+        parse(half, arch="transformer")
+    assert err.value.flag == half
+    parse(half, "--tpu", arch="transformer")  # asked for a TPU: fairseq's to check
+    # generation reads no trainer: its parser has no --max-update, so nothing is refused
+    parser = options.get_generation_parser()
+    options.parse_args_and_arch(parser, ["data", half])
 
 
 @pytest.mark.parametrize("flags, flag", [
