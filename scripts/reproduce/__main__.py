@@ -7,6 +7,7 @@ cell by cell, written to ``docs/reproduction.md``.
     python -m scripts.reproduce relu_former_table6 --scale paper --dry-run   # the commands
     python -m scripts.reproduce relu_former_table6 --scale paper --collect-only  # from logs
     python -m scripts.reproduce relu_former_table4 --set lang=de --set max_update=400
+    python -m scripts.reproduce relu_former_table6 --device cuda --jobs 8   # on a GPU
 
 A killed or interrupted run resumes where it stopped (finished cells are read from the
 cache in WORK/cells, or from their records beside the report, docs/reproduction/cells/, on
@@ -86,7 +87,8 @@ def update_summary(doc: Path, name: str, entry: dict) -> None:
 
 # options that say how one call runs, not what the table is: the report's command leaves them
 # out, so that it is the command that trains the table (flag -> how many values it takes)
-CALL_ONLY = {"--collect-only": 0, "--no-report": 0, "--budget-minutes": 1, "--max-new-cells": 1}
+CALL_ONLY = {"--collect-only": 0, "--no-report": 0, "--budget-minutes": 1, "--max-new-cells": 1,
+             "--device": 1}
 
 
 def reproducing_argv(argv: Sequence[str]) -> list[str]:
@@ -145,6 +147,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     for flag, what in (("--jobs", "cells run at the same time"),
                        ("--threads", "threads of each cell's processes")):
         parser.add_argument(flag, type=int, default=1, help=f"{what} (default 1)")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="where fairseq trains and decodes: cpu (default: its commands "
+                             "carry --cpu) or cuda (the same commands without --cpu, on the "
+                             "GPU, float32 as on the CPU); a cell's key is the same on either, "
+                             "so a cell trained on one counts on the other, and its record "
+                             "says which (device); --dry-run prints the cuda commands on any "
+                             "machine")
     parser.add_argument("--dry-run", action="store_true",
                         help="print every cell's commands (at paper scale the exact "
                              "fairseq commands the recipes run) and train nothing; at toy "
@@ -171,6 +180,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("--seeds, --jobs and --threads must be at least 1")
     if args.budget_minutes is not None and not args.budget_minutes >= 0:
         parser.error("--budget-minutes must be 0 or more")
+    if args.device == "cuda" and not (args.dry_run or args.collect_only):
+        import torch
+
+        if not torch.cuda.is_available():  # one line, before any data is built
+            parser.exit(2, "python -m scripts.reproduce: --device cuda, but torch sees no "
+                           "CUDA device here: run it on a machine with a GPU, or leave out "
+                           "--device to train on the CPU\n")
     spec = TABLES[args.table]
     args.overrides = {}  # table -> {key: value}
     for item in args.set:
@@ -231,9 +247,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     records = args.out.parent / "reproduction" / "cells" / args.scale
     options = RunOptions(scale=args.scale, seeds=args.seeds, work=args.work, jobs=args.jobs,
                          deadline=deadline, records=records,
-                         threads=args.threads, dry_run=args.dry_run,
+                         threads=args.threads, dry_run=args.dry_run, device=args.device,
                          collect_only=args.collect_only, max_new_cells=args.max_new_cells,
                          rows=args.rows, say=print if args.dry_run else say, tables=tables)
+    if args.dry_run and args.device == "cuda":
+        print("# --device cuda: the commands below leave out --cpu (fairseq trains and decodes "
+              "on the GPU); the cells' keys are the CPU's")
     started = time.monotonic()
     status = 0
     try:

@@ -54,6 +54,9 @@ class Cell:
     search: bool = False  # a grid cell: trained, decoded only if its rate is chosen
     trained: Dict | None = None  # the grid cell's result this cell continues (it decodes)
     from_record: bool = False  # its result is the repository's record (no checkpoint here)
+    # where its fairseq commands run, "cpu" or "cuda" (RunOptions.device; set with its
+    # steps), None where it runs none that take --cpu; kept in its record
+    device: str | None = None
     # the run of the table whose cell it is (a runner.TableRun: its spec, settings, data,
     # records), where that is not the run that handles it: another table's row that a row
     # starts from

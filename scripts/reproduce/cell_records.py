@@ -1,10 +1,11 @@
 """Finished cells kept in the repository, so that a table is completed across sessions and
 machines: one small JSON per cell (its figures, validation curve, learning rate, why it
-stopped, the commit it ran at and its key), ``ROOT/<table>/<row>-seed<S>[-lr<rate>].json``
-beside the report (``docs/reproduction/cells/<scale>/`` by default). Checkpoints stay in the
-work folder and are not kept. A run on a fresh clone takes a cell whose record has the same
-key from here instead of training it again; a record of another key (changed settings) is
-ignored and replaced when the cell finishes.
+stopped, the commit it ran at, the device its fairseq commands ran on and its key),
+``ROOT/<table>/<row>-seed<S>[-lr<rate>].json`` beside the report
+(``docs/reproduction/cells/<scale>/`` by default). Checkpoints stay in the work folder and
+are not kept. A run on a fresh clone takes a cell whose record has the same key from here
+instead of training it again; a record of another key (changed settings) is ignored and
+replaced when the cell finishes.
 """
 
 from __future__ import annotations

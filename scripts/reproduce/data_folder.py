@@ -29,14 +29,15 @@ def shared_data(work: Path, prefix: str, data_settings: Mapping[str, Any],
                 build: Callable[[Path], Dict[str, Any]],
                 say: Callable[[str], None]) -> Dict[str, Any]:
     """``build(folder)``'s description of the data, built only when not already finished;
-    the returned dict also holds ``folder``."""
+    the returned dict also holds ``folder``, where it is now (a folder copied to another
+    machine, or another --work, is read there)."""
     folder = work / "data" / f"{prefix}-{settings_key(dict(data_settings))[:12]}"
     stamp = folder / STAMP
     if stamp.is_file():
-        return json.loads(stamp.read_text())
+        return {**json.loads(stamp.read_text()), "folder": str(folder)}
     with folder_lock(folder.with_name(folder.name + ".lock"), f"the data folder {folder}"):
         if stamp.is_file():  # finished by the run that held the lock
-            return json.loads(stamp.read_text())
+            return {**json.loads(stamp.read_text()), "folder": str(folder)}
         if folder.exists():
             if not (folder / BUILDING).is_file():
                 raise FolderInUse(f"{folder} holds no finished build ({STAMP}) and was not "

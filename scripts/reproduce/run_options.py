@@ -26,6 +26,9 @@ class RunOptions:
     say: Callable[[str], None] = print
     deadline: float | None = None  # time.monotonic() at which the call stops (a budget)
     records: Path | None = None  # finished cells kept in the repository (cell_records.py)
+    # "cuda": fairseq trains and decodes on the GPU (its commands without --cpu:
+    # kinds.on_device); in no cell's key, so a cell is the same on either device
+    device: str = "cpu"
     # the tables a "TABLE:ROW" parent names, with any settings changed for this call
     # (default: every table as defined)
     tables: Mapping[str, TableSpec] | None = None

@@ -16,8 +16,10 @@ as its own parent has finished. A finished cell's figures are stored at once
 (:class:`~scripts.reproduce.cell_cache.CellCache`) and, with ``records``, kept beside the
 report (:class:`~scripts.reproduce.cell_records.CellRecords`); one already stored under the
 same key, here or in the records, is not run again, so a killed run resumes where it
-stopped, on this machine or another. ``max_new_cells`` stops after that many new cells and
-``deadline`` at a time (a running training is stopped, and continues from its last
+stopped, on this machine or another. With ``device`` "cuda" the cells' fairseq commands run
+on the GPU (:func:`~scripts.reproduce.kinds.on_device`) under the same keys, and a record
+says where its commands ran (``device``). ``max_new_cells`` stops after that many new cells
+and ``deadline`` at a time (a running training is stopped, and continues from its last
 checkpoint next time), and a stop by hand (SIGINT, SIGTERM:
 :func:`~scripts.common.child_processes.stop_children`) the same way; a failing step stops
 the run with the cell and its log named, after the cells already finished are stored. A
@@ -76,7 +78,7 @@ from scripts.reproduce.cell_steps import (
     run_step,
     training,
 )
-from scripts.reproduce.kinds import Step, kind_module, stopping_loss
+from scripts.reproduce.kinds import Step, kind_module, on_device, stopping_loss
 from scripts.reproduce.rate_search import choose_rates
 from scripts.reproduce.report import commit
 from scripts.reproduce.run_options import RunOptions
@@ -179,9 +181,12 @@ class TableRun:
             cell.steps = self.measure_steps(cell)
             return
         # built just before the cell runs: a continuation reads its parent's figures
-        cell.steps = self.kind.steps(self.spec, self.row_of(cell), cell.seed,
-                                     self.options.scale, self.settings_of(cell), self.data,
-                                     cell.folder, cell.parent.folder if cell.parent else None)
+        steps = self.kind.steps(self.spec, self.row_of(cell), cell.seed, self.options.scale,
+                                self.settings_of(cell), self.data, cell.folder,
+                                cell.parent.folder if cell.parent else None)
+        cell.steps = on_device(steps, self.options.device)
+        if any("--cpu" in (step.argv or ()) for step in steps):
+            cell.device = self.options.device
 
     def record_path(self, cell: Cell) -> Path:
         # a chosen cell with another cap than its grid cell is another record
@@ -390,6 +395,7 @@ class TableRun:
             "cpu_seconds": round(sum(cpu.values()), 1), "search": cell.search,
             "row": cell.row.key, "seed": cell.seed, "machine": platform.node(),
             "commit": root.commit_id, "load_average": [round(v, 1) for v in os.getloadavg()],
+            **({"device": cell.device} if cell.device else {}),
             "finished_at": round(time.time(), 1), **self.learnt(cell)}))
         options.finished.append(cell.folder.name)
         options.say(f"  done {name} seed {cell.seed}{rate} in "

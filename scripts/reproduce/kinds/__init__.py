@@ -38,7 +38,7 @@ At ``--scale paper`` the steps are the recipes' ``train.sh``/``evaluate.sh`` cal
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Callable, Dict, List, Sequence
 
@@ -73,6 +73,18 @@ class Step:
             return f"(in-process) {getattr(self.call, '__doc__', '') or self.log}"
         prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
         return (prefix + " " if prefix else "") + shlex.join(self.argv)
+
+
+def on_device(steps: Sequence[Step], device: str) -> List[Step]:
+    """``steps`` as they run on ``device``: on ``"cuda"`` every command without its ``--cpu``,
+    so that fairseq trains and decodes on the GPU (float32, as on the CPU: no command asks
+    for half precision); on ``"cpu"`` the steps as they are. In-process steps, and commands
+    that take no ``--cpu`` (the recipes', the attention analysis), run where they always do.
+    The device is in no cell's key: the same cell on either device."""
+    if device == "cpu":
+        return list(steps)
+    return [replace(step, argv=[part for part in step.argv if part != "--cpu"])
+            if step.argv else step for step in steps]
 
 
 def kind_module(name: str) -> ModuleType:
