@@ -76,3 +76,30 @@ def test_bench_leaves_the_tiled_kernel_out_at_long_lengths():
     assert bench_attention_gpu.cases_at(args, 1024) == ["sdpa", "sdpa_dropout", "relu_triton",
                                                         "relu_tiled"]
     assert "relu_tiled" not in bench_attention_gpu.cases_at(args, 4096)
+
+
+def test_parts_run_in_order_and_the_report_keeps_each_part_as_it_ends(tmp_path, monkeypatch):
+    """Tests, then training, then the benchmark; a run cut during the benchmark (here: the
+    second head size raising) leaves a report with the parts that ended."""
+    calls = []
+
+    def fake_run(command, log_path, env=None, timeout=600):
+        calls.append(log_path.name)
+        if log_path.name == "bench_d128.log":
+            raise KeyboardInterrupt  # stands for the outer time limit
+        if log_path.name.startswith("train_"):
+            assert "--fp16" in command and "--bf16" not in command
+            return 0, "epoch 001 | loss 8.2 | wps 1000.0 | ups 2\n", 1.0
+        return 0, "==== 3 passed in 1.0s ====\n", 1.0
+
+    monkeypatch.setattr(gpu_check, "require_cuda", lambda: "Fake GPU")
+    monkeypatch.setattr(gpu_check, "run", fake_run)
+    with pytest.raises(KeyboardInterrupt):
+        gpu_check.main(["--out", str(tmp_path), "--quick"])
+    assert calls == ["tests.log", "preprocess.log", "train_relu_former_iwslt_de_en.log",
+                     "train_transformer_iwslt_de_en.log", "bench_d64.log", "bench_d128.log"]
+    text = (tmp_path / "gpu_check.md").read_text()
+    assert text.index("## Correctness on CUDA") < text.index("## Training words/s") < \
+        text.index("## Attention kernels, head size 64")
+    assert "3 passed" in text and "relu_former / transformer words/s: 1.000" in text
+    assert "head size 128" not in text
