@@ -284,7 +284,8 @@ def commit() -> str:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                               text=True, cwd=REPO_ROOT, check=True).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, cwd=REPO_ROOT).stdout.strip()
+                               capture_output=True, text=True, cwd=REPO_ROOT,
+                               check=True).stdout.strip()
         return head + (" (with uncommitted changes)" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
