@@ -32,6 +32,7 @@ from typing import List, Sequence
 
 from scripts.common.atomic_files import copy_atomic, write_text_atomic
 from scripts.common.plotting import markdown_table
+from scripts.common.repo_paths import git_commit
 
 SCRIPTS = Path(__file__).resolve().parent
 REPO_ROOT = SCRIPTS.parents[1]
@@ -109,19 +110,6 @@ def relink(markdown: str, prefix: str) -> str:
 def demote_headings(markdown: str) -> str:
     """Two levels down, so each script's own title sits under its ``##`` report section."""
     return re.sub(r"^(#{1,4}) ", r"##\1 ", markdown, flags=re.M)
-
-
-def git_commit(folder: Path = REPO_ROOT) -> str:
-    """The checked-out commit (short hash), marked when the working tree has changes."""
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=folder,
-                                capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=folder, capture_output=True, text=True,
-                               check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown (not a git checkout)"
-    return f"{commit} (with uncommitted changes)" if dirty else commit
 
 
 def machine() -> str:

@@ -17,12 +17,12 @@ import math
 import os
 import platform
 import re
-import subprocess
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Sequence
 
 from scripts.common.atomic_files import write_text_atomic
 from scripts.common.plotting import line_plot, markdown_table
+from scripts.common.repo_paths import git_commit
 from scripts.reproduce.claims import judge, learning_field, update_span
 from scripts.reproduce.direction import Spread, spread
 from scripts.reproduce.kinds import stopping_loss
@@ -279,18 +279,6 @@ def curve_plot(spec: TableSpec, table: Dict[tuple, Spread], path: Path) -> Path 
                      xlabel=point, ylabel=label, logx=True)
 
 
-def commit() -> str:
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, cwd=REPO_ROOT, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, cwd=REPO_ROOT,
-                               check=True).stdout.strip()
-        return head + (" (with uncommitted changes)" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def machine() -> str:
     load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
     return (f"{platform.machine()} {platform.system()}, {os.cpu_count()} cores, "
@@ -378,7 +366,7 @@ def section(spec: TableSpec, cells: Sequence, data: Dict, scale: str, seeds: int
                      f"running), cell time {wall / 60:.1f} min in all, CPU time "
                      + (f"{cpu / 60:.1f} min" if timed else "not recorded")
                      + f"; data: {data.get('description', '-')}; cells run at "
-                     f"commit {', '.join(commits)}; report at commit {commit()}; machine: "
+                     f"commit {', '.join(commits)}; report at commit {git_commit()}; machine: "
                      f"{machine()}{load}.\n")
     if spec.deviations:
         lines += ["Settings at toy scale against the paper's:\n", markdown_table(

@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Dict, List, Sequence
 
 from scripts.common.folder_lock import folder_lock
+from scripts.common.repo_paths import git_commit
 from scripts.reproduce import continuation
 from scripts.reproduce.cell_cache import CellCache
 from scripts.reproduce.cell_plan import (
@@ -80,7 +81,6 @@ from scripts.reproduce.cell_steps import (
 )
 from scripts.reproduce.kinds import Step, kind_module, on_device, stopping_loss
 from scripts.reproduce.rate_search import choose_rates
-from scripts.reproduce.report import commit
 from scripts.reproduce.run_options import RunOptions
 from scripts.reproduce.spec import Row, TableSpec
 from scripts.reproduce.tables import TABLES
@@ -408,7 +408,7 @@ class TableRun:
         Another table's cell is run by that table's run (its ``owner``). After an error no
         new cell starts."""
         root = self.root
-        root.commit_id = root.commit_id or commit()  # the code the cells of this call run
+        root.commit_id = root.commit_id or git_commit()  # the code the cells of this call run
         submitted: Dict[int, Future] = {}
         stopped = self.stopped
 
