@@ -25,6 +25,7 @@ from scripts.reproduce.direction import (
     NOT_RESOLVED,
     Spread,
     decide,
+    falling,
     holm,
     spread,
     too_few_seeds,
@@ -34,6 +35,9 @@ from scripts.reproduce.spec import Comparison, Metric, TableSpec
 
 NOT_RUN = "not run"
 STILL_LEARNING = f"{NOT_RESOLVED}: still learning"
+# the validations a stopped cell's trend is tested on: twice the protocol's patience of 4
+# (four epochs at two validations an epoch)
+TREND_WINDOW = 8
 NOT_MEANINGFUL = "not meaningful"
 # the closing clause of each kind's no-model reference line (its ``reference_line``)
 NO_MODEL_CLAIM = f"a claim on such a row is {NOT_MEANINGFUL}, whatever the direction of its " \
@@ -97,16 +101,33 @@ def update_span(updates: Sequence[Any]) -> str:
     return "-".join(str(u) for u in sorted({found[0], found[-1]})) if found else ""
 
 
+def still_falling(curve: Sequence[Sequence[float]] | None) -> bool:
+    """Whether a curve's last :data:`TREND_WINDOW` validations still fall significantly
+    (:func:`~scripts.reproduce.direction.falling`, one-sided 5%): the patience rule stops on
+    a noisy curve's first long-enough run without a new best, which can come while the trend
+    is still down (a Table 4 cell trained twice stopped at 6,532 and 9,656 updates, 0.15 bits
+    apart). False for a shorter curve."""
+    points = [point for point in curve or () if math.isfinite(point[1])][-TREND_WINDOW:]
+    return len(points) == TREND_WINDOW and falling(points).p < 0.05
+
+
 def still_learning(spec: TableSpec, cells: Sequence, row: str) -> str | None:
-    """Why ``row`` may still be learning (a seed not stopped at a plateau), or None."""
+    """Why ``row`` may still be learning (a seed not stopped at a plateau, or stopped at one
+    while its valid loss still fell: :func:`still_falling`), or None."""
     found = finished(cells, row)
     stops = [learning_field(cell, "stopped") for cell in found]
     capped = [cell for cell, stop in zip(found, stops) if stop != "plateau"]
+    label = spec.row(row).label
     if not capped:
-        return None
+        falling_seeds = [cell for cell in found if still_falling(learning_field(cell, "curve"))]
+        if not falling_seeds:
+            return None
+        return (f"{STILL_LEARNING}: {label}, {len(falling_seeds)} of {len(found)} seeds stopped "
+                f"by the patience rule while the valid loss still fell over their last "
+                f"{TREND_WINDOW} validations (least-squares slope, one-sided t-test at 5%, "
+                f"{TREND_WINDOW - 2} df)")
     span = update_span([learning_field(cell, "updates") for cell in capped])
     after = f" after {span} updates" if span else ""
-    label = spec.row(row).label
     at_cap = [cell for cell, stop in zip(found, stops) if stop == "cap"]
     unrecorded = len(capped) - len(at_cap)
     if not at_cap:

@@ -93,6 +93,43 @@ def welch(a: Spread, b: Spread, higher_is_better: bool = True,
     return Welch(d, se, t, df, float(2.0 * student_t.sf(abs(t), df)), margin)
 
 
+@dataclass(frozen=True)
+class Trend:
+    """A least-squares line through (x, y) points: its ``slope`` (y per x), t and degrees of
+    freedom, and ``p`` of the one-sided test that y falls (slope < 0)."""
+
+    slope: float
+    t: float
+    df: float
+    p: float
+
+
+def falling(points: Sequence[Sequence[float]]) -> Trend:
+    """Whether y still falls along x: slope b = Sxy / Sxx, residual variance
+    s^2 = sum (y - a - b x)^2 / (n - 2), t = b / (s / sqrt(Sxx)) on n - 2 degrees of freedom,
+    p = P(T <= t). NaN figures for fewer than 3 points or equal x; a line fitted exactly
+    (s = 0) gives p 0 when it falls, 1 otherwise."""
+    from scipy.stats import t as student_t
+
+    xs, ys = [float(x) for x, _ in points], [float(y) for _, y in points]
+    n = len(xs)
+    if n < 3:
+        return Trend(math.nan, math.nan, math.nan, math.nan)
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx == 0.0:
+        return Trend(math.nan, math.nan, math.nan, math.nan)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    rss = sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(xs, ys))
+    df = n - 2.0
+    se = math.sqrt(rss / df / sxx)
+    if se == 0.0:
+        t = math.copysign(math.inf, slope) if slope else 0.0
+        return Trend(slope, t, df, 0.0 if slope < 0 else 1.0)
+    t = slope / se
+    return Trend(slope, t, df, float(student_t.cdf(t, df)))
+
+
 def holm(p_values: Sequence[float]) -> List[float]:
     """Holm's step-down adjusted p-values (each compared with :data:`ALPHA`): the i-th
     smallest of the m tests is multiplied by m - i (i from 0), kept monotone and capped at

@@ -297,3 +297,36 @@ def test_the_classification_reference_predicts_the_most_frequent_training_class(
     assert found == pytest.approx({"micro_f1": 25.0, "macro_f1": 40.0 / 3}, rel=1e-12)
     line = reference_line(no_model(CLASSES, tmp_path))
     assert "micro-F1 25.00, macro-F1 13.33" in line
+
+
+def test_the_falling_trend_test_against_a_float64_formula():
+    from scipy import stats
+
+    from scripts.reproduce.direction import falling
+
+    points = [[100, 2.40], [242, 2.36], [384, 2.34], [526, 2.33], [668, 2.34], [810, 2.32],
+              [952, 2.33], [1094, 2.32]]
+    want = stats.linregress([x for x, _ in points], [y for _, y in points])
+    got = falling(points)
+    assert got.slope == pytest.approx(want.slope, rel=1e-12) and got.df == 6
+    assert got.p == pytest.approx(want.pvalue / 2, rel=1e-9)  # one-sided, the slope < 0
+    rising = falling([[x, -y] for x, y in points])
+    assert rising.p == pytest.approx(1 - want.pvalue / 2, rel=1e-9)
+    assert falling([[0, 3.0], [1, 2.0], [2, 1.0]]).p == 0.0  # exact falling line
+    assert math.isnan(falling([[0, 1.0], [1, 0.5]]).p)
+
+
+def test_a_plateau_stop_while_the_loss_still_falls_refuses_quality_claims():
+    # the patience rule stopped a on noise: its last 8 validations still fall clearly
+    falling_curve = [[142 * i, 3.0 - 0.01 * i + (0.015 if i % 2 else 0.0)] for i in range(20)]
+    flat_curve = [[142 * i, 2.0 + (0.01 if i % 3 else 0.0)] for i in range(20)]
+    found = cells(stopped="plateau", curve=flat_curve)
+    judged = judge(SPEC, found, {})
+    assert verdict_of(judged, "a beats b") == "holds"
+    for cell in found:
+        if cell.row.key == "a" and cell.seed == 2:
+            cell.result["curve"] = falling_curve
+    why = verdict_of(judge(SPEC, found, {}), "a beats b")
+    assert why.startswith("not resolved: still learning: A, 1 of 3 seeds stopped by the "
+                          "patience rule while the valid loss still fell over their last 8 "
+                          "validations") and "6 df" in why
