@@ -106,7 +106,11 @@ def still_falling(curve: Sequence[Sequence[float]] | None) -> bool:
     (:func:`~scripts.reproduce.direction.falling`, one-sided 5%): the patience rule stops on
     a noisy curve's first long-enough run without a new best, which can come while the trend
     is still down (a Table 4 cell trained twice stopped at 6,532 and 9,656 updates, 0.15 bits
-    apart). False for a shorter curve."""
+    apart). False for a shorter curve, and for a curve that is not (update, valid loss)."""
+    if any(len(point) != 2 for point in curve or ()):
+        # a synthetic study's (step, training loss, accuracy): its stop watches accuracy,
+        # and a memorising model's training loss falls long after its accuracy is full
+        return False
     points = [point for point in curve or () if math.isfinite(point[1])][-TREND_WINDOW:]
     return len(points) == TREND_WINDOW and falling(points).p < 0.05
 
