@@ -23,6 +23,7 @@ from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce.cell_plan import Cell
 from scripts.reproduce.kinds import Step
 from scripts.reproduce.log_figures import NLL, training_record
+from scripts.reproduce.stop_rule import finished
 
 
 class CellFailed(RuntimeError):
@@ -31,9 +32,6 @@ class CellFailed(RuntimeError):
 
 _DIVERGED = re.compile(r"FloatingPointError|\bnan\b|\binf\b|overflow|Minimum loss scale",
                        re.I)
-
-
-_TRAINED = "done training in"  # fairseq-train's last line
 
 
 class Diverged(Exception):
@@ -72,7 +70,8 @@ def run_step(step: Step, folder: Path, threads: int, deadline: float | None = No
     """Run one step; returns the CPU seconds its process (or, in-process, this thread) used.
 
     A training step whose log says it finished is not run again (a cell stopped while
-    decoding); one stopped half-way continues from the ``checkpoint_last.pt`` it saved
+    decoding; a finish overruled after it, :data:`~scripts.reproduce.stop_rule.GOES_ON`, is
+    no finish); one stopped half-way continues from the ``checkpoint_last.pt`` it saved
     (fairseq-train's own resumption), after the log it had written. A subprocess still
     running at ``deadline``, or at a stop by hand, is stopped (:class:`BudgetSpent`,
     :class:`StoppedByHand`), its CPU seconds so far kept all the same."""
@@ -87,7 +86,7 @@ def run_step(step: Step, folder: Path, threads: int, deadline: float | None = No
     spent = folder / f"{step.log}.cpu"  # a training's CPU seconds so far, over resumptions
     resumed = step.trains and log.is_file() and (folder / "checkpoint_last.pt").is_file()
     before = float(spent.read_text()) if resumed and spent.is_file() else 0.0
-    if resumed and _TRAINED in log.read_text(encoding="utf-8", errors="replace"):
+    if resumed and finished(log.read_text(encoding="utf-8", errors="replace")):
         return before
     # the child's own CPU time (wait4), right even when several cells run at once
     code, cpu = stream(step.argv, log, lambda _: None, {**child_env(threads), **step.env},
@@ -124,10 +123,10 @@ def add_cpu_figures(figures: Dict, cpu: Dict[str, float]) -> None:
 
 
 def training(folder: Path, settings: Dict, metric: str = NLL) -> Dict:
-    """A finished cell's learning rate and, from its fairseq-train log, its validation curve
-    (of the loss ``metric`` it stops on), its updates and why it stopped
+    """A finished cell's learning rate and patience and, from its fairseq-train log, its
+    validation curve (of the loss ``metric`` it stops on), its updates and why it stopped
     (:func:`~scripts.reproduce.log_figures.training_record`)."""
-    found = {"lr": settings["lr"]} if "lr" in settings else {}
+    found = {key: settings[key] for key in ("lr", "patience") if key in settings}
     log = folder / "train.log"
     if log.is_file():
         found.update(training_record(log, settings.get("patience"), metric))

@@ -8,7 +8,9 @@ while either of its rows
   nll at or above the target's unigram entropy, a ROUGE at or below the trivial output's):
   *not meaningful*, whatever the direction of the difference;
 - has a seed that did not stop at a plateau (stopped at its cap, or trained before stop
-  reasons were recorded): *not resolved: still learning*;
+  reasons were recorded), or stopped by its patience alone while its valid loss still fell
+  (a cell trained before :mod:`~scripts.reproduce.stop_rule` and not yet continued):
+  *not resolved: still learning*;
 - or has fewer than :data:`~scripts.reproduce.direction.MIN_SEEDS` seeds.
 
 A claim on a cost is refused only for the first and the last reason. The claims left are
@@ -25,19 +27,16 @@ from scripts.reproduce.direction import (
     NOT_RESOLVED,
     Spread,
     decide,
-    falling,
     holm,
     spread,
     too_few_seeds,
     welch,
 )
 from scripts.reproduce.spec import Comparison, Metric, TableSpec
+from scripts.reproduce.stop_rule import still_falling, window
 
 NOT_RUN = "not run"
 STILL_LEARNING = f"{NOT_RESOLVED}: still learning"
-# the validations a stopped cell's trend is tested on: twice the protocol's patience of 4
-# (four epochs at two validations an epoch)
-TREND_WINDOW = 8
 NOT_MEANINGFUL = "not meaningful"
 # the closing clause of each kind's no-model reference line (its ``reference_line``)
 NO_MODEL_CLAIM = f"a claim on such a row is {NOT_MEANINGFUL}, whatever the direction of its " \
@@ -56,9 +55,9 @@ class NoModel:
 
 def learning_field(cell: Any, key: str) -> Any:
     """A finished cell's record of how it learnt (``stopped``, ``still_improving``,
-    ``updates``, ``curve``, ``lr``, ``lr_grid``): the cell's attribute (e.g. the rate the
-    runner chose for its row), else at the top of its result or among its figures; None in a
-    cell stored before it was recorded."""
+    ``updates``, ``curve``, ``lr``, ``lr_grid``, ``patience``): the cell's attribute (e.g. the
+    rate the runner chose for its row), else at the top of its result or among its figures;
+    None in a cell stored before it was recorded."""
     value = getattr(cell, key, None)
     if value is not None:
         return value
@@ -101,20 +100,6 @@ def update_span(updates: Sequence[Any]) -> str:
     return "-".join(str(u) for u in sorted({found[0], found[-1]})) if found else ""
 
 
-def still_falling(curve: Sequence[Sequence[float]] | None) -> bool:
-    """Whether a curve's last :data:`TREND_WINDOW` validations still fall significantly
-    (:func:`~scripts.reproduce.direction.falling`, one-sided 5%): the patience rule stops on
-    a noisy curve's first long-enough run without a new best, which can come while the trend
-    is still down (a Table 4 cell trained twice stopped at 6,532 and 9,656 updates, 0.15 bits
-    apart). False for a shorter curve, and for a curve that is not (update, valid loss)."""
-    if any(len(point) != 2 for point in curve or ()):
-        # a synthetic study's (step, training loss, accuracy): its stop watches accuracy,
-        # and a memorising model's training loss falls long after its accuracy is full
-        return False
-    points = [point for point in curve or () if math.isfinite(point[1])][-TREND_WINDOW:]
-    return len(points) == TREND_WINDOW and falling(points).p < 0.05
-
-
 def still_learning(spec: TableSpec, cells: Sequence, row: str) -> str | None:
     """Why ``row`` may still be learning (a seed not stopped at a plateau, or stopped at one
     while its valid loss still fell: :func:`still_falling`), or None."""
@@ -123,13 +108,15 @@ def still_learning(spec: TableSpec, cells: Sequence, row: str) -> str | None:
     capped = [cell for cell, stop in zip(found, stops) if stop != "plateau"]
     label = spec.row(row).label
     if not capped:
-        falling_seeds = [cell for cell in found if still_falling(learning_field(cell, "curve"))]
+        falling_seeds = [cell for cell in found if still_falling(
+            learning_field(cell, "curve"), learning_field(cell, "patience"))]
         if not falling_seeds:
             return None
+        size = window(learning_field(falling_seeds[0], "patience"))
         return (f"{STILL_LEARNING}: {label}, {len(falling_seeds)} of {len(found)} seeds stopped "
                 f"by the patience rule while the valid loss still fell over their last "
-                f"{TREND_WINDOW} validations (least-squares slope, one-sided t-test at 5%, "
-                f"{TREND_WINDOW - 2} df)")
+                f"{size} validations (least-squares slope, one-sided t-test at 5%, "
+                f"{size - 2} df)")
     span = update_span([learning_field(cell, "updates") for cell in capped])
     after = f" after {span} updates" if span else ""
     at_cap = [cell for cell, stop in zip(found, stops) if stop == "cap"]

@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from scripts.common.fairseq_log import json_log_records
+from scripts.reproduce.stop_rule import stopped_at_plateau
 
 _PARAMS = re.compile(r"model params: ([\d,]+)")
 _DONE = re.compile(r"done training in ([\d.]+) seconds")
 _DECODED = re.compile(r"Translated [\d,]+ sentences \(([\d,]+) tokens\) in ([\d.]+)s")
-# fairseq-train's line when --patience ends a run
-_EARLY_STOP = "early stop since valid performance hasn't improved"
 # The validation loss a cell's training stops on and chooses its rate by (its
 # ``--best-checkpoint-metric``), as fairseq logs it: ``nll_loss`` for the translation and
 # summary cells; a kind that stops on another loss names it (``VALIDATION_LOSS``).
@@ -48,8 +47,9 @@ def validation_curve(lines: List[str], metric: str = NLL) -> List[List[float]]:
 
 def training_record(log: Path, patience: int | None, metric: str = NLL) -> Dict[str, Any]:
     """How a finished training went: its validation ``curve`` (of the loss ``metric``),
-    ``updates``, why it ``stopped`` (``plateau``: fairseq's ``--patience`` ended it; ``cap``:
-    the update, epoch or time budget did) and, for a capped run, whether it was
+    ``updates``, why it ``stopped`` (``plateau``: its spent ``--patience`` ended it, not
+    overruled by a falling trend, :mod:`~scripts.reproduce.stop_rule`; ``cap``: the update,
+    epoch or time budget did) and, for a capped run, whether it was
     ``still_improving`` (its best valid loss was set within the last ``patience``
     validations, the last one without a patience)."""
     text = log.read_text(encoding="utf-8", errors="replace")
@@ -57,7 +57,7 @@ def training_record(log: Path, patience: int | None, metric: str = NLL) -> Dict[
     curve = validation_curve(lines, metric)
     logged = [int(record["num_updates"]) for record in json_log_records(lines, "train_inner")]
     updates = max([*logged[-1:], *(point[0] for point in curve[-1:]), 0])
-    stopped = "plateau" if _EARLY_STOP in text else "cap"
+    stopped = "plateau" if stopped_at_plateau(text) else "cap"
     return {"curve": curve, "updates": updates, "stopped": stopped,
             "still_improving": still_improving(curve, stopped, patience)}
 

@@ -1,4 +1,5 @@
-"""fairseq-train whose ``--patience`` count goes on where a resumed training stopped.
+"""fairseq-train whose ``--patience`` count goes on where a resumed training stopped, and
+whose spent patience stops it only once the valid loss no longer falls.
 
 fairseq-train stops after ``--patience`` N validations without a better
 ``--best-checkpoint-metric``: ``fairseq_cli.train.should_stop_early`` keeps the best value and
@@ -33,6 +34,13 @@ log holds ``valid_<metric>`` at every validation. A metric to maximise (``accura
 replayed: a warning says its count starts again at the resumption. Importing the plugin
 changes nothing: only this launcher wraps fairseq.
 
+It also puts the protocol's stop rule (:mod:`~scripts.reproduce.stop_rule`) into fairseq's
+``should_stop_early``: every validation joins the curve (the one read from the log at the
+start, :class:`Validations`), and where fairseq's count says stop while the last validations
+still fall significantly the training goes on, logging why; the count is tested again at the
+next validation. A training an earlier rule stopped that way, resumed from its last checkpoint
+after the runner logged the overrule, goes on the same way.
+
 It also makes fairseq's copies of a saved checkpoint atomic (:func:`atomic_copy`): fairseq
 writes ``checkpoint_E_U.pt`` through a temporary file, then *copies* it to ``checkpoint_best.pt``
 and ``checkpoint_last.pt``; a training stopped during a copy (``--budget-minutes``, a stop by
@@ -52,6 +60,7 @@ from typing import Any, Callable, List, Sequence, Tuple
 from scripts.common.fairseq_cli import fairseq_command
 from scripts.reproduce.continuation import curve_so_far
 from scripts.reproduce.log_figures import NLL
+from scripts.reproduce.stop_rule import goes_on, still_falling
 
 MODULE = "scripts.reproduce.patient_train"
 LOG = "train.log"  # the runner's log of a training step, in the save directory
@@ -87,15 +96,16 @@ def patience_from_curve(curve: Sequence[Sequence[float]],
     return patience_state([nll for update, nll in curve if update <= updates])
 
 
-def restore_patience(save_dir: Path, best: float, updates: int, metric: str = NLL) -> None:
+def restore_patience(curve: Sequence[Sequence[float]], best: float, updates: int,
+                     where: Path, metric: str = NLL) -> None:
     """Set fairseq's early-stopping state to ``best`` (the loaded checkpoint's) and the
-    validations since it in the training of ``save_dir`` until the checkpoint's ``updates``
-    (its curve of the loss ``metric``, the training's ``--best-checkpoint-metric``)."""
+    validations since it in ``curve``, the training's validations of the loss ``metric`` (its
+    ``--best-checkpoint-metric``) until the checkpoint's ``updates`` (read from ``where``)."""
     from fairseq_cli import train
 
-    logged, since = patience_from_curve(curve_so_far(save_dir, LOG, metric), updates)
+    logged, since = patience_from_curve(curve, updates)
     if logged != best:  # the count is then the log's, since its own best
-        logger.warning(f"the best valid {metric} in {save_dir / LOG} ({logged}) is not the "
+        logger.warning(f"the best valid {metric} in {where} ({logged}) is not the "
                        f"checkpoint's ({best})")
     train.should_stop_early.best = best
     train.should_stop_early.num_runs = since
@@ -103,27 +113,64 @@ def restore_patience(save_dir: Path, best: float, updates: int, metric: str = NL
                 f"{best}, {since} validation(s) since it")
 
 
-def restoring(load: Callable) -> Callable:
-    """fairseq's ``checkpoint_utils.load_checkpoint`` that restores the patience count when
-    the checkpoint it loaded gave fairseq its best value back."""
+class Validations:
+    """The training's validation curve, ``[[update, loss], ...]``, kept as it trains: read
+    from its log (and the curve it continues) up to the checkpoint it starts from, then one
+    point per validation; and its trainer, whose update count places each validation."""
+
+    def __init__(self) -> None:
+        self.curve: List[List[float]] = []
+        self.trainer: Any = None
+
+
+def restoring(load: Callable, validations: Validations) -> Callable:
+    """fairseq's ``checkpoint_utils.load_checkpoint`` that starts ``validations`` at the
+    loaded checkpoint and restores the patience count when the checkpoint gave fairseq its
+    best value back."""
 
     @functools.wraps(load)
     def load_checkpoint(cfg: Any, trainer: Any, **passthrough: Any) -> Any:
         from fairseq import checkpoint_utils
 
         loaded = load(cfg, trainer, **passthrough)
+        updates, metric = trainer.get_num_updates(), cfg.best_checkpoint_metric
+        validations.trainer = trainer
+        validations.curve = [point for point in
+                             curve_so_far(Path(cfg.save_dir), LOG, metric)
+                             if point[0] <= updates]
         best = getattr(checkpoint_utils.save_checkpoint, "best", None)
         if cfg.patience <= 0 or best is None:
             return loaded
         if cfg.maximize_best_checkpoint_metric:  # patience_state counts a lower value better
             logger.warning(f"--patience counts again from the resumption: its count is kept "
-                           f"for a loss, not for {cfg.best_checkpoint_metric}, maximised")
+                           f"for a loss, not for {metric}, maximised")
             return loaded
-        restore_patience(Path(cfg.save_dir), best, trainer.get_num_updates(),
-                         cfg.best_checkpoint_metric)
+        restore_patience(validations.curve, best, updates, Path(cfg.save_dir) / LOG, metric)
         return loaded
 
     return load_checkpoint
+
+
+def trend_aware(stop_early: Callable, validations: Validations) -> Callable:
+    """fairseq's ``should_stop_early`` under the protocol's stop rule
+    (:mod:`~scripts.reproduce.stop_rule`): each validation joins ``validations``; a spent
+    patience stops the training only where their last ones no longer fall. The early-stopping
+    state (``best``, ``num_runs``) then lives on this function: fairseq's reads it through
+    its module's name ``should_stop_early``, which is this one."""
+
+    def should_stop_early(cfg: Any, valid_loss: float | None) -> bool:
+        stop = stop_early(cfg, valid_loss)
+        checkpoint = cfg.checkpoint
+        if (valid_loss is None or checkpoint.patience <= 0
+                or checkpoint.maximize_best_checkpoint_metric):
+            return stop
+        validations.curve.append([validations.trainer.get_num_updates(), float(valid_loss)])
+        if stop and still_falling(validations.curve, checkpoint.patience):
+            logger.info(goes_on(validations.curve, checkpoint.patience))
+            return False
+        return stop
+
+    return should_stop_early
 
 
 def atomic_copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
@@ -139,7 +186,8 @@ def atomic_copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
 
 
 def main(args: Sequence[str]) -> None:
-    """Run fairseq-train with ``args``, its patience count restored on a resumption."""
+    """Run fairseq-train with ``args``, its patience count restored on a resumption and its
+    spent patience overruled while the valid loss still falls."""
     # As fairseq-train itself: the plugin installs its one-line errors only in a process
     # named as fairseq's programs (relu_former.errors.is_fairseq_command), argparse prints
     # the same program name.
@@ -148,7 +196,9 @@ def main(args: Sequence[str]) -> None:
     from fairseq_cli import train
 
     checkpoints = train.checkpoint_utils  # the module train's main calls
-    checkpoints.load_checkpoint = restoring(checkpoints.load_checkpoint)
+    validations = Validations()
+    checkpoints.load_checkpoint = restoring(checkpoints.load_checkpoint, validations)
+    train.should_stop_early = trend_aware(train.should_stop_early, validations)
     # only checkpoint_utils copies files in a training, and only this process is patched
     checkpoints.PathManager.copy = staticmethod(atomic_copy)
     train.cli_main()

@@ -16,7 +16,10 @@ as its own parent has finished. A finished cell's figures are stored at once
 (:class:`~scripts.reproduce.cell_cache.CellCache`) and, with ``records``, kept beside the
 report (:class:`~scripts.reproduce.cell_records.CellRecords`); one already stored under the
 same key, here or in the records, is not run again, so a killed run resumes where it
-stopped, on this machine or another. With ``device`` "cuda" the cells' fairseq commands run
+stopped, on this machine or another; except a cell that its patience alone stopped while its
+valid loss still fell (a stop by an earlier rule, :mod:`~scripts.reproduce.stop_rule`): a
+call that trains takes it for unfinished and trains it on from its last checkpoint. With
+``device`` "cuda" the cells' fairseq commands run
 on the GPU (:func:`~scripts.reproduce.kinds.on_device`) under the same keys, and a record
 says where its commands ran (``device``). ``max_new_cells`` stops after that many new cells
 and ``deadline`` at a time (a running training is stopped, and continues from its last
@@ -55,7 +58,7 @@ from typing import Dict, List, Sequence
 
 from scripts.common.folder_lock import folder_lock
 from scripts.common.repo_paths import git_commit
-from scripts.reproduce import continuation
+from scripts.reproduce import continuation, stop_rule
 from scripts.reproduce.cell_cache import CellCache
 from scripts.reproduce.cell_plan import (
     Cell,
@@ -92,7 +95,7 @@ class DictionaryMismatch(SystemExit):
 
 
 # what a same_as cell's result takes over from the other table's cell: how its model learnt
-LEARNT = ("lr", "curve", "updates", "stopped", "still_improving")
+LEARNT = ("lr", "patience", "curve", "updates", "stopped", "still_improving")
 
 
 def table_lock(work: Path, name: str) -> contextlib.AbstractContextManager:
@@ -249,6 +252,37 @@ class TableRun:
             # trained again
             cell.trained = found if found and cell.result is None and not cell.from_record \
                 else None
+            if self.overrules(cell):
+                cell.overruled, cell.result = cell.result, None
+
+    def overrules(self, cell: Cell) -> bool:
+        """Whether a call that trains takes the finished ``cell`` for unfinished: the patience
+        alone stopped it while its valid loss still fell, a stop the protocol's rule
+        (:mod:`~scripts.reproduce.stop_rule`) overrules. A grid cell stands as it is (its row's
+        rate was chosen on it), and so does a cell measuring another table's model."""
+        result = cell.result
+        return (result is not None and not (self.options.dry_run or self.options.collect_only)
+                and not cell.search and cell.row.same_as is None
+                and result.get("stopped") == "plateau"
+                and stop_rule.still_falling(result.get("curve"),
+                                            self.settings_of(cell).get("patience")))
+
+    def train_on(self, cell: Cell) -> None:
+        """Log, in the training log of the overruled ``cell``, that its stop is overruled, so
+        that its training step resumes from its last checkpoint (once: a call stopped before
+        it finished has logged it)."""
+        log = cell.folder / "train.log"
+        curve = cell.overruled.get("curve")
+        self.options.say(f"  {self.name_of(cell)} seed {cell.seed}: its patience stopped it at "
+                         f"update {int(curve[-1][0])} while its valid loss still fell; it trains "
+                         "on" + ("" if log.is_file() else " (from scratch: no log here)"))
+        if log.is_file() and stop_rule.finished(log.read_text(encoding="utf-8",
+                                                              errors="replace")):
+            with log.open("a", encoding="utf-8") as out:
+                out.write(stop_rule.goes_on(
+                    curve, self.settings_of(cell).get("patience"), "the reproduction runner "
+                    "trains it on from checkpoint_last.pt (an earlier rule stopped it here)")
+                    + "\n")
 
     def starting_points(self, todo: List[Cell]) -> List[Cell]:
         """``todo`` and the cells they start from that must run first: recorded cells whose
@@ -357,8 +391,11 @@ class TableRun:
                              "no result")
         cell.folder.mkdir(parents=True, exist_ok=True)
         earlier = self.start_from_screening(cell)
-        # a chosen grid cell's time includes its training's, a continuation's the grid cell's
-        before = cell.trained or (earlier or {}).get("result") or {}
+        if cell.overruled is not None:  # after a seeding: the seeded log is the one trained on
+            self.train_on(cell)
+        # a chosen grid cell's time includes its training's, a continuation's the grid cell's,
+        # an overruled cell's its own so far
+        before = cell.trained or cell.overruled or (earlier or {}).get("result") or {}
         begin = time.monotonic() - (before.get("seconds") or 0.0)
         rate = f" at lr {cell.lr:g}" if cell.lr is not None else ""
         name = self.name_of(cell)
@@ -452,8 +489,11 @@ def run_table(spec: TableSpec, options: RunOptions) -> tuple[List[Cell], Dict]:
             if not (options.dry_run or options.collect_only):
                 todo = [cell for cell in cells if cell.result is None]
                 first = len(table.starting_points(todo)) - len(todo)
+                overruled = sum(cell.overruled is not None for cell in todo)
                 options.say(f"{spec.name}: {len(cells) - len(todo)} of {len(cells)} cells "
                             f"cached, {len(todo)} to run" + (
-                                f" after {first} they start from" if first else ""))
+                                f" after {first} they start from" if first else "") + (
+                                f" ({overruled} to train on: stopped by the patience while "
+                                "the valid loss still fell)" if overruled else ""))
             table.handle(cells)
     return cells, table.data

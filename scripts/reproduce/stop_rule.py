@@ -1,0 +1,93 @@
+"""When a training to a plateau stops: its patience is spent *and* its valid loss no longer
+falls.
+
+fairseq's ``--patience N`` stops a training at the N-th validation in a row without a new best.
+On a noisy curve such a run of N can come while the loss is still going down: one Table 4
+cell trained twice with the same settings stopped at 6,532 and at 9,656 updates, 0.15 bits
+apart, the two curves agreeing to 0.01-0.03 bits until the first one stopped. So the
+reproduction stops at the first validation where
+
+    the patience is spent  (fairseq's count: N validations since the best)
+    and the last W = TREND_WINDOW validations do not fall:
+        slope b of the least-squares line through (update, valid loss),
+        t = b / se(b) on W - 2 degrees of freedom, one-sided p = P(T <= t) >= ALPHA
+
+(:func:`~scripts.reproduce.direction.falling`), W twice the patience: the patience spent,
+the window's first half must lie well above its second for the loss to count as falling
+(eight validations, four epochs, at the toy scale's patience of 4). Where the patience is
+spent but the loss still falls, the training goes on and its log says so (:data:`GOES_ON`,
+with the slope and p); the rule is applied again at each later validation (a new best starts
+the count again, as in fairseq) until it stops the training or the epoch cap does.
+
+The same test reads a finished curve (:func:`still_falling`): a cell that an earlier version
+stopped by the patience alone while the loss still fell is continued from its last checkpoint
+(:mod:`~scripts.reproduce.runner`), and a claim on such a cell is refused
+(:mod:`~scripts.reproduce.claims`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from scripts.reproduce.direction import Trend, falling
+
+# the window for a record that does not say its patience: the toy tables' 4, doubled
+TREND_WINDOW = 8
+ALPHA = 0.05
+# fairseq-train's line when its --patience is spent, and its last line
+EARLY_STOP = "early stop since valid performance hasn't improved"
+DONE = "done training in"
+# the line that overrules an EARLY_STOP before it (written by the training itself, or by the
+# runner when it continues a training an earlier rule stopped)
+GOES_ON = "the patience is spent but the valid loss still falls"
+
+
+def window(patience: int | None) -> int:
+    """The validations the trend is tested on: twice the ``patience``."""
+    return 2 * patience if patience and patience > 0 else TREND_WINDOW
+
+
+def trend(curve: Sequence[Sequence[float]], patience: int | None) -> Trend | None:
+    """The trend test on the last :func:`window` finite validations of ``curve``
+    (``[[update, loss], ...]``), None for a shorter curve or one that is not (update, loss)."""
+    if any(len(point) != 2 for point in curve or ()):
+        # a synthetic study's (step, training loss, accuracy): its stop watches accuracy,
+        # and a memorising model's training loss falls long after its accuracy is full
+        return None
+    size = window(patience)
+    points = [point for point in curve or () if math.isfinite(point[1])][-size:]
+    return falling(points) if len(points) == size else None
+
+
+def still_falling(curve: Sequence[Sequence[float]] | None, patience: int | None) -> bool:
+    """Whether the last :func:`window` validations of ``curve`` fall significantly
+    (one-sided, :data:`ALPHA`)."""
+    found = trend(curve or (), patience)
+    return found is not None and found.p < ALPHA
+
+
+def goes_on(curve: Sequence[Sequence[float]], patience: int | None,
+            by: str = "the training goes on") -> str:
+    """The log line for a spent patience overruled by the trend of ``curve``."""
+    found = trend(curve, patience)
+    assert found is not None, "only a falling curve is overruled"
+    return (f"{GOES_ON} at update {int(curve[-1][0])} (slope {found.slope * 1000:+.4f} per "
+            f"1,000 updates over the last {window(patience)} validations, t {found.t:.2f}, "
+            f"{found.df:.0f} df, one-sided p {found.p:.3g}): {by}")
+
+
+def after_last_overrule(text: str, line: str) -> bool:
+    """Whether ``line`` occurs in the log ``text`` after its last :data:`GOES_ON`."""
+    return text.rfind(line) > text.rfind(GOES_ON)
+
+
+def stopped_at_plateau(text: str) -> bool:
+    """Whether the training of the log ``text`` was stopped by the patience (not overruled
+    after it)."""
+    return after_last_overrule(text, EARLY_STOP)
+
+
+def finished(text: str) -> bool:
+    """Whether the training of the log ``text`` has ended (not overruled after it)."""
+    return after_last_overrule(text, DONE)

@@ -1,0 +1,190 @@
+"""The protocol's stop rule (``scripts/reproduce/stop_rule.py``): a spent ``--patience`` stops a
+training only once its last validations no longer fall. Checked against scipy's least-squares
+fit on fairseq's own ``should_stop_early``, in the log reading (a stop overruled after it is no
+stop), and in the runner, which trains on a cell an earlier rule stopped while it still
+learnt."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from types import SimpleNamespace
+
+import pytest
+from scipy.stats import linregress
+
+from scripts.reproduce import patient_train, stop_rule
+from scripts.reproduce.cell_steps import run_step
+from scripts.reproduce.kinds import Step
+from scripts.reproduce.log_figures import training_record
+from scripts.reproduce.run_options import RunOptions
+from scripts.reproduce.runner import run_table
+from scripts.reproduce.spec import Metric, Row, TableSpec
+
+P = 4  # the toy tables' patience
+W = stop_rule.window(P)
+
+
+def falls(nlls, size: int = W) -> bool:
+    """The reference: scipy's one-sided p of a negative slope over the last ``size`` points."""
+    points = nlls[-size:]
+    if len(points) < size:
+        return False
+    fit = linregress(range(len(points)), points, alternative="less")
+    return fit.pvalue < stop_rule.ALPHA
+
+
+def test_the_trend_is_scipys_one_sided_least_squares_test():
+    falling = [[100 * i, 5.0 - 0.1 * i + 0.05 * (-1) ** i] for i in range(12)]
+    flat = [[100 * i, 3.0 + 0.05 * (-1) ** i] for i in range(12)]
+    assert stop_rule.still_falling(falling, P) and falls([y for _, y in falling])
+    assert not stop_rule.still_falling(flat, P) and not falls([y for _, y in flat])
+    fit = linregress([x for x, _ in falling[-W:]], [y for _, y in falling[-W:]],
+                     alternative="less")
+    found = stop_rule.trend(falling, P)
+    assert found.slope == pytest.approx(fit.slope, rel=1e-12)
+    assert found.p == pytest.approx(fit.pvalue, rel=1e-9) and found.df == W - 2
+    assert not stop_rule.still_falling(falling[:W - 1], P)  # too short to test
+    assert W == 8 and stop_rule.window(2) == 4 and stop_rule.window(None) == 8
+    # a synthetic study's (step, training loss, accuracy) is not a validation curve
+    assert not stop_rule.still_falling([[i, 5.0 - i, 0.5] for i in range(12)], P)
+
+
+def test_a_stop_overruled_after_it_is_no_stop(tmp_path):
+    early = f"INFO | fairseq_cli.train | {stop_rule.EARLY_STOP} for last 4 runs\n"
+    done = f"INFO | fairseq_cli.train | {stop_rule.DONE} 3.0 seconds\n"
+    overrule = f"INFO | {stop_rule.GOES_ON} at update 80: the training goes on\n"
+    assert stop_rule.stopped_at_plateau(early + done) and stop_rule.finished(early + done)
+    assert not stop_rule.stopped_at_plateau(early + overrule)
+    assert not stop_rule.finished(early + done + overrule)
+    assert stop_rule.stopped_at_plateau(early + overrule + early + done)
+    assert not stop_rule.stopped_at_plateau(done)
+    # read from a log: overruled, then ended by the epoch cap, the training stopped at its cap
+    valid = "".join(valid_line(update, nll) for update, nll in ((10, 5.0), (20, 4.0)))
+    log = tmp_path / "train.log"
+    log.write_text(valid + early + overrule + done)
+    assert training_record(log, 2)["stopped"] == "cap"
+    log.write_text(valid + early + overrule + early + done)
+    assert training_record(log, 2)["stopped"] == "plateau"
+
+
+def test_a_spent_patience_stops_only_once_the_loss_no_longer_falls(monkeypatch, caplog):
+    """fairseq's own ``should_stop_early`` (its state on the wrapper, as fairseq reads it)
+    under the rule: it stops at the first validation whose patience is spent and whose last
+    W validations do not fall by scipy's test, and logs each overrule before it."""
+    from fairseq_cli import train
+
+    nlls = [9.0, 8.0, 7.0, 6.0, 5.0, 4.5, 4.0, 4.2, 4.1, 4.05, 4.02,  # patience spent, falling
+            3.9, 3.95, 4.0, 3.93, 3.92,  # a new best, then spent again, still falling
+            3.92, 3.93, 3.91, 3.94, 3.92, 3.93, 3.95, 3.94]  # flat: stops where it no longer falls
+    validations = patient_train.Validations()
+    validations.trainer = SimpleNamespace(get_num_updates=lambda: 50 * len(validations.curve)
+                                          + 50)
+    monkeypatch.setattr(train, "should_stop_early",
+                        patient_train.trend_aware(train.should_stop_early, validations))
+    cfg = SimpleNamespace(checkpoint=SimpleNamespace(patience=P,
+                                                     maximize_best_checkpoint_metric=False))
+    caplog.set_level(logging.INFO)
+    stopped_at, overruled = None, []
+    for i, nll in enumerate(nlls):
+        logged = caplog.text.count(stop_rule.GOES_ON)
+        if train.should_stop_early(cfg, nll):
+            stopped_at = i
+            break
+        if caplog.text.count(stop_rule.GOES_ON) > logged:
+            overruled.append(i)
+    # the reference: fairseq's count and scipy's test, replayed
+    best, since, expected, spent = None, 0, None, []
+    for i, nll in enumerate(nlls):
+        best, since = (nll, 0) if best is None or nll < best else (best, since + 1)
+        if since >= P:
+            if not falls(nlls[:i + 1]):
+                expected = i
+                break
+            spent.append(i)
+    assert spent and expected is not None and expected > spent[-1]
+    assert stopped_at == expected and overruled == spent
+    assert validations.curve == [[50 * (i + 1), nll] for i, nll in enumerate(nlls[:expected + 1])]
+    assert caplog.text.count(stop_rule.GOES_ON) == len(spent)
+    # no validation in an epoch: no point, and fairseq's answer
+    assert not train.should_stop_early(cfg, None) and len(validations.curve) == expected + 1
+
+
+def valid_line(update: int, nll: float) -> str:
+    record = {"epoch": 1, "valid_nll_loss": str(nll), "valid_num_updates": str(update)}
+    return f"2026-01-01 00:00:00 | INFO | valid | {json.dumps(record)}\n"
+
+
+# a training that an earlier rule stopped at update 80 while its valid nll still fell, and that
+# resumed from its checkpoint validates on a flat curve until its patience ends it
+FIRST = [(10 * (i + 1), nll) for i, nll in enumerate([8, 7, 6, 5, 4, 3, 3.2, 3.1])]
+THEN = [(80 + 10 * (i + 1), nll) for i, nll in enumerate(
+    [2.9, 3.0, 2.95, 2.92, 3.0, 2.93, 2.96, 2.94])]
+TRAINING = f"""
+import json, pathlib, sys
+folder = pathlib.Path(sys.argv[1])
+resumed = (folder / "checkpoint_last.pt").is_file()
+print("resumed" if resumed else "from scratch")
+for update, nll in {THEN!r} if resumed else {FIRST!r}:
+    record = {{"epoch": 1, "valid_nll_loss": str(nll), "valid_num_updates": str(update)}}
+    print("INFO | valid | " + json.dumps(record))
+print("INFO | fairseq_cli.train | {stop_rule.EARLY_STOP} for last 4 runs")
+print("INFO | fairseq_cli.train | {stop_rule.DONE} 1.0 seconds")
+(folder / "checkpoint_last.pt").write_text("saved")
+"""
+
+
+def fake_kind(calls: list):
+    def steps(spec, row, seed, scale, settings, data, folder, parent):
+        calls.append(row.key)
+        return [Step("train.log", argv=[sys.executable, "-c", TRAINING, str(folder)],
+                     trains=True)]
+
+    return SimpleNamespace(
+        prepare=lambda spec, scale, settings, work, say: {"description": "fake"},
+        cell_settings=lambda spec, row, seed, scale, settings, data: {"row": row.key,
+                                                                      "seed": seed},
+        steps=steps, collect=lambda spec, row, folder: {"valid_nll": 1.0})
+
+
+def test_the_runner_trains_on_a_cell_stopped_while_its_loss_still_fell(monkeypatch, tmp_path):
+    from scripts.reproduce import cell_plan, runner
+
+    calls: list = []
+    for module in (runner, cell_plan):
+        monkeypatch.setattr(module, "kind_module", lambda name: fake_kind(calls))
+    spec = TableSpec(name="fake", title="-", paper="-", claim="-", kind="translation",
+                     metrics=(Metric("bleu", "BLEU"),), rows=(Row("a", "A"),),
+                     toy={"patience": P})
+    said: list = []
+    options = RunOptions(seeds=1, work=tmp_path, say=said.append)
+    (cell,), _ = run_table(spec, options)
+    assert cell.result["stopped"] == "plateau" and stop_rule.still_falling(cell.result["curve"], P)
+    log = cell.folder / "train.log"
+    # a dry run or a collection reads the record as it is
+    for looking in (replace_options(options, dry_run=True),
+                    replace_options(options, collect_only=True)):
+        (seen,), _ = run_table(spec, looking)
+        assert seen.result is not None and seen.overruled is None
+    assert calls == ["a"]
+    (cell,), _ = run_table(spec, options)
+    assert calls == ["a", "a"]
+    text = log.read_text()
+    # the overrule, logged after the first training's end, then the resumed training's log
+    first_end = text.index(stop_rule.DONE)
+    assert first_end < text.index(stop_rule.GOES_ON) < text.index("resumed")
+    assert "at update 80" in text and any("trains on" in line for line in said)
+    assert cell.result["curve"] == [[u, float(n)] for u, n in FIRST + THEN]
+    assert cell.result["stopped"] == "plateau" and not stop_rule.still_falling(
+        cell.result["curve"], P)
+    run_table(spec, options)  # finished: not trained again
+    assert calls == ["a", "a"]
+    # a finished training's step does not run again (this one would fail)
+    run_step(Step("train.log", argv=[sys.executable, "-c", "1/0"], trains=True), cell.folder, 1)
+
+
+def replace_options(options: RunOptions, **changes) -> RunOptions:
+    from dataclasses import replace
+
+    return replace(options, **changes)
