@@ -19,9 +19,9 @@ same key, here or in the records, is not run again, so a killed run resumes wher
 stopped, on this machine or another; except a cell that its patience alone stopped while its
 valid loss still fell (a stop by an earlier rule, :mod:`~scripts.reproduce.stop_rule`): a
 call that trains takes it for unfinished and trains it on from its last checkpoint. With
-``device`` "cuda" the cells' fairseq commands run
-on the GPU (:func:`~scripts.reproduce.kinds.on_device`) under the same keys, and a record
-says where its commands ran (``device``). ``max_new_cells`` stops after that many new cells
+``device`` "cuda" the cells' fairseq commands run on the GPU
+(:func:`~scripts.reproduce.kinds.on_device`) under the same keys, and a record says where
+its commands ran (``device``). ``max_new_cells`` stops after that many new cells
 and ``deadline`` at a time (a running training is stopped, and continues from its last
 checkpoint next time), and a stop by hand (SIGINT, SIGTERM:
 :func:`~scripts.common.child_processes.stop_children`) the same way; a failing step stops
