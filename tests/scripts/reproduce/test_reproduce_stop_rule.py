@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -163,8 +164,8 @@ def test_the_runner_trains_on_a_cell_stopped_while_its_loss_still_fell(monkeypat
     assert cell.result["stopped"] == "plateau" and stop_rule.still_falling(cell.result["curve"], P)
     log = cell.folder / "train.log"
     # a dry run or a collection reads the record as it is
-    for looking in (replace_options(options, dry_run=True),
-                    replace_options(options, collect_only=True)):
+    for looking in (replace(options, dry_run=True),
+                    replace(options, collect_only=True)):
         (seen,), _ = run_table(spec, looking)
         assert seen.result is not None and seen.overruled is None
     assert calls == ["a"]
@@ -183,8 +184,3 @@ def test_the_runner_trains_on_a_cell_stopped_while_its_loss_still_fell(monkeypat
     # a finished training's step does not run again (this one would fail)
     run_step(Step("train.log", argv=[sys.executable, "-c", "1/0"], trains=True), cell.folder, 1)
 
-
-def replace_options(options: RunOptions, **changes) -> RunOptions:
-    from dataclasses import replace
-
-    return replace(options, **changes)
