@@ -8,8 +8,9 @@ while either of its rows
   nll at or above the target's unigram entropy, a ROUGE at or below the trivial output's):
   *not meaningful*, whatever the direction of the difference;
 - has a seed that did not stop at a plateau (stopped at its cap, or trained before stop
-  reasons were recorded), or stopped by its patience alone while its valid loss still fell
-  (a cell trained before :mod:`~scripts.reproduce.stop_rule` and not yet continued):
+  reasons were recorded), or, in a table that stops on the valid loss, stopped by its
+  patience alone while its valid loss still fell (a cell trained before
+  :mod:`~scripts.reproduce.stop_rule` and not yet continued):
   *not resolved: still learning*;
 - or has fewer than :data:`~scripts.reproduce.direction.MIN_SEEDS` seeds.
 
@@ -101,14 +102,15 @@ def update_span(updates: Sequence[Any]) -> str:
 
 
 def still_learning(spec: TableSpec, cells: Sequence, row: str) -> str | None:
-    """Why ``row`` may still be learning (a seed not stopped at a plateau, or stopped at one
-    while its valid loss still fell: :func:`still_falling`), or None."""
+    """Why ``row`` may still be learning (a seed not stopped at a plateau, or, in a table
+    that stops on the valid loss (``spec.valid_loss_stop``), stopped at one while its valid
+    loss still fell: :func:`still_falling`), or None."""
     found = finished(cells, row)
     stops = [learning_field(cell, "stopped") for cell in found]
     capped = [cell for cell, stop in zip(found, stops) if stop != "plateau"]
     label = spec.row(row).label
     if not capped:
-        falling_seeds = [cell for cell in found if still_falling(
+        falling_seeds = [cell for cell in found if spec.valid_loss_stop and still_falling(
             learning_field(cell, "curve"), learning_field(cell, "patience"))]
         if not falling_seeds:
             return None

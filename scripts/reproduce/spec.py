@@ -107,6 +107,10 @@ class TableSpec:
     # checkpoint by, where not its kind's (``kinds.stopping_loss``): e.g. ``loss``, each row's
     # own criterion, for rows that train different criteria
     validation_loss: str | None = None
+    # whether its cells stop by the valid-loss patience rule (:mod:`~scripts.reproduce.stop_rule`),
+    # whose trend test then reads their (update, loss) curves: False for the synthetic studies,
+    # which stop on their score (``synthetic_study.Plateau``) and record (step, loss, score)
+    valid_loss_stop: bool = True
 
     def row(self, key: str) -> Row:
         for row in self.rows:

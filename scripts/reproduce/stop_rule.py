@@ -50,11 +50,7 @@ def window(patience: int | None) -> int:
 
 def trend(curve: Sequence[Sequence[float]], patience: int | None) -> Trend | None:
     """The trend test on the last :func:`window` finite validations of ``curve``
-    (``[[update, loss], ...]``), None for a shorter curve or one that is not (update, loss)."""
-    if any(len(point) != 2 for point in curve or ()):
-        # a synthetic study's (step, training loss, accuracy): its stop watches accuracy,
-        # and a memorising model's training loss falls long after its accuracy is full
-        return None
+    (``[[update, loss], ...]``), None for a shorter curve."""
     size = window(patience)
     points = [point for point in curve or () if math.isfinite(point[1])][-size:]
     return falling(points) if len(points) == size else None

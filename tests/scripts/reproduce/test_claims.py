@@ -330,3 +330,9 @@ def test_a_plateau_stop_while_the_loss_still_falls_refuses_quality_claims():
     assert why.startswith("not resolved: still learning: A, 1 of 3 seeds stopped by the "
                           "patience rule while the valid loss still fell over their last 8 "
                           "validations") and "6 df" in why
+    # a table that stops on its score (a synthetic study, recording (step, loss, score)) is
+    # not judged by the valid-loss trend: its training loss falls long after its score is full
+    for cell in found:
+        cell.result["curve"] = [[step, loss, 100.0] for step, loss in falling_curve]
+    score_stop = replace(SPEC, valid_loss_stop=False)
+    assert verdict_of(judge(score_stop, found, {}), "a beats b") == "holds"

@@ -48,8 +48,6 @@ def test_the_trend_is_scipys_one_sided_least_squares_test():
     assert found.p == pytest.approx(fit.pvalue, rel=1e-9) and found.df == W - 2
     assert not stop_rule.still_falling(falling[:W - 1], P)  # too short to test
     assert W == 8 and stop_rule.window(2) == 4 and stop_rule.window(None) == 8
-    # a synthetic study's (step, training loss, accuracy) is not a validation curve
-    assert not stop_rule.still_falling([[i, 5.0 - i, 0.5] for i in range(12)], P)
 
 
 def test_a_stop_overruled_after_it_is_no_stop(tmp_path):
