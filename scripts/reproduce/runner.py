@@ -252,37 +252,43 @@ class TableRun:
             # trained again
             cell.trained = found if found and cell.result is None and not cell.from_record \
                 else None
-            if self.overrules(cell):
-                cell.overruled, cell.result = cell.result, None
+            if (overruled := self.overruled(cell)) is not None:
+                cell.overruled, cell.result = overruled, None
 
-    def overrules(self, cell: Cell) -> bool:
-        """Whether a call that trains takes the finished ``cell`` for unfinished: the patience
-        alone stopped it while its valid loss still fell, a stop the protocol's rule
-        (:mod:`~scripts.reproduce.stop_rule`) overrules. A grid cell stands as it is (its row's
-        rate was chosen on it), and so does a cell measuring another table's model."""
+    def overruled(self, cell: Cell) -> Dict | None:
+        """The finished ``cell``'s result with the ``patience`` it is judged by, where a call
+        that trains takes it for unfinished: the patience alone stopped it while its valid
+        loss still fell, a stop the protocol's rule (:mod:`~scripts.reproduce.stop_rule`)
+        overrules; else None. A grid cell stands as it is (its row's rate was chosen on it),
+        and so does a cell measuring another table's model."""
         result = cell.result
-        return (result is not None and not (self.options.dry_run or self.options.collect_only)
-                and not cell.search and cell.row.same_as is None
-                and result.get("stopped") == "plateau"
-                and stop_rule.still_falling(result.get("curve"),
-                                            self.settings_of(cell).get("patience")))
+        if (result is None or self.options.dry_run or self.options.collect_only or cell.search
+                or cell.row.same_as is not None or result.get("stopped") != "plateau"):
+            return None
+        patience = self.settings_of(cell).get("patience")
+        falling = stop_rule.still_falling(result.get("curve"), patience)
+        return {**result, "patience": patience} if falling else None
 
     def train_on(self, cell: Cell) -> None:
         """Log, in the training log of the overruled ``cell``, that its stop is overruled, so
-        that its training step resumes from its last checkpoint (once: a call stopped before
-        it finished has logged it)."""
+        that its training step resumes from its last checkpoint (once: a call cut before the
+        training finished has logged it), and say which it is: it trains on past the stop
+        (the log ends there), resumes a training on that an earlier call cut (the log goes on
+        past the overrule, unfinished), or trains from scratch (no log here)."""
         log = cell.folder / "train.log"
-        curve = cell.overruled.get("curve")
+        text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else None
+        ended = text is not None and stop_rule.finished(text)
+        curve = cell.overruled["curve"]
+        how = ("it trains on past that stop" if ended else
+               "it trains from scratch (no log here)" if text is None else
+               "it resumes the training on that an earlier call cut")
         self.options.say(f"  {self.name_of(cell)} seed {cell.seed}: its patience stopped it at "
-                         f"update {int(curve[-1][0])} while its valid loss still fell; it trains "
-                         "on" + ("" if log.is_file() else " (from scratch: no log here)"))
-        if log.is_file() and stop_rule.finished(log.read_text(encoding="utf-8",
-                                                              errors="replace")):
+                         f"update {int(curve[-1][0])} while its valid loss still fell; {how}")
+        if ended:
             with log.open("a", encoding="utf-8") as out:
                 out.write(stop_rule.goes_on(
-                    curve, self.settings_of(cell).get("patience"), "the reproduction runner "
-                    "trains it on from checkpoint_last.pt (an earlier rule stopped it here)")
-                    + "\n")
+                    curve, cell.overruled["patience"], "the reproduction runner trains it "
+                    "on from checkpoint_last.pt (an earlier rule stopped it here)") + "\n")
 
     def starting_points(self, todo: List[Cell]) -> List[Cell]:
         """``todo`` and the cells they start from that must run first: recorded cells whose

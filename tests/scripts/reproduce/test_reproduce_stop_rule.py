@@ -147,17 +147,23 @@ def fake_kind(calls: list):
         steps=steps, collect=lambda spec, row, folder: {"valid_nll": 1.0})
 
 
-def test_the_runner_trains_on_a_cell_stopped_while_its_loss_still_fell(monkeypatch, tmp_path):
+def fake_table(monkeypatch, tmp_path, calls: list, said: list) -> tuple[TableSpec, RunOptions]:
+    """A one-row table of the fake training (each training's row into ``calls``, what the
+    runner says into ``said``) and the options of a call that trains it."""
     from scripts.reproduce import cell_plan, runner
 
-    calls: list = []
     for module in (runner, cell_plan):
         monkeypatch.setattr(module, "kind_module", lambda name: fake_kind(calls))
     spec = TableSpec(name="fake", title="-", paper="-", claim="-", kind="translation",
                      metrics=(Metric("bleu", "BLEU"),), rows=(Row("a", "A"),),
                      toy={"patience": P})
+    return spec, RunOptions(seeds=1, work=tmp_path, say=said.append)
+
+
+def test_the_runner_trains_on_a_cell_stopped_while_its_loss_still_fell(monkeypatch, tmp_path):
+    calls: list = []
     said: list = []
-    options = RunOptions(seeds=1, work=tmp_path, say=said.append)
+    spec, options = fake_table(monkeypatch, tmp_path, calls, said)
     (cell,), _ = run_table(spec, options)
     assert cell.result["stopped"] == "plateau" and stop_rule.still_falling(cell.result["curve"], P)
     log = cell.folder / "train.log"
@@ -173,7 +179,8 @@ def test_the_runner_trains_on_a_cell_stopped_while_its_loss_still_fell(monkeypat
     # the overrule, logged after the first training's end, then the resumed training's log
     first_end = text.index(stop_rule.DONE)
     assert first_end < text.index(stop_rule.GOES_ON) < text.index("resumed")
-    assert "at update 80" in text and any("trains on" in line for line in said)
+    assert "at update 80" in text and any(line.endswith(
+        "still fell; it trains on past that stop") for line in said)
     assert cell.result["curve"] == [[u, float(n)] for u, n in FIRST + THEN]
     assert cell.result["stopped"] == "plateau" and not stop_rule.still_falling(
         cell.result["curve"], P)
@@ -182,3 +189,26 @@ def test_the_runner_trains_on_a_cell_stopped_while_its_loss_still_fell(monkeypat
     # a finished training's step does not run again (this one would fail)
     run_step(Step("train.log", argv=[sys.executable, "-c", "1/0"], trains=True), cell.folder, 1)
 
+
+
+@pytest.mark.parametrize("before, says", [
+    ("cut", "it resumes the training on that an earlier call cut"),
+    ("no log", "it trains from scratch (no log here)")])
+def test_the_runner_says_how_it_trains_an_overruled_cell_on(monkeypatch, tmp_path, before, says):
+    """An overruled cell whose log an earlier call overruled and then cut (no end since) is
+    resumed, not overruled again; one with no log here (its record only) trains anew."""
+    calls: list = []
+    said: list = []
+    spec, options = fake_table(monkeypatch, tmp_path, calls, said)
+    (cell,), _ = run_table(spec, options)
+    log = cell.folder / "train.log"
+    if before == "cut":
+        log.write_text(log.read_text() + stop_rule.goes_on(cell.result["curve"], P) + "\n")
+    else:
+        log.unlink()
+        (cell.folder / "checkpoint_last.pt").unlink()
+    said.clear()
+    (cell,), _ = run_table(spec, options)
+    assert calls == ["a", "a"]
+    assert any(line.endswith(f"still fell; {says}") for line in said), said
+    assert log.read_text().count(stop_rule.GOES_ON) == (before == "cut")
