@@ -55,7 +55,8 @@ class Cell:
     trained: Dict | None = None  # the grid cell's result this cell continues (it decodes)
     from_record: bool = False  # its result is the repository's record (no checkpoint here)
     # the result of a training an earlier rule stopped by its patience while its valid loss
-    # still fell (stop_rule): not a result, trained on from its last checkpoint
+    # still fell (stop_rule), with the ``patience`` it was judged by: not a result, trained
+    # on from its last checkpoint
     overruled: Dict | None = None
     # where its fairseq commands run, "cpu" or "cuda" (RunOptions.device; set with its
     # steps), None where it runs none that take --cpu; kept in its record
