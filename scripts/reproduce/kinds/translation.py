@@ -253,15 +253,19 @@ def plateau_flags(settings: Dict[str, Any], epoch: int, metric: str = NLL) -> Li
     """Train until the valid loss ``metric`` (the nll by default) stops improving: validate
     (and save, so that ``checkpoint_best.pt`` is the best validated model)
     ``validations_per_epoch`` times an epoch of ``epoch`` updates (a language pair's:
-    :func:`epoch_updates`), stop after ``patience`` validations without a better valid loss,
-    or at ``max_epoch``; one interval checkpoint is kept beside the best and the last. Every
-    kind whose cells train to a plateau (translation, summaries, classifiers) uses these
-    flags."""
+    :func:`epoch_updates`), every ``epoch // validations_per_epoch`` updates and nowhere else,
+    stop after ``patience`` validations without a better valid loss, or at ``max_epoch``; one
+    interval checkpoint is kept beside the best and the last. Every kind whose cells train to
+    a plateau (translation, summaries, classifiers) uses these flags."""
     every = max(1, epoch // settings["validations_per_epoch"])
+    # no validation at an epoch's end (an interval past the cap): where the epoch is not a
+    # multiple of ``every`` it would add a second validation a few updates after the last,
+    # and the patience and the trend window (stop_rule) count validations, not updates
+    beyond = str(settings["max_epoch"] + 1)
     return ["--max-epoch", str(settings["max_epoch"]), "--patience", str(settings["patience"]),
             "--validate-interval-updates", str(every), "--save-interval-updates", str(every),
-            "--validate-interval", "1", "--save-interval", "1", "--keep-interval-updates", "1",
-            "--best-checkpoint-metric", metric]
+            "--validate-interval", beyond, "--save-interval", beyond,
+            "--keep-interval-updates", "1", "--best-checkpoint-metric", metric]
 
 
 def best_validation(curve: List[List[float]]) -> List[float] | None:

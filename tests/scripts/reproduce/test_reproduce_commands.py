@@ -108,9 +108,9 @@ def test_every_toy_command_parses(name, parsers, tmp_path, monkeypatch):
 
 
 def test_translation_plateau_flags_validate_twice_a_fairseq_epoch(tmp_path):
-    """The translation kind's plateau flags, in order, at half the epoch fairseq's own
-    translation task batches on real tiny data (the summaries share these flags with their
-    own language pair; the translation commands are the ones they were)."""
+    """The translation kind's training command carries the plateau flags at half the epoch
+    fairseq's own translation task batches on real tiny data (the summaries share these
+    flags with their own language pair)."""
     from scripts.reproduce.kinds import translation
 
     spec = TABLES["relu_former_table4"]
@@ -120,13 +120,42 @@ def test_translation_plateau_flags_validate_twice_a_fairseq_epoch(tmp_path):
     train = translation.steps(spec, spec.rows[0], 1, "tiny", settings,
                               {"folder": str(tmp_path / "data")}, tmp_path / "cell", None)[0]
     args, updates = fairseq_epoch(train.argv)
-    every = str(updates // settings["validations_per_epoch"])
-    flags = ["--max-epoch", str(settings["max_epoch"]), "--patience", str(settings["patience"]),
-             "--validate-interval-updates", every, "--save-interval-updates", every,
-             "--validate-interval", "1", "--save-interval", "1", "--keep-interval-updates", "1",
-             "--best-checkpoint-metric", "nll_loss"]
+    assert args.validate_interval_updates == args.save_interval_updates == 2  # 4 an epoch
+    assert updates // settings["validations_per_epoch"] == 2
+    flags = translation.plateau_flags(settings, updates)
     start = train.argv.index("--max-epoch")
-    assert train.argv[start:start + len(flags)] == flags and every == "2"  # 4 updates an epoch
+    assert train.argv[start:start + len(flags)] == flags
     # and the sentence data's pair and limits are the defaults the summaries override
     epoch = translation.epoch_updates(Path(args.data), args.max_tokens, 256)
     assert translation.plateau_flags(settings, epoch) == flags
+
+
+def test_plateau_flags_validate_evenly_where_the_epoch_is_odd(parsers, monkeypatch):
+    """fairseq's own validate_and_save, driven over 3 epochs of 5 updates under the plateau
+    flags for that epoch, validates every 2 updates and nowhere else: no second validation at
+    an epoch's end a few updates after the last (the patience and the trend window count
+    validations)."""
+    from types import SimpleNamespace
+
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq_cli import train
+
+    from scripts.reproduce.kinds import translation
+
+    settings = {"max_epoch": 3, "patience": 100, "validations_per_epoch": 2}
+    args = parsers.parse_args_and_arch(parsers.get_training_parser(), input_args=[
+        "data-bin", "--arch", "transformer", *translation.plateau_flags(settings, 5)])
+    cfg = convert_namespace_to_omegaconf(args)
+    validated, saved = [], []
+    trainer = SimpleNamespace(updates=0, get_num_updates=lambda: trainer.updates,
+                              cumulative_training_time=lambda: 0.0)
+    monkeypatch.setattr(train, "validate", lambda *_: validated.append(trainer.updates) or [1.0])
+    monkeypatch.setattr(train.checkpoint_utils, "save_checkpoint",
+                        lambda *_: saved.append(trainer.updates))
+    monkeypatch.setattr(train.should_stop_early, "best", None, raising=False)
+    for epoch in (1, 2, 3):
+        for step in range(1, 6):
+            trainer.updates += 1
+            train.validate_and_save(cfg, trainer, None, SimpleNamespace(epoch=epoch),
+                                    ["valid"], end_of_epoch=step == 5)
+    assert validated == saved == [2, 4, 6, 8, 10, 12, 14]
