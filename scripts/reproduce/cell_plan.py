@@ -58,6 +58,10 @@ class Cell:
     # still fell (stop_rule), with the ``patience`` it was judged by: not a result, trained
     # on from its last checkpoint
     overruled: Dict | None = None
+    # the cell it starts from (or, same_as, measures), as its table names it, where that
+    # one's result finished after this cell's (``finished_at``): trained on since, so this
+    # cell's result is of a model that started from (or measured) an older one of it
+    stale: str | None = None
     # where its fairseq commands run, "cpu" or "cuda" (RunOptions.device; set with its
     # steps), None where it runs none that take --cpu; kept in its record
     device: str | None = None

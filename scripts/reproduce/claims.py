@@ -4,6 +4,9 @@ A claim on a learned figure (:attr:`~scripts.reproduce.spec.Metric.learned`) is 
 while either of its rows
 
 - has no cell: *not run*; diverged on every seed: *not resolved*, saying so;
+- has a seed whose cell started from (or measured) a model that was trained on after the
+  cell finished (the runner's stale cell, run again by the next call that trains):
+  *not resolved: stale*;
 - is at or below a figure that a model reading nothing reaches (:class:`NoModel`: a valid
   nll at or above the target's unigram entropy, a ROUGE at or below the trivial output's):
   *not meaningful*, whatever the direction of the difference;
@@ -38,6 +41,7 @@ from scripts.reproduce.stop_rule import still_falling, window
 
 NOT_RUN = "not run"
 STILL_LEARNING = f"{NOT_RESOLVED}: still learning"
+STALE = f"{NOT_RESOLVED}: stale"
 NOT_MEANINGFUL = "not meaningful"
 # the closing clause of each kind's no-model reference line (its ``reference_line``)
 NO_MODEL_CLAIM = f"a claim on such a row is {NOT_MEANINGFUL}, whatever the direction of its " \
@@ -101,6 +105,19 @@ def update_span(updates: Sequence[Any]) -> str:
     return "-".join(str(u) for u in sorted({found[0], found[-1]})) if found else ""
 
 
+def stale(spec: TableSpec, cells: Sequence, row: str) -> str | None:
+    """Why ``row``'s figures are of older models (seeds whose cell is ``stale``: what it
+    started from, or measured, was trained on after it finished), or None."""
+    found = [cell for cell in cells if cell.row.key == row and cell.result is not None
+             and getattr(cell, "stale", None)]
+    if not found:
+        return None
+    seeds = ", ".join(str(cell.seed) for cell in found)
+    verb = "measured" if found[0].row.same_as else "started from"
+    return (f"{STALE}: {spec.row(row).label} seed{'s' * (len(found) > 1)} {seeds} {verb} an "
+            f"older model of {found[0].stale}, trained on after it")
+
+
 def still_learning(spec: TableSpec, cells: Sequence, row: str) -> str | None:
     """Why ``row`` may still be learning (a seed not stopped at a plateau, or, in a table
     that stops on the valid loss (``spec.valid_loss_stop``), stopped at one while its valid
@@ -142,7 +159,8 @@ def refusal(spec: TableSpec, claim: Comparison, cells: Sequence, ran: set,
         if not finished(cells, row):
             return f"{NOT_RESOLVED}: {spec.row(row).label} diverged on every seed"
     if spec.metric(claim.metric).learned:
-        for check in (lambda row: below_no_model(spec, cells, row, references),
+        for check in (lambda row: stale(spec, cells, row),
+                      lambda row: below_no_model(spec, cells, row, references),
                       lambda row: still_learning(spec, cells, row)):
             for row in rows:
                 if (why := check(row)) is not None:

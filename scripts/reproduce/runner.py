@@ -18,10 +18,15 @@ report (:class:`~scripts.reproduce.cell_records.CellRecords`); one already store
 same key, here or in the records, is not run again, so a killed run resumes where it
 stopped, on this machine or another; except a cell that its patience alone stopped while its
 valid loss still fell (a stop by an earlier rule, :mod:`~scripts.reproduce.stop_rule`): a
-call that trains takes it for unfinished and trains it on from its last checkpoint. With
-``device`` "cuda" the cells' fairseq commands run on the GPU
-(:func:`~scripts.reproduce.kinds.on_device`) under the same keys, and a record says where
-its commands ran (``device``). ``max_new_cells`` stops after that many new cells
+call that trains takes it for unfinished and trains it on from its last checkpoint. A cell
+whose result finished before that of the cell it starts from (or measures) is stale: that one
+was trained on since (a cell whose result, or whose parent's, has no ``finished_at`` is not
+judged). A call that trains runs it again from its parent's current best checkpoint (after
+the parent, where that is trained on too), its old folder kept as ``<folder>.stale-<n>``; a
+dry run says so, and a collection keeps its result, on which a claim is refused
+(:mod:`~scripts.reproduce.claims`). With ``device`` "cuda" the cells' fairseq commands run
+on the GPU (:func:`~scripts.reproduce.kinds.on_device`) under the same keys, and a record
+says where its commands ran (``device``). ``max_new_cells`` stops after that many new cells
 and ``deadline`` at a time (a running training is stopped, and continues from its last
 checkpoint next time), and a stop by hand (SIGINT, SIGTERM:
 :func:`~scripts.common.child_processes.stop_children`) the same way; a failing step stops
@@ -96,6 +101,12 @@ class DictionaryMismatch(SystemExit):
 
 # what a same_as cell's result takes over from the other table's cell: how its model learnt
 LEARNT = ("lr", "patience", "curve", "updates", "stopped", "still_improving")
+
+
+def stale_words(cell: Cell) -> str:
+    """Why the stale ``cell`` runs again."""
+    what = "the model it measures" if cell.row.same_as else "its parent"
+    return f"{what} {cell.stale} was trained on after it finished"
 
 
 def table_lock(work: Path, name: str) -> contextlib.AbstractContextManager:
@@ -252,8 +263,42 @@ class TableRun:
             # trained again
             cell.trained = found if found and cell.result is None and not cell.from_record \
                 else None
-            if (overruled := self.overruled(cell)) is not None:
+            cell.stale = self.stale(cell)
+            if cell.stale is not None and not (self.options.dry_run
+                                               or self.options.collect_only):
+                cell.result = None  # run again, from its parent's current model
+            elif (overruled := self.overruled(cell)) is not None:
                 cell.overruled, cell.result = overruled, None
+
+    def stale(self, cell: Cell) -> str | None:
+        """The name of the cell that the finished ``cell`` starts from (or measures), where
+        that one's result finished after ``cell``'s (``finished_at``): it was trained on since,
+        and ``cell``'s result is of a model that started from (or measured) an older one of
+        it; else None, and None where either result has no ``finished_at`` (unknown)."""
+        parent = cell.parent
+        if cell.result is None or parent is None:
+            return None
+        mine = cell.result.get("finished_at")
+        theirs = (parent.result or parent.overruled or {}).get("finished_at")
+        if mine is None or theirs is None or theirs <= mine:
+            return None
+        table = (parent.owner or self).spec.name
+        return parent.row.key if table == self.spec.name else f"{table}:{parent.row.key}"
+
+    def set_aside(self, cell: Cell) -> None:
+        """Say that the stale ``cell`` runs again, and why; its old folder, if here, is kept
+        under the first free name ``<folder>.stale-<n>``, so that it starts anew from its
+        parent's current best checkpoint, not from its own last one."""
+        aside = ""
+        if cell.folder.is_dir():
+            n = 1
+            while (old := cell.folder.with_name(f"{cell.folder.name}.stale-{n}")).exists():
+                n += 1
+            cell.folder.rename(old)
+            aside = f"; its old folder {cell.folder} is kept as {old}"
+        self.options.say(f"  {self.name_of(cell)} seed {cell.seed} runs again: "
+                         f"{stale_words(cell)}{aside}")
+        cell.stale = None  # what it stores now is of its parent's current model
 
     def overruled(self, cell: Cell) -> Dict | None:
         """The finished ``cell``'s result with the ``patience`` it is judged by, where a call
@@ -313,7 +358,8 @@ class TableRun:
             for cell in cells:
                 if (cell.key, cell.search) not in self.printed:
                     self.printed.add((cell.key, cell.search))
-                    if cell.result is not None:  # finished (here or recorded): not run again
+                    # finished (here or recorded), and not stale: not run again
+                    if cell.result is not None and cell.stale is None:
                         where = "" if cell.folder.is_dir() else (
                             " (recorded; its checkpoints are not in this work folder: trained "
                             "again first where a row run here starts from it)")
@@ -322,6 +368,9 @@ class TableRun:
                         continue
                     self.make_steps(cell)
                     print_dry_run(cell, self.options.say, self.name_of(cell))
+                    if cell.stale is not None:
+                        self.options.say(f"    (cached, but it would run again: "
+                                         f"{stale_words(cell)}; its old folder is kept aside)")
                     if cell.parent is not None and (cell.parent.result is None
                                                     or not cell.parent.folder.is_dir()):
                         self.options.say("    (the model it measures has not trained yet)"
@@ -395,6 +444,8 @@ class TableRun:
         if cell.parent is not None and cell.parent.result is None:
             raise CellFailed(f"{cell.folder.name}: its parent {cell.parent.folder.name} has "
                              "no result")
+        if cell.stale is not None:
+            self.set_aside(cell)
         cell.folder.mkdir(parents=True, exist_ok=True)
         earlier = self.start_from_screening(cell)
         if cell.overruled is not None:  # after a seeding: the seeded log is the one trained on
@@ -496,10 +547,13 @@ def run_table(spec: TableSpec, options: RunOptions) -> tuple[List[Cell], Dict]:
                 todo = [cell for cell in cells if cell.result is None]
                 first = len(table.starting_points(todo)) - len(todo)
                 overruled = sum(cell.overruled is not None for cell in todo)
+                stale = sum(cell.stale is not None for cell in todo)
                 options.say(f"{spec.name}: {len(cells) - len(todo)} of {len(cells)} cells "
                             f"cached, {len(todo)} to run" + (
                                 f" after {first} they start from" if first else "") + (
                                 f" ({overruled} to train on: stopped by the patience while "
-                                "the valid loss still fell)" if overruled else ""))
+                                "the valid loss still fell)" if overruled else "") + (
+                                f" ({stale} to run again: their parent was trained on after "
+                                "they finished)" if stale else ""))
             table.handle(cells)
     return cells, table.data

@@ -2,13 +2,14 @@
 training only once its last validations no longer fall. Checked against scipy's least-squares
 fit on fairseq's own ``should_stop_early``, in the log reading (a stop overruled after it is no
 stop), and in the runner, which trains on a cell an earlier rule stopped while it still
-learnt."""
+learnt, and runs again a child cell that finished before its parent was trained on."""
 
 from __future__ import annotations
 
 import json
 import logging
 import sys
+import time
 from dataclasses import replace
 from types import SimpleNamespace
 
@@ -17,11 +18,12 @@ from scipy.stats import linregress
 
 from scripts.reproduce import patient_train, stop_rule
 from scripts.reproduce.cell_steps import run_step
+from scripts.reproduce.claims import judge
 from scripts.reproduce.kinds import Step
 from scripts.reproduce.log_figures import training_record
 from scripts.reproduce.run_options import RunOptions
 from scripts.reproduce.runner import run_table
-from scripts.reproduce.spec import Metric, Row, TableSpec
+from scripts.reproduce.spec import Comparison, Metric, Row, TableSpec
 
 P = 4  # the toy tables' patience
 W = stop_rule.window(P)
@@ -116,7 +118,8 @@ def valid_line(update: int, nll: float) -> str:
 
 
 # a training that an earlier rule stopped at update 80 while its valid nll still fell, and that
-# resumed from its checkpoint validates on a flat curve until its patience ends it
+# resumed from its checkpoint validates on a flat curve until its patience ends it; one that
+# starts from a parent's best checkpoint (named in its log) validates on the flat curve too
 FIRST = [(10 * (i + 1), nll) for i, nll in enumerate([8, 7, 6, 5, 4, 3, 3.2, 3.1])]
 THEN = [(80 + 10 * (i + 1), nll) for i, nll in enumerate(
     [2.9, 3.0, 2.95, 2.92, 3.0, 2.93, 2.96, 2.94])]
@@ -125,20 +128,24 @@ import json, pathlib, sys
 folder = pathlib.Path(sys.argv[1])
 resumed = (folder / "checkpoint_last.pt").is_file()
 print("resumed" if resumed else "from scratch")
-for update, nll in {THEN!r} if resumed else {FIRST!r}:
+parent = sys.argv[2:] and pathlib.Path(sys.argv[2])
+if parent:
+    print("starts from the parent's " + (parent / "checkpoint_best.pt").read_text())
+for update, nll in {THEN!r} if resumed or parent else {FIRST!r}:
     record = {{"epoch": 1, "valid_nll_loss": str(nll), "valid_num_updates": str(update)}}
     print("INFO | valid | " + json.dumps(record))
 print("INFO | fairseq_cli.train | {stop_rule.EARLY_STOP} for last 4 runs")
 print("INFO | fairseq_cli.train | {stop_rule.DONE} 1.0 seconds")
 (folder / "checkpoint_last.pt").write_text("saved")
+(folder / "checkpoint_best.pt").write_text("model trained on" if resumed else "first model")
 """
 
 
 def fake_kind(calls: list):
     def steps(spec, row, seed, scale, settings, data, folder, parent):
         calls.append(row.key)
-        return [Step("train.log", argv=[sys.executable, "-c", TRAINING, str(folder)],
-                     trains=True)]
+        return [Step("train.log", argv=[sys.executable, "-c", TRAINING, str(folder)]
+                     + ([str(parent)] if parent else []), trains=True)]
 
     return SimpleNamespace(
         prepare=lambda spec, scale, settings, work, say: {"description": "fake"},
@@ -212,3 +219,73 @@ def test_the_runner_says_how_it_trains_an_overruled_cell_on(monkeypatch, tmp_pat
     assert calls == ["a", "a"]
     assert any(line.endswith(f"still fell; {says}") for line in said), said
     assert log.read_text().count(stop_rule.GOES_ON) == (before == "cut")
+
+
+def child_table(monkeypatch, tmp_path, calls: list, said: list) -> tuple[TableSpec, RunOptions]:
+    """The fake table with a row ``b`` that starts from row ``a``, and a claim on both."""
+    spec, options = fake_table(monkeypatch, tmp_path, calls, said)
+    return replace(spec, rows=(Row("a", "A"), Row("b", "B", parent="a")), comparisons=(
+        Comparison("b", "a", "bleu", "B beats A"),)), options
+
+
+def log_of(cell) -> str:
+    return (cell.folder / "train.log").read_text()
+
+
+def test_a_child_that_finished_before_its_parent_was_trained_on_runs_again(monkeypatch,
+                                                                             tmp_path):
+    calls: list = []
+    said: list = []
+    spec, options = child_table(monkeypatch, tmp_path, calls, said)
+    (a, b), _ = run_table(spec, options)
+    assert calls == ["a", "b"] and "the parent's first model" in log_of(b)
+    time.sleep(0.2)  # a's next finish is later than b's by more than a record's 0.1 s
+    # a was stopped while its loss still fell: trained on; b finished after a's result: cached
+    (a, b), _ = run_table(spec, options)
+    assert calls == ["a", "b", "a"] and a.result["finished_at"] > b.result["finished_at"]
+    old = b.folder
+    # collected: b's result is of a model that started from a's older model
+    (a, b), data = run_table(spec, replace(options, collect_only=True))
+    assert b.result is not None and calls == ["a", "b", "a"]
+    (claim,) = judge(spec, [a, b], data)
+    assert claim["verdict"] == ("not resolved: stale: B seed 1 started from an older model of "
+                                "a, trained on after it")
+    # a call that trains runs b again, from a's model trained on, its old folder kept aside
+    said.clear()
+    (a, b), data = run_table(spec, options)
+    assert calls == ["a", "b", "a", "b"] and b.folder == old
+    aside = old.with_name(old.name + ".stale-1")
+    assert f"  b seed 1 runs again: its parent a was trained on after it finished; its old " \
+        f"folder {old} is kept as {aside}" in said
+    assert "the parent's first model" in (aside / "train.log").read_text()
+    assert (aside / "result.json").is_file() and (aside / "checkpoint_last.pt").is_file()
+    assert "resumed" not in log_of(b) and "the parent's model trained on" in log_of(b)
+    assert b.result["finished_at"] > a.result["finished_at"]
+    assert not judge(spec, [a, b], data)[0]["verdict"].startswith("not resolved: stale")
+    run_table(spec, options)  # b finished after a now: cached
+    assert calls == ["a", "b", "a", "b"]
+
+
+def test_a_stale_child_runs_after_its_parent_is_trained_on(monkeypatch, tmp_path):
+    """A child whose record finished before its parent's runs again (a dry run says so),
+    after its parent is trained on in the same call; one without ``finished_at`` is not
+    judged."""
+    calls: list = []
+    said: list = []
+    spec, options = child_table(monkeypatch, tmp_path, calls, said)
+    (a, b), _ = run_table(spec, options)
+    stored = b.folder / "result.json"
+    record = json.loads(stored.read_text())
+    stored.write_text(json.dumps({k: v for k, v in record.items() if k != "finished_at"}))
+    said.clear()
+    run_table(spec, replace(options, dry_run=True))
+    assert not any("would run again" in line for line in said), said
+    stored.write_text(json.dumps({**record, "finished_at": a.result["finished_at"] - 1}))
+    said.clear()
+    run_table(spec, replace(options, dry_run=True))
+    assert said.count("    (cached, but it would run again: its parent a was trained on after "
+                      "it finished; its old folder is kept aside)") == 1, said
+    del calls[:]  # (a dry run builds the steps it prints)
+    (a, b), _ = run_table(spec, replace(options, jobs=2))
+    assert calls == ["a", "b"] and "the parent's model trained on" in log_of(b)
+    assert (b.folder.with_name(b.folder.name + ".stale-1") / "train.log").is_file()
