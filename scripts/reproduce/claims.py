@@ -36,7 +36,7 @@ from scripts.reproduce.direction import (
     too_few_seeds,
     welch,
 )
-from scripts.reproduce.spec import Comparison, Metric, TableSpec
+from scripts.reproduce.spec import Comparison, Metric, TableSpec, stale_words
 from scripts.reproduce.stop_rule import still_falling, window
 
 NOT_RUN = "not run"
@@ -109,13 +109,12 @@ def stale(spec: TableSpec, cells: Sequence, row: str) -> str | None:
     """Why ``row``'s figures are of older models (seeds whose cell is ``stale``: what it
     started from, or measured, was trained on after it finished), or None."""
     found = [cell for cell in cells if cell.row.key == row and cell.result is not None
-             and getattr(cell, "stale", None)]
+             and cell.stale]
     if not found:
         return None
     seeds = ", ".join(str(cell.seed) for cell in found)
-    verb = "measured" if found[0].row.same_as else "started from"
-    return (f"{STALE}: {spec.row(row).label} seed{'s' * (len(found) > 1)} {seeds} {verb} an "
-            f"older model of {found[0].stale}, trained on after it")
+    return (f"{STALE}: {spec.row(row).label} seed{'s' * (len(found) > 1)} {seeds} "
+            f"{stale_words(found[0].row, found[0].stale)}")
 
 
 def still_learning(spec: TableSpec, cells: Sequence, row: str) -> str | None:

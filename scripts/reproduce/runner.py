@@ -90,7 +90,7 @@ from scripts.reproduce.cell_steps import (
 from scripts.reproduce.kinds import Step, kind_module, on_device, stopping_loss
 from scripts.reproduce.rate_search import choose_rates
 from scripts.reproduce.run_options import RunOptions
-from scripts.reproduce.spec import Row, TableSpec
+from scripts.reproduce.spec import Row, TableSpec, stale_words
 from scripts.reproduce.tables import TABLES
 
 
@@ -101,12 +101,6 @@ class DictionaryMismatch(SystemExit):
 
 # what a same_as cell's result takes over from the other table's cell: how its model learnt
 LEARNT = ("lr", "patience", "curve", "updates", "stopped", "still_improving")
-
-
-def stale_words(cell: Cell) -> str:
-    """Why the stale ``cell`` runs again."""
-    what = "the model it measures" if cell.row.same_as else "its parent"
-    return f"{what} {cell.stale} was trained on after it finished"
 
 
 def table_lock(work: Path, name: str) -> contextlib.AbstractContextManager:
@@ -297,7 +291,7 @@ class TableRun:
             cell.folder.rename(old)
             aside = f"; its old folder {cell.folder} is kept as {old}"
         self.options.say(f"  {self.name_of(cell)} seed {cell.seed} runs again: "
-                         f"{stale_words(cell)}{aside}")
+                         f"it {stale_words(cell.row, cell.stale)}{aside}")
         cell.stale = None  # what it stores now is of its parent's current model
 
     def overruled(self, cell: Cell) -> Dict | None:
@@ -369,8 +363,9 @@ class TableRun:
                     self.make_steps(cell)
                     print_dry_run(cell, self.options.say, self.name_of(cell))
                     if cell.stale is not None:
-                        self.options.say(f"    (cached, but it would run again: "
-                                         f"{stale_words(cell)}; its old folder is kept aside)")
+                        self.options.say(f"    (cached, but it would run again: it "
+                                         f"{stale_words(cell.row, cell.stale)}; its old "
+                                         "folder is kept aside)")
                     if cell.parent is not None and (cell.parent.result is None
                                                     or not cell.parent.folder.is_dir()):
                         self.options.say("    (the model it measures has not trained yet)"

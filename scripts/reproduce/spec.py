@@ -141,6 +141,14 @@ def split_parent(parent: str) -> Tuple[str | None, str]:
     return table or None, row
 
 
+def stale_words(row: Row, stale: str) -> str:
+    """Why a cell of ``row`` is stale, as what it did (its subject left to the caller, one
+    seed or several): the cell ``stale`` it starts from (or, ``same_as``, measures) was trained
+    on after it finished. Here, not in the runner, so the claims can say it too."""
+    verb = "measured" if row.same_as else "started from"
+    return f"{verb} an older model of {stale}, trained on after it"
+
+
 def family(row: Row) -> str:
     """The curve a row belongs to in a plot: its label without the point (e.g. 'ReLUFormer')."""
     return row.label.split(" @ ")[0]

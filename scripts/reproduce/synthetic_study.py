@@ -43,6 +43,8 @@ class Cell:
     lr: float
     result: Dict[str, Any] | None = None
     lr_grid: List[List[float]] | None = None
+    # never set here (no study cell starts from another); declared for what claims.stale reads
+    stale: str | None = None
 
 
 class Plateau:

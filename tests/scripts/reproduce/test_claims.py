@@ -43,7 +43,8 @@ def cells(seeds: int = 3, stopped: str | None = "plateau", rows=("a", "b", "c"),
                                   "cost": cost + wobble, "updates": 400.0}, **record}
             if stopped is not None:
                 result["stopped"] = stopped
-            found.append(SimpleNamespace(row=SPEC.row(key), seed=seed, result=result))
+            found.append(SimpleNamespace(row=SPEC.row(key), seed=seed, result=result,
+                                       stale=None))
     return found
 
 
@@ -129,7 +130,7 @@ def test_holm_corrects_over_the_claims_tested():
                      metrics=(SCORE, Metric("other", "other")), rows=SPEC.rows[:2],
                      comparisons=(Comparison("a", "b", "score", "one"),
                                   Comparison("a", "b", "other", "two")))
-    found = [SimpleNamespace(row=spec.row(key), seed=i + 1,
+    found = [SimpleNamespace(row=spec.row(key), seed=i + 1, stale=None,
                              result={"figures": {"score": v, "other": v}, "stopped": "plateau"})
              for key, values in figures.items() for i, v in enumerate(values)]
     judged = judge(spec, found, {})

@@ -190,7 +190,7 @@ def test_a_row_that_stops_on_its_loss_reports_the_decoded_models_nll(tmp_path):
 
 def test_the_report_names_the_grid_table4s_loss_and_the_stop_the_rows_own():
     spec = TABLES[GEN]
-    cells = [SimpleNamespace(row=spec.row(row), seed=seed, lr=5e-3,
+    cells = [SimpleNamespace(row=spec.row(row), seed=seed, lr=5e-3, stale=None,
                              lr_grid=[[2.5e-3, 2.3], [5e-3, 2.2]],
                              result={"stopped": "plateau", "updates": 900.0,
                                      "figures": {"bleu_beam1": 20.0 + seed, "valid_loss": 4.0,

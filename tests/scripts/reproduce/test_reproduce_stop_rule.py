@@ -255,8 +255,8 @@ def test_a_child_that_finished_before_its_parent_was_trained_on_runs_again(monke
     (a, b), data = run_table(spec, options)
     assert calls == ["a", "b", "a", "b"] and b.folder == old
     aside = old.with_name(old.name + ".stale-1")
-    assert f"  b seed 1 runs again: its parent a was trained on after it finished; its old " \
-        f"folder {old} is kept as {aside}" in said
+    assert f"  b seed 1 runs again: it started from an older model of a, trained on after it; " \
+        f"its old folder {old} is kept as {aside}" in said
     assert "the parent's first model" in (aside / "train.log").read_text()
     assert (aside / "result.json").is_file() and (aside / "checkpoint_last.pt").is_file()
     assert "resumed" not in log_of(b) and "the parent's model trained on" in log_of(b)
@@ -284,8 +284,8 @@ def test_a_stale_child_runs_after_its_parent_is_trained_on(monkeypatch, tmp_path
     stored.write_text(json.dumps({**record, "finished_at": a.result["finished_at"] - 1}))
     said.clear()
     run_table(spec, replace(options, dry_run=True))
-    assert said.count("    (cached, but it would run again: its parent a was trained on after "
-                      "it finished; its old folder is kept aside)") == 1, said
+    assert said.count("    (cached, but it would run again: it started from an older model of "
+                      "a, trained on after it; its old folder is kept aside)") == 1, said
     del calls[:]  # (a dry run builds the steps it prints)
     (a, b), _ = run_table(spec, replace(options, jobs=2))
     assert calls == ["a", "b"] and "the parent's model trained on" in log_of(b)
