@@ -228,6 +228,20 @@ def test_a_new_verdict_is_shown_beside_the_one_it_replaces(tmp_path):
     assert "replaces" not in section(SPEC, cells(), {}, "toy", 3, "cmd")
 
 
+def test_not_run_is_not_a_verdict_a_claim_replaces(tmp_path):
+    """A table reported as *not run* between two runs: its claims' new verdicts replace the
+    verdicts before *not run*, which the not-run report kept."""
+    from scripts.reproduce.__main__ import note_replaced
+
+    doc = tmp_path / "reproduction.md"
+    write_verdicts(tmp_path / "reproduction" / "verdicts.json", "t", {"claims": [
+        {"claim": "a beats b", "verdict": "not run", "replaces": "reversed"},
+        {"claim": "a is cheaper", "verdict": "not run"}]})
+    entry = verdicts(SPEC, cells(stopped=None), {}, "toy", 3)
+    assert entry["claims"][0]["verdict"] != "not run"
+    assert note_replaced(doc, "t", entry) == {"a beats b": "reversed"}
+
+
 def test_the_closing_note_lists_each_verdict_beside_the_one_it_replaces():
     from scripts.reproduce.report import summary_section
 
