@@ -54,6 +54,9 @@ class Cell:
     search: bool = False  # a grid cell: trained, decoded only if its rate is chosen
     trained: Dict | None = None  # the grid cell's result this cell continues (it decodes)
     from_record: bool = False  # its result is the repository's record (no checkpoint here)
+    # that record, while the cell is trained again to start another from: it stands if the
+    # training reproduces it (cell_records.differs)
+    recorded: Dict | None = None
     # the result of a training an earlier rule stopped by its patience while its valid loss
     # still fell (stop_rule), with the ``patience`` it was judged by: not a result, trained
     # on from its last checkpoint

@@ -74,7 +74,7 @@ from scripts.reproduce.cell_plan import (
     plan,
     selected_rows,
 )
-from scripts.reproduce.cell_records import CellRecords
+from scripts.reproduce.cell_records import CellRecords, differs
 from scripts.reproduce.cell_steps import (
     TIME_SPENT,
     BudgetSpent,
@@ -240,6 +240,20 @@ class TableRun:
                                    self.metric)
 
     def store(self, cell: Cell, result: Dict) -> None:
+        """Keep ``result`` here and in the records; a recorded cell trained again to start
+        another from keeps its record where it reproduces it (:func:`differs`)."""
+        if cell.recorded is not None:
+            name = f"{self.name_of(cell)} seed {cell.seed}"
+            difference = differs(cell.recorded, result)
+            if difference is None:
+                self.options.say(f"  {name}, trained again, reproduces its record (the same "
+                                 f"{len(result.get('curve') or [])}-point curve to update "
+                                 f"{result.get('updates')}): the record stands")
+                cell.result = self.cache.put(cell.folder, cell.key, cell.recorded)
+                return
+            self.options.say(f"  {name}, trained again, differs from its record ({difference}):"
+                             " the record is replaced; cells that started from the old model "
+                             "are stale")
         cell.result = self.cache.put(cell.folder, cell.key, result)
         if self.records is not None:
             self.records.put(self.record_path(cell), cell.result)
@@ -339,7 +353,7 @@ class TableRun:
             if parent is None or id(parent) in listed:
                 continue
             if parent.result is not None and parent.from_record and not parent.folder.is_dir():
-                parent.result = None
+                parent.recorded, parent.result = parent.result, None
             if parent.result is None:
                 todo.append(parent)
                 listed.add(id(parent))
