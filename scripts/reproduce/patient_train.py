@@ -41,7 +41,9 @@ still fall significantly the training goes on, logging why; the count is tested 
 next validation. A training an earlier rule stopped that way, resumed from its last checkpoint
 after the runner logged the overrule, goes on the same way.
 
-It also makes fairseq's copies of a saved checkpoint atomic (:func:`atomic_copy`): fairseq
+It also builds a resumed training's batches as its first epoch built them
+(:func:`first_epoch_batches`), so that it draws the uninterrupted training's batches and ends
+with the same model, to the bit. And it makes fairseq's copies of a saved checkpoint atomic (:func:`atomic_copy`): fairseq
 writes ``checkpoint_E_U.pt`` through a temporary file, then *copies* it to ``checkpoint_best.pt``
 and ``checkpoint_last.pt``; a training stopped during a copy (``--budget-minutes``, a stop by
 hand) would leave a cut ``checkpoint_last.pt`` that the next call could not resume from.
@@ -185,9 +187,33 @@ def atomic_copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
     return True
 
 
+def first_epoch_batches(get_batch_iterator: Callable) -> Callable:
+    """fairseq's ``FairseqTask.get_batch_iterator`` that builds a training's batches as its
+    first epoch builds them, at whatever epoch it starts, so that a training resumed from a
+    checkpoint draws the batches the uninterrupted one draws.
+
+    fairseq builds the batches once, when it makes an iterator: the examples sorted by length,
+    those of equal length in an order drawn with the seed ``seed + epoch``, then cut into
+    batches. A training keeps the iterator it made at epoch 1 for all its epochs (it only
+    shuffles the batches each epoch, with ``seed + epoch``); a training resumed at epoch E
+    makes a new one, so its batches hold other examples from there on. (Measured: a tiny
+    Transformer without dropout resumed at update 10 had a training loss of 4.614 on its next
+    update against 4.648 uninterrupted.) The dataset is still told its epoch."""
+
+    @functools.wraps(get_batch_iterator)
+    def batches(self: Any, dataset: Any, *args: Any, epoch: int = 1, **kwargs: Any) -> Any:
+        # a new iterator at epoch E is a resumption's, whose checkpoint then sets its epoch
+        iterator = get_batch_iterator(self, dataset, *args, epoch=1, **kwargs)
+        dataset.set_epoch(epoch)
+        return iterator
+
+    return batches
+
+
 def main(args: Sequence[str]) -> None:
     """Run fairseq-train with ``args``, its patience count restored on a resumption and its
-    spent patience overruled while the valid loss still falls."""
+    spent patience overruled while the valid loss still falls, a resumption drawing the
+    uninterrupted training's batches."""
     # As fairseq-train itself: the plugin installs its one-line errors only in a process
     # named as fairseq's programs (relu_former.errors.is_fairseq_command), argparse prints
     # the same program name.
@@ -201,6 +227,9 @@ def main(args: Sequence[str]) -> None:
     train.should_stop_early = trend_aware(train.should_stop_early, validations)
     # only checkpoint_utils copies files in a training, and only this process is patched
     checkpoints.PathManager.copy = staticmethod(atomic_copy)
+    from fairseq.tasks import FairseqTask
+
+    FairseqTask.get_batch_iterator = first_epoch_batches(FairseqTask.get_batch_iterator)
     train.cli_main()
 
 

@@ -14,7 +14,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
+from fairseq import checkpoint_utils
 
+import relu_former.plugin  # noqa: F401  (the allowlist torch.load needs here)
 from scripts.common.child_processes import child_env, stream
 from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce import continuation, patient_train
@@ -142,8 +145,13 @@ def test_a_training_stopped_half_way_stops_where_the_uninterrupted_one_stops(tmp
     assert code == 0 and training_record(halves / step.log, 2)["updates"] == half
     code, _ = stream(step.argv, halves / step.log, lambda _: None, child_env(1), append=True)
     assert code == 0
-    # fairseq on one CPU thread with the same seed: the same validations, the same stop
+    # fairseq on one CPU thread with the same seed: the same validations, the same stop, and
+    # the same model to the bit (the resumption drew the batches the run in one go drew)
     assert training_record(halves / step.log, settings["patience"]) == uninterrupted
+    models = [checkpoint_utils.load_checkpoint_to_cpu(str(folder / "checkpoint_last.pt"))
+              ["model"] for folder in (whole, halves)]
+    assert models[0].keys() == models[1].keys()
+    assert all(torch.equal(models[0][name], models[1][name]) for name in models[0])
     log = (halves / step.log).read_text()
     assert "Loaded checkpoint" in log
     # fairseq's copies to checkpoint_best/last went through the launcher's atomic copy
