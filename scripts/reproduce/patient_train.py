@@ -43,10 +43,11 @@ after the runner logged the overrule, goes on the same way.
 
 It also builds a resumed training's batches as its first epoch built them
 (:func:`first_epoch_batches`), so that it draws the uninterrupted training's batches and ends
-with the same model, to the bit. And it makes fairseq's copies of a saved checkpoint atomic (:func:`atomic_copy`): fairseq
-writes ``checkpoint_E_U.pt`` through a temporary file, then *copies* it to ``checkpoint_best.pt``
-and ``checkpoint_last.pt``; a training stopped during a copy (``--budget-minutes``, a stop by
-hand) would leave a cut ``checkpoint_last.pt`` that the next call could not resume from.
+with the same model, to the bit. And it makes fairseq's copies of a saved checkpoint atomic
+(:func:`atomic_copy`): fairseq writes ``checkpoint_E_U.pt`` through a temporary file, then
+*copies* it to ``checkpoint_best.pt`` and ``checkpoint_last.pt``; a training stopped during a
+copy (``--budget-minutes``, a stop by hand) would leave a cut ``checkpoint_last.pt`` that the
+next call could not resume from.
 """
 
 from __future__ import annotations

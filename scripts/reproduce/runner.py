@@ -344,15 +344,17 @@ class TableRun:
                     "on from checkpoint_last.pt (an earlier rule stopped it here)") + "\n")
 
     def starting_points(self, todo: List[Cell]) -> List[Cell]:
-        """``todo`` and the cells they start from that must run first: recorded cells whose
-        checkpoints are not here (trained again), and another table's cells not run yet."""
+        """``todo`` and the cells they start from that must run first: recorded cells not
+        finished here (trained again), and another table's cells not run yet."""
         todo = list(todo)
         listed = {id(cell) for cell in todo}
         for cell in todo:  # grows while it is walked: a parent's parent too
             parent = cell.parent
             if parent is None or id(parent) in listed:
                 continue
-            if parent.result is not None and parent.from_record and not parent.folder.is_dir():
+            # a recorded one whose training here has not finished (no folder, or one that a
+            # cut training left) too: it goes on from its last checkpoint, if any
+            if parent.result is not None and parent.from_record:
                 parent.recorded, parent.result = parent.result, None
             if parent.result is None:
                 todo.append(parent)
@@ -368,8 +370,8 @@ class TableRun:
                     self.printed.add((cell.key, cell.search))
                     # finished (here or recorded), and not stale: not run again
                     if cell.result is not None and cell.stale is None:
-                        where = "" if cell.folder.is_dir() else (
-                            " (recorded; its checkpoints are not in this work folder: trained "
+                        where = "" if not cell.from_record else (
+                            " (recorded; not finished in this work folder: trained "
                             "again first where a row run here starts from it)")
                         self.options.say(f"{dry_run_header(cell, self.name_of(cell))}: "
                                          f"cached{where}")
@@ -381,7 +383,7 @@ class TableRun:
                                          f"{stale_words(cell.row, cell.stale)}; its old "
                                          "folder is kept aside)")
                     if cell.parent is not None and (cell.parent.result is None
-                                                    or not cell.parent.folder.is_dir()):
+                                                    or cell.parent.from_record):
                         self.options.say("    (the model it measures has not trained yet)"
                                          if cell.row.same_as else
                                          "    (its parent has not trained yet: the rate and "
