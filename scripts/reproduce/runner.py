@@ -103,9 +103,12 @@ class DictionaryMismatch(SystemExit):
 LEARNT = ("lr", "patience", "curve", "updates", "stopped", "still_improving")
 
 
-def table_lock(work: Path, name: str) -> contextlib.AbstractContextManager:
-    """The lock that lets one call at a time run table ``name`` in ``work``."""
-    return folder_lock(work / "locks" / f"{name}.lock", f"{work} ({name})")
+def table_lock(options: RunOptions, name: str) -> contextlib.AbstractContextManager:
+    """The lock that lets one call at a time run (or collect) table ``name`` in the work
+    folder; a dry run, which writes no cell, takes none, so it answers beside a running call."""
+    if options.dry_run:
+        return contextlib.nullcontext()
+    return folder_lock(options.work / "locks" / f"{name}.lock", f"{options.work} ({name})")
 
 
 class TableRun:
@@ -142,7 +145,7 @@ class TableRun:
         call: that table's lock held until the call ends, its data built (or found), its
         dictionary checked against this table's (:class:`DictionaryMismatch`)."""
         options = self.options
-        self.locks.enter_context(table_lock(options.work, name))
+        self.locks.enter_context(table_lock(options, name))
         other = TableRun((options.tables or TABLES)[name], replace(options, rows=rows),
                          root=self.root)
         mine, theirs = (getattr(run.kind, "dictionary", lambda _: None)(run.data)
@@ -550,7 +553,7 @@ def run_table(spec: TableSpec, options: RunOptions) -> tuple[List[Cell], Dict]:
     table at a time in a work folder: a second is refused (:class:`FolderInUse`), and so is
     a call whose rows start from a table that another call is running. The cells returned
     are this table's (not the other tables' cells its rows start from)."""
-    with table_lock(options.work, spec.name):
+    with table_lock(options, spec.name):
         table = TableRun(spec, options)
         with table.locks:  # the other tables' locks, taken as their rows are planned
             cells = table.plan_cells()

@@ -283,6 +283,10 @@ def test_a_second_run_of_a_table_on_one_work_folder_is_refused(grid, tmp_path):
         assert "\n" not in message
         assert str(tmp_path) in message and f"pid {pid}" in message
         assert not (tmp_path / "cells").exists()  # nothing ran
+        said = []  # a dry run writes no cell: it answers beside the running call
+        run_table(GRID_SPEC, RunOptions(work=tmp_path, dry_run=True, say=said.append))
+        assert any(line.startswith("# ") for line in said)
+        assert not (tmp_path / "cells").exists()
     run_table(replace(GRID_SPEC, toy={**GRID_SPEC.toy, "lr_grid": [4.0]}),
               RunOptions(seeds=1, work=tmp_path, say=lambda _: None))  # free again
 
