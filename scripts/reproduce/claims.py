@@ -15,9 +15,11 @@ while either of its rows
   patience alone while its valid loss still fell (a cell trained before
   :mod:`~scripts.reproduce.stop_rule` and not yet continued):
   *not resolved: still learning*;
+- has a seed whose record lacks the claim's figure (finished before that figure was
+  measured): *not resolved*, saying so;
 - or has fewer than :data:`~scripts.reproduce.direction.MIN_SEEDS` seeds.
 
-A claim on a cost is refused only for the first and the last reason. The claims left are
+A claim on a cost is refused only for the first and the last two reasons. The claims left are
 tested by :mod:`scripts.reproduce.direction`, and their p-values Holm-corrected together.
 """
 
@@ -164,7 +166,21 @@ def refusal(spec: TableSpec, claim: Comparison, cells: Sequence, ran: set,
             for row in rows:
                 if (why := check(row)) is not None:
                     return why
+    for row in rows:
+        if why := unmeasured(spec, cells, row, claim.metric):
+            return why
     return too_few_seeds(*(row_spread(cells, row, claim.metric) for row in rows))
+
+
+def unmeasured(spec: TableSpec, cells: Sequence, row: str, key: str) -> str | None:
+    """Why ``row`` cannot be compared on the figure ``key``: seeds whose record has no such
+    figure (finished before the figure was measured, e.g. decoding CPU seconds), or None."""
+    found = finished(cells, row)
+    lacking = [cell for cell in found if key not in cell.result["figures"]]
+    if not lacking:
+        return None
+    return (f"{NOT_RESOLVED}: {spec.row(row).label} has no {spec.metric(key).label} on "
+            f"{len(lacking)} of {len(found)} seeds (finished before it was measured)")
 
 
 def finite(value: float) -> float | None:

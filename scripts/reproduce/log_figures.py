@@ -2,7 +2,8 @@
 
 ``train.log``: fairseq-train's ``--log-format json`` output (the recipes tee theirs to
 ``SAVE_DIR/train.log``); ``score-<subset>.json``: ``scripts/recipes/lib/score.py``'s result;
-``generate-<subset>.txt``: fairseq-generate's output, whose last line gives the decoding time.
+``generate-<subset>.txt``: fairseq-generate's output, whose last lines give the decoding time
+(on the wall; on the process's CPU clock where :mod:`~scripts.reproduce.timed_generate` ran it).
 The same readers serve the toy runs and a cluster's paper-scale logs.
 """
 
@@ -20,6 +21,7 @@ from scripts.reproduce.stop_rule import stopped_at_plateau
 _PARAMS = re.compile(r"model params: ([\d,]+)")
 _DONE = re.compile(r"done training in ([\d.]+) seconds")
 _DECODED = re.compile(r"Translated [\d,]+ sentences \(([\d,]+) tokens\) in ([\d.]+)s")
+_DECODED_CPU = re.compile(r"Decoding CPU time: ([\d.]+)s")
 # The validation loss a cell's training stops on and chooses its rate by (its
 # ``--best-checkpoint-metric``), as fairseq logs it: ``nll_loss`` for the translation and
 # summary cells; a kind that stops on another loss names it (``VALIDATION_LOSS``).
@@ -112,13 +114,18 @@ def train_figures(log: Path, metric: str = NLL) -> Dict[str, float]:
     return figures
 
 
-def decode_seconds(generate_output: Path) -> float:
-    """fairseq-generate's own decoding time of the subset (NaN if it did not finish)."""
-    seconds = math.nan
+def decode_times(generate_output: Path) -> Dict[str, float]:
+    """fairseq-generate's own decoding time of the subset, ``decode_seconds`` (on the wall),
+    and ``decode_cpu_seconds`` (the same loop on the process's CPU clock, logged by
+    :mod:`~scripts.reproduce.timed_generate`); NaN where the output has no such line (it did
+    not finish; a decoding run without the launcher)."""
+    times = {"decode_seconds": math.nan, "decode_cpu_seconds": math.nan}
     for line in generate_output.read_text(encoding="utf-8", errors="replace").splitlines():
         if match := _DECODED.search(line):
-            seconds = float(match.group(2))
-    return seconds
+            times["decode_seconds"] = float(match.group(2))
+        elif match := _DECODED_CPU.search(line):
+            times["decode_cpu_seconds"] = float(match.group(1))
+    return times
 
 
 def score_figures(path: Path) -> Dict[str, float]:

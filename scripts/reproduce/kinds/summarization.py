@@ -9,9 +9,9 @@ Training: to a plateau as the translation tables train (the translation kind's
 ``plateau_flags`` at its ``epoch_updates`` of the doc/sum pair: validation every
 1/``validations_per_epoch`` epoch of the training pages, no update cap, the best validated
 checkpoint decoded).
-Cost columns: the training process's CPU seconds per update and fairseq-generate's decoding
-seconds, both measured; CPU time, unlike wall time, hardly moves when other jobs load the
-machine.
+Cost columns: the training process's CPU seconds per update and the decoding loop's CPU
+seconds (fairseq-generate through :mod:`~scripts.reproduce.timed_generate`; its wall time is
+kept beside them); CPU time, unlike wall time, hardly moves when other jobs load the machine.
 Paper scale: ``scripts/recipes/long_doc_summarization`` (``DATASET=arxiv``).
 """
 
@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Sequence
 
 from scripts.common.fairseq_cli import fairseq_command
 from scripts.common.repo_paths import USER_DIR
+from scripts.reproduce import timed_generate
 from scripts.reproduce.claims import NO_MODEL_CLAIM, NoModel
 from scripts.reproduce.data_folder import shared_data
 from scripts.reproduce.kinds import Step, recipe_steps, translation
 from scripts.reproduce.kinds.translation import plateau_flags, score_step, train_step
-from scripts.reproduce.log_figures import decode_seconds, score_figures, train_figures
+from scripts.reproduce.log_figures import decode_times, score_figures, train_figures
 from scripts.reproduce.spec import Row, TableSpec
 from scripts.reproduce.tables.toy_settings import ROUGE, VALID_NLL
 
@@ -140,12 +141,13 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
         data_bin, settings["max_tokens"], (length, target + 8), (SOURCE, TARGET)))
     train = train_step(replace(row, flags=tuple(resolve(row.flags, length))), seed,
                        {**settings, "arch": "pyramidion_base"}, data_bin, folder, None, extra)
-    generate = [fairseq_command("fairseq-generate"), str(data_bin), "--user-dir", USER_DIR,
+    generate = timed_generate.command([
+                fairseq_command("fairseq-generate"), str(data_bin), "--user-dir", USER_DIR,
                 "--path", str(folder / "checkpoint_best.pt"), "--gen-subset", "test", "--cpu",
                 "--beam", str(settings["beam"]), "--post-process", "sentencepiece",
                 "--max-len-a", "0", "--max-len-b", str(target), *positions,
                 "--max-tokens", str(8 * length), "--num-workers", "0",
-                "--required-batch-size-multiple", "1"]
+                "--required-batch-size-multiple", "1"])
     score = score_step(folder, "generate-test.txt", "score-test.json", "rouge",
                        references=Path(data["folder"]) / "prep" / "test.reference")
     if row.hidden:  # a grid cell chooses the rate: trained, not decoded
@@ -154,8 +156,8 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
 
 
 def collect(spec: TableSpec, row: Row, folder: Path) -> Dict[str, float]:
-    """ROUGE-1/2/L, valid nll, and the costs (training CPU s per update, decoding s); a
-    hidden row's cell (a rate of the grid) only its training figures."""
+    """ROUGE-1/2/L, valid nll, and the costs (training CPU s per update, decoding s, CPU and
+    wall); a hidden row's cell (a rate of the grid) only its training figures."""
     figures = train_figures(folder / "train.log")
     if row.hidden:
         return figures
@@ -163,5 +165,5 @@ def collect(spec: TableSpec, row: Row, folder: Path) -> Dict[str, float]:
     figures.update({k: scores[k] for k in ("rouge1", "rouge2", "rougeL") if k in scores})
     generated = folder / "generate-test.txt"
     if generated.is_file():
-        figures["decode_seconds"] = decode_seconds(generated)
+        figures.update(decode_times(generated))
     return figures

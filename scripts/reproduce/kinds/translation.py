@@ -36,7 +36,7 @@ from scripts.common.fairseq_cli import fairseq_command
 from scripts.common.fairseq_train import train_command
 from scripts.common.repo_paths import USER_DIR
 from scripts.common.run_record import Budget, Run
-from scripts.reproduce import patient_train
+from scripts.reproduce import patient_train, timed_generate
 from scripts.reproduce.claims import NO_MODEL_CLAIM, NoModel
 from scripts.reproduce.data_folder import shared_data
 from scripts.reproduce.doc_corpus import (
@@ -48,7 +48,7 @@ from scripts.reproduce.doc_corpus import (
 from scripts.reproduce.kinds import Step, recipe_steps, stopping_loss
 from scripts.reproduce.log_figures import (
     NLL,
-    decode_seconds,
+    decode_times,
     score_figures,
     train_figures,
     validation_curve,
@@ -396,13 +396,13 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
     checkpoint = decoded_checkpoint(settings, folder)
     for beam in beams(settings):
         out = f"generate-test-beam{beam}.txt"
-        found.append(Step(out, argv=[
+        found.append(Step(out, argv=timed_generate.command([
             fairseq_command("fairseq-generate"), str(data_bin), "--user-dir", USER_DIR,
             "--path", str(checkpoint), "--gen-subset", "test", "--cpu",
             "--beam", str(beam), "--max-tokens", str(max(4096, positions)),
             "--max-source-positions", str(positions), "--max-target-positions", str(positions),
             "--max-len-a", "1.2", "--max-len-b", "10", "--num-workers", "0",
-            "--required-batch-size-multiple", "1", *row.generate_flags]))
+            "--required-batch-size-multiple", "1", *row.generate_flags])))
         found.append(score_step(folder, out, f"score-test-beam{beam}.json", "bleu"))
     return found + measurements(spec, row, scale, settings, data, checkpoint, folder)
 
@@ -439,6 +439,7 @@ def collect(spec: TableSpec, row: Row, folder: Path) -> Dict[str, float]:
         figures.setdefault("bleu", bleu)
         generated = folder / f"generate-test-beam{beam}.txt"
         if generated.is_file():
-            figures[f"decode_seconds_beam{beam}"] = decode_seconds(generated)
-            figures.setdefault("decode_seconds", figures[f"decode_seconds_beam{beam}"])
+            for name, seconds in decode_times(generated).items():
+                figures[f"{name}_beam{beam}"] = seconds
+                figures.setdefault(name, seconds)
     return {**figures, **measured(folder)}

@@ -121,6 +121,22 @@ def test_fewer_than_three_seeds_or_a_row_not_run_get_no_verdict():
     assert verdict_of(judged, "a matches c") == "holds"
 
 
+def test_a_seed_whose_record_lacks_the_figure_gets_no_verdict_on_it():
+    # a cost measured only since some cells finished (decoding CPU seconds): a's seed 3 has
+    # none, so the cost claim is refused rather than tested on 2 seeds against 3
+    found = cells()
+    del found[2].result["figures"]["cost"]
+    judged = judge(SPEC, found, {})
+    assert verdict_of(judged, "a is cheaper") == ("not resolved: A has no cost on 1 of 3 seeds "
+                                                  "(finished before it was measured)")
+    assert verdict_of(judged, "a beats b") == "holds"
+    # a figure recorded as NaN (a decoding that failed) is a seed left out, as before
+    found = cells()
+    found[2].result["figures"]["cost"] = math.nan
+    assert verdict_of(judge(SPEC, found, {}), "a is cheaper") == (
+        "not resolved: fewer than 3 seeds a side (2 and 3)")
+
+
 def test_holm_corrects_over_the_claims_tested():
     # a beats b by a gap with p about 0.03 alone; with a second such claim neither holds
     figures = {"a": [10.0, 10.6, 9.4], "b": [8.6, 9.2, 8.0]}

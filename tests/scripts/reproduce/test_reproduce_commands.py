@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.reproduce import patient_train
+from scripts.reproduce import patient_train, timed_generate
 from scripts.reproduce.cell_plan import foreign_parents, plan
 from scripts.reproduce.kinds import kind_module, stopping_loss
 from scripts.reproduce.run_options import RunOptions
@@ -68,6 +68,8 @@ def test_every_toy_command_parses(name, parsers, tmp_path, monkeypatch):
             if step.trains:  # fairseq-train, through the launcher that keeps --patience's count
                 assert step.argv[:3] == [sys.executable, "-m", patient_train.MODULE]
                 program, args = "fairseq-train", patient_train.train_args(step.argv)
+            elif step.argv[1:3] == ["-m", timed_generate.MODULE]:  # it times on the CPU clock
+                program, args = "fairseq-generate", step.argv[3:]
             if args[:2] == ["-m", "scripts.analysis.analyze_attention"]:
                 # measured on the decoded model, on the validation split
                 parsed = analyze_attention.parse_args(args[2:])

@@ -31,7 +31,8 @@ T4 = "relu_former_table4"
 def commands(out: str) -> list[str]:
     """The training and decoding commands a dry run printed."""
     return [line for line in out.splitlines()
-            if "scripts.reproduce.patient_train " in line or "fairseq-generate " in line]
+            if "scripts.reproduce.patient_train " in line
+            or "scripts.reproduce.timed_generate " in line]
 
 
 def headers(out: str) -> list[str]:
@@ -48,7 +49,7 @@ def test_cuda_leaves_out_cpu_and_keeps_every_cells_key(tmp_path, capsys):
         assert main([*args, "--device", device]) == 0
         out[device] = capsys.readouterr().out
     cpu, cuda = commands(out["cpu"]), commands(out["cuda"])
-    assert any("fairseq-generate " in line for line in cpu)
+    assert any("scripts.reproduce.timed_generate " in line for line in cpu)
     assert len(cpu) == 5  # the grid cell's training, then each seed's training and decoding
     assert all("--cpu" in line.split() for line in cpu)
     assert not any("--cpu" in line.split() for line in cuda)
