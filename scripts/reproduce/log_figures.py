@@ -26,11 +26,50 @@ _DECODED_CPU = re.compile(r"Decoding CPU time: ([\d.]+)s")
 # ``--best-checkpoint-metric``), as fairseq logs it: ``nll_loss`` for the translation and
 # summary cells; a kind that stops on another loss names it (``VALIDATION_LOSS``).
 NLL = "nll_loss"
+# The classifiers' stopping figure: the share of validation examples misclassified, percent,
+# 100 - fairseq's ``valid_accuracy``. fairseq maximises the accuracy (``--best-checkpoint-metric
+# accuracy --maximize-best-checkpoint-metric``); read as an error rate it falls as a model
+# learns, as the losses do, so the grid, the patience, the stop rule and the report read it
+# as they read a loss.
+ERROR = "error"
+
+
+def as_loss(metric: str, value: float) -> float:
+    """fairseq's value of the stopping figure ``metric`` as the falling figure the protocol
+    reads: the error rate for :data:`ERROR` (fairseq's value is the accuracy), else itself."""
+    return 100.0 - value if metric == ERROR else value
+
+
+def checkpoint_metric_flags(metric: str) -> List[str]:
+    """fairseq-train's flags that keep the best checkpoint by the stopping figure ``metric``
+    and stop on it (``--patience``)."""
+    if metric == ERROR:
+        return ["--best-checkpoint-metric", "accuracy", "--maximize-best-checkpoint-metric"]
+    return ["--best-checkpoint-metric", metric]
+
+
+def stopping_metric(fairseq_metric: str, maximize: bool) -> str | None:
+    """The stopping figure of a training fairseq stops on ``fairseq_metric`` (maximised or
+    not): the inverse of :func:`checkpoint_metric_flags`; None for a maximised figure other
+    than the accuracy."""
+    if not maximize:
+        return fairseq_metric
+    return ERROR if fairseq_metric == "accuracy" else None
+
+
+def logged_value(record: Dict[str, Any], metric: str, prefix: str) -> float:
+    """The stopping figure ``metric`` in one fairseq log record, its keys prefixed by
+    ``prefix`` (``valid_``, ``train_`` or none); a loss missing there, the record's
+    ``loss``; NaN where there is none."""
+    if metric == ERROR:
+        return 100.0 - float(record.get(f"{prefix}accuracy", "nan"))
+    return float(record.get(f"{prefix}{metric}", record.get(f"{prefix}loss", "nan")))
 
 
 def short_name(metric: str) -> str:
     """A loss's name in a cell's figures: ``nll`` for ``nll_loss`` (``valid_nll``,
-    ``first_nll``), ``loss`` for ``loss`` (``valid_loss``, ``first_loss``)."""
+    ``first_nll``), ``loss`` for ``loss`` (``valid_loss``, ``first_loss``), ``error`` for
+    :data:`ERROR` (``valid_error``)."""
     return metric.removesuffix("_loss")
 
 
@@ -41,7 +80,7 @@ def validation_curve(lines: List[str], metric: str = NLL) -> List[List[float]]:
     a validation at or before an earlier one replaces the rest of the curve."""
     curve: List[List[float]] = []
     for record in json_log_records(lines, "valid"):
-        nll = float(record.get(f"valid_{metric}", record.get("valid_loss", "nan")))
+        nll = logged_value(record, metric, "valid_")
         update = int(float(record.get("valid_num_updates", len(curve))))
         curve = [point for point in curve if point[0] < update] + [[update, nll]]
     return curve
@@ -97,8 +136,8 @@ def train_figures(log: Path, metric: str = NLL) -> Dict[str, float]:
     inner = json_log_records(lines, "train_inner") or json_log_records(lines, "train")
     if inner:
         first = inner[0]
-        figures[first_figure] = float(first.get(metric, first.get("loss",
-                                                first.get(f"train_{metric}", "nan"))))
+        # train_inner records name their figures bare, an epoch's train record prefixed
+        figures[first_figure] = logged_value(first, metric, "" if "loss" in first else "train_")
         last = inner[-1]
         figures["updates"] = float(last.get("num_updates", last.get("train_num_updates",
                                                                     "nan")))

@@ -28,9 +28,11 @@ had written), after the curve of the training a seeded folder continues
 checkpoint are left out: the resumed training makes them again. A training stopped at any
 checkpoint and resumed so stops at the validation where the uninterrupted one stops.
 
-The curve is read for the training's own ``--best-checkpoint-metric``, a loss fairseq
-minimises (``nll_loss``, the translation and summary cells'; ``loss``, the classifiers'): the
-log holds ``valid_<metric>`` at every validation. A metric to maximise (``accuracy``) is not
+The curve is read for the training's own ``--best-checkpoint-metric``: a loss fairseq
+minimises (``nll_loss``, the translation and summary cells'), or the accuracy it maximises
+(the classifiers'), read as the error rate 100 - accuracy
+(:data:`~scripts.reproduce.log_figures.ERROR`), so that every curve falls as a model learns;
+the log holds ``valid_<metric>`` at every validation. Another metric to maximise is not
 replayed: a warning says its count starts again at the resumption. Importing the plugin
 changes nothing: only this launcher wraps fairseq.
 
@@ -54,6 +56,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import shutil
 import sys
@@ -62,7 +65,7 @@ from typing import Any, Callable, List, Sequence, Tuple
 
 from scripts.common.fairseq_cli import fairseq_command
 from scripts.reproduce.continuation import curve_so_far
-from scripts.reproduce.log_figures import NLL
+from scripts.reproduce.log_figures import NLL, as_loss, stopping_metric
 from scripts.reproduce.stop_rule import goes_on, still_falling
 
 MODULE = "scripts.reproduce.patient_train"
@@ -101,19 +104,22 @@ def patience_from_curve(curve: Sequence[Sequence[float]],
 
 def restore_patience(curve: Sequence[Sequence[float]], best: float, updates: int,
                      where: Path, metric: str = NLL) -> None:
-    """Set fairseq's early-stopping state to ``best`` (the loaded checkpoint's) and the
-    validations since it in ``curve``, the training's validations of the loss ``metric`` (its
-    ``--best-checkpoint-metric``) until the checkpoint's ``updates`` (read from ``where``)."""
+    """Set fairseq's early-stopping state to ``best`` (the loaded checkpoint's, fairseq's
+    value) and the validations since it in ``curve``, the training's validations of the
+    stopping figure ``metric`` (its ``--best-checkpoint-metric``, read as a loss: ``as_loss``)
+    until the checkpoint's ``updates`` (read from ``where``)."""
     from fairseq_cli import train
 
     logged, since = patience_from_curve(curve, updates)
-    if logged != best:  # the count is then the log's, since its own best
+    expected = as_loss(metric, best)
+    if logged is None or not math.isclose(logged, expected, abs_tol=1e-9):
+        # the count is then the log's, since its own best
         logger.warning(f"the best valid {metric} in {where} ({logged}) is not the "
-                       f"checkpoint's ({best})")
+                       f"checkpoint's ({expected})")
     train.should_stop_early.best = best
     train.should_stop_early.num_runs = since
     logger.info(f"resumed at update {updates}: --patience goes on from the best {metric} "
-                f"{best}, {since} validation(s) since it")
+                f"{expected:g}, {since} validation(s) since it")
 
 
 class Validations:
@@ -124,6 +130,8 @@ class Validations:
     def __init__(self) -> None:
         self.curve: List[List[float]] = []
         self.trainer: Any = None
+        # the stopping figure (log_figures.stopping_metric; None: one the rule cannot read)
+        self.metric: str | None = NLL
 
 
 def restoring(load: Callable, validations: Validations) -> Callable:
@@ -136,17 +144,19 @@ def restoring(load: Callable, validations: Validations) -> Callable:
         from fairseq import checkpoint_utils
 
         loaded = load(cfg, trainer, **passthrough)
-        updates, metric = trainer.get_num_updates(), cfg.best_checkpoint_metric
-        validations.trainer = trainer
+        updates = trainer.get_num_updates()
+        metric = stopping_metric(cfg.best_checkpoint_metric, cfg.maximize_best_checkpoint_metric)
+        validations.trainer, validations.metric = trainer, metric
+        if metric is None:  # patience_state counts a falling figure; this one is maximised
+            logger.warning(f"--patience counts again from the resumption: its count is kept "
+                           f"for a loss or the accuracy, not for {cfg.best_checkpoint_metric}, "
+                           f"maximised")
+            return loaded
         validations.curve = [point for point in
                              curve_so_far(Path(cfg.save_dir), LOG, metric)
                              if point[0] <= updates]
         best = getattr(checkpoint_utils.save_checkpoint, "best", None)
         if cfg.patience <= 0 or best is None:
-            return loaded
-        if cfg.maximize_best_checkpoint_metric:  # patience_state counts a lower value better
-            logger.warning(f"--patience counts again from the resumption: its count is kept "
-                           f"for a loss, not for {metric}, maximised")
             return loaded
         restore_patience(validations.curve, best, updates, Path(cfg.save_dir) / LOG, metric)
         return loaded
@@ -164,10 +174,10 @@ def trend_aware(stop_early: Callable, validations: Validations) -> Callable:
     def should_stop_early(cfg: Any, valid_loss: float | None) -> bool:
         stop = stop_early(cfg, valid_loss)
         checkpoint = cfg.checkpoint
-        if (valid_loss is None or checkpoint.patience <= 0
-                or checkpoint.maximize_best_checkpoint_metric):
+        if valid_loss is None or checkpoint.patience <= 0 or validations.metric is None:
             return stop
-        validations.curve.append([validations.trainer.get_num_updates(), float(valid_loss)])
+        validations.curve.append([validations.trainer.get_num_updates(),
+                                  as_loss(validations.metric, float(valid_loss))])
         if stop and still_falling(validations.curve, checkpoint.patience):
             logger.info(goes_on(validations.curve, checkpoint.patience))
             return False

@@ -26,7 +26,7 @@ from scripts.common.repo_paths import git_commit
 from scripts.reproduce.claims import judge, learning_field, update_span
 from scripts.reproduce.direction import Spread, spread
 from scripts.reproduce.kinds import stopping_loss
-from scripts.reproduce.log_figures import NLL, short_name
+from scripts.reproduce.log_figures import ERROR, NLL, short_name
 from scripts.reproduce.spec import Row, TableSpec, family, shown_rows, split_parent
 from scripts.reproduce.tables import TABLES
 
@@ -115,16 +115,18 @@ def first_recorded(cells: Sequence, key: str) -> Any:
 
 def validation_loss(spec: TableSpec) -> tuple[str, str]:
     """The figure and the words of the validation loss ``spec``'s rows choose their rates
-    and stop on: ``valid_nll``, or where the table or its kind stops on another loss
-    (:func:`~scripts.reproduce.kinds.stopping_loss`: a row's own criterion) ``valid_loss``."""
+    and stop on: ``valid_nll``, or where the table or its kind stops on another figure
+    (:func:`~scripts.reproduce.kinds.stopping_loss`) ``valid_loss`` (a row's own criterion) or
+    ``valid_error`` (the error rate)."""
     metric = stopping_loss(spec)
-    return f"valid_{short_name(metric)}", "valid nll" if metric == NLL else "valid loss"
+    words = {NLL: "valid nll", ERROR: "valid error rate"}.get(metric, "valid loss")
+    return f"valid_{short_name(metric)}", words
 
 
 def own_criterion(words: str) -> str:
     """``words`` naming a validation loss, said to be each row's own criterion where it is
-    not the valid nll."""
-    return words + ("" if words == "valid nll" else " (each row's own criterion)")
+    the criterion's loss (not the valid nll nor the error rate)."""
+    return words + (" (each row's own criterion)" if words == "valid loss" else "")
 
 
 def rate_source(spec: TableSpec, row: Row) -> TableSpec:

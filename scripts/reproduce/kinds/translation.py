@@ -48,6 +48,7 @@ from scripts.reproduce.doc_corpus import (
 from scripts.reproduce.kinds import Step, recipe_steps, stopping_loss
 from scripts.reproduce.log_figures import (
     NLL,
+    checkpoint_metric_flags,
     decode_times,
     score_figures,
     train_figures,
@@ -265,7 +266,7 @@ def plateau_flags(settings: Dict[str, Any], epoch: int, metric: str = NLL) -> Li
     return ["--max-epoch", str(settings["max_epoch"]), "--patience", str(settings["patience"]),
             "--validate-interval-updates", str(every), "--save-interval-updates", str(every),
             "--validate-interval", beyond, "--save-interval", beyond,
-            "--keep-interval-updates", "1", "--best-checkpoint-metric", metric]
+            "--keep-interval-updates", "1", *checkpoint_metric_flags(metric)]
 
 
 def best_validation(curve: List[List[float]]) -> List[float] | None:

@@ -1,7 +1,7 @@
 """The training protocol on sparse-softmax's classification table, through the real fairseq
 command line on fixture gettext catalogs: the tiny scale screens a row's rates on seed 1 by
-its own criterion's valid loss (fairseq's ``loss``, not the ``nll_loss`` both criteria also
-log), keeps the best, and the cell at that rate stops at a plateau, validated twice an epoch
+the valid error rate (100 - fairseq's valid accuracy, which it maximises), keeps the best, and
+the cell at that rate stops at a plateau of that rate, validated twice an epoch
 (the epoch :func:`epoch_updates` counts, as fairseq batches it), and scores its best validated
 checkpoint; its figures are read back from the logs."""
 
@@ -22,7 +22,7 @@ from tests.scripts.reproduce.fairseq_epoch import fairseq_epoch
 from tests.scripts.reproduce.protocol_records import chosen_cell
 
 TABLE = "sparse_softmax_classification"
-ROW = "sparse_k1"  # its loss, max(z) - z_t, is far from the full softmax's nll it also logs
+ROW = "sparse_k1"  # its loss, max(z) - z_t, is far from the error rate
 
 
 def logged(folder: Path, key: str) -> list:
@@ -47,42 +47,44 @@ def test_a_classifier_takes_its_best_rate_and_scores_its_plateau(tmp_path):
     def folder(record: dict) -> Path:
         return cells / f"{ROW}-seed1-{record['key'][:12]}"
 
-    # the grid: one seed-1 cell a rate, trained, not scored, compared by the row's own loss
-    chosen, grid, scored = chosen_cell(found, ROW, settings, "valid_loss", "micro_f1")
-    assert "valid_nll" not in scored["figures"]
-    # a curve is the valid loss fairseq logged, not its nll; validated every half epoch and
-    # nowhere else
+    # the grid: one seed-1 cell a rate, trained, not scored, compared by the error rate
+    chosen, grid, scored = chosen_cell(found, ROW, settings, "valid_error", "micro_f1")
+    assert "valid_nll" not in scored["figures"] and "valid_loss" not in scored["figures"]
+    # a curve is 100 - the valid accuracy fairseq logged, not its loss; validated every half
+    # epoch and nowhere else
     data_bin = next(work.glob("data/classification/data-bin"))
     epoch = classification.epoch_updates(data_bin, settings["batch_size"])
     every = epoch // settings["validations_per_epoch"]
     for name in grid:
         record = found[name]
-        assert record["curve"] == logged(folder(record), "loss")
-        assert record["curve"] != logged(folder(record), "nll_loss")
+        accuracy = logged(folder(record), "accuracy")
+        assert record["curve"] == [[update, 100.0 - value] for update, value in accuracy]
+        assert record["curve"] != logged(folder(record), "loss")
     for record in found.values():
         assert [update for update, _ in record["curve"]] == [
             update for update in range(1, record["updates"] + 1) if update % every == 0]
     # the chosen rate's grid cell stopped at its cap: the longer cell continued it, its
-    # --patience count restored from the curve of the row's loss
+    # --patience count restored from the curve of the error rate
     cell = folder(scored)
     screened = found[f"{ROW}-seed1-lr{chosen:g}.json"]
     assert screened["stopped"] == "cap" and scored["continued_from"] == folder(screened).name
     best_so_far = min(value for _, value in screened["curve"])
-    assert (f"resumed at update {screened['updates']}: --patience goes on from the best loss "
+    assert (f"resumed at update {screened['updates']}: --patience goes on from the best error "
             f"{best_so_far:g}") in (cell / "train.log").read_text()
     # the scored model is the best validated one, in the chosen cell's own folder
     from fairseq import checkpoint_utils
 
     best = checkpoint_utils.load_checkpoint_to_cpu(str(cell / "checkpoint_best.pt"))
-    assert best["extra_state"]["best"] == pytest.approx(scored["figures"]["valid_loss"])
+    # fairseq keeps the best accuracy
+    assert best["extra_state"]["best"] == pytest.approx(100.0 - scored["figures"]["valid_error"])
     from scripts.analysis.classification import evaluate
 
     assert json.loads((cell / "scores.json").read_text()) == pytest.approx(
         evaluate(cell / "checkpoint_best.pt", data_bin))
-    # its figures, read back from its logs: F1 from scores.json, the loss from train.log
+    # its figures, read back from its logs: F1 from scores.json, the error from train.log
     row = spec.row(ROW)
     figures = classification.collect(spec, row, cell)
-    for key in ("accuracy", "micro_f1", "macro_f1", "valid_loss"):
+    for key in ("accuracy", "micro_f1", "macro_f1", "valid_error"):
         assert figures[key] == scored["figures"][key]
     assert 0 <= figures["macro_f1"] <= 100
     assert "micro_f1" not in classification.collect(spec, replace(row, hidden=True),
@@ -92,15 +94,15 @@ def test_a_classifier_takes_its_best_rate_and_scores_its_plateau(tmp_path):
     (line,) = [line for line in text.splitlines() if line.startswith("| sparse-softmax @ 1 ")
                and f"| {chosen:g} |" in line]
     assert "1 plateau" in line and f"{chosen:g}: " in line
-    assert "rate grid (seed 1's valid loss)" in text
-    assert "from the grid by valid loss (each row's own criterion)" in text
+    assert "rate grid (seed 1's valid error rate)" in text
+    assert "from the grid by valid error rate" in text and "own criterion" not in text
     assert f"{scored['figures']['micro_f1']:.2f}" in text
 
 
 def test_a_classifier_validates_twice_the_epoch_fairseq_batches(tmp_path):
     """The toy command (at the tiny data) parses with fairseq's parser, trains to a plateau
-    on the row's loss with what a resumption needs, and validates every half of the epoch
-    that fairseq's sentence_prediction task batches."""
+    on the error rate (fairseq: the accuracy, maximised) with what a resumption needs, and
+    validates every half of the epoch that fairseq's sentence_prediction task batches."""
     spec = TABLES[TABLE]
     locale = write_domain_catalogs(tmp_path / "locale")
     settings = {**spec.settings("tiny"), "locale_dir": str(locale)}
@@ -114,7 +116,7 @@ def test_a_classifier_validates_twice_the_epoch_fairseq_batches(tmp_path):
         epoch = classification.epoch_updates(Path(data["folder"]), settings["batch_size"])
         assert updates == epoch > 2
         assert args.validate_interval_updates == args.save_interval_updates == epoch // 2
-        assert args.best_checkpoint_metric == "loss" and not args.maximize_best_checkpoint_metric
+        assert args.best_checkpoint_metric == "accuracy" and args.maximize_best_checkpoint_metric
         assert (args.patience, args.max_epoch) == (toy["patience"], toy["max_epoch"])
         assert not (args.no_last_checkpoints or args.no_save_optimizer_state)
         assert args.save_dir == str(tmp_path / row.key)

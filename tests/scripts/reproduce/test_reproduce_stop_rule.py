@@ -20,7 +20,7 @@ from scripts.reproduce import patient_train, stop_rule
 from scripts.reproduce.cell_steps import run_step
 from scripts.reproduce.claims import judge
 from scripts.reproduce.kinds import Step
-from scripts.reproduce.log_figures import training_record
+from scripts.reproduce.log_figures import ERROR, NLL, training_record
 from scripts.reproduce.run_options import RunOptions
 from scripts.reproduce.runner import run_table
 from scripts.reproduce.spec import Comparison, Metric, Row, TableSpec
@@ -70,10 +70,14 @@ def test_a_stop_overruled_after_it_is_no_stop(tmp_path):
     assert training_record(log, 2)["stopped"] == "plateau"
 
 
-def test_a_spent_patience_stops_only_once_the_loss_no_longer_falls(monkeypatch, caplog):
+@pytest.mark.parametrize("maximize", [False, True])
+def test_a_spent_patience_stops_only_once_the_loss_no_longer_falls(maximize, monkeypatch,
+                                                                  caplog):
     """fairseq's own ``should_stop_early`` (its state on the wrapper, as fairseq reads it)
     under the rule: it stops at the first validation whose patience is spent and whose last
-    W validations do not fall by scipy's test, and logs each overrule before it."""
+    W validations do not fall by scipy's test, and logs each overrule before it. The same for
+    a classifier's accuracy, which fairseq maximises, read as the error rate 100 - accuracy
+    (here the same curve as the nlls)."""
     from fairseq_cli import train
 
     nlls = [9.0, 8.0, 7.0, 6.0, 5.0, 4.5, 4.0, 4.2, 4.1, 4.05, 4.02,  # patience spent, falling
@@ -82,15 +86,16 @@ def test_a_spent_patience_stops_only_once_the_loss_no_longer_falls(monkeypatch, 
     validations = patient_train.Validations()
     validations.trainer = SimpleNamespace(get_num_updates=lambda: 50 * len(validations.curve)
                                           + 50)
+    validations.metric = ERROR if maximize else NLL
     monkeypatch.setattr(train, "should_stop_early",
                         patient_train.trend_aware(train.should_stop_early, validations))
     cfg = SimpleNamespace(checkpoint=SimpleNamespace(patience=P,
-                                                     maximize_best_checkpoint_metric=False))
+                                                     maximize_best_checkpoint_metric=maximize))
     caplog.set_level(logging.INFO)
     stopped_at, overruled = None, []
     for i, nll in enumerate(nlls):
         logged = caplog.text.count(stop_rule.GOES_ON)
-        if train.should_stop_early(cfg, nll):
+        if train.should_stop_early(cfg, 100.0 - nll if maximize else nll):  # fairseq's value
             stopped_at = i
             break
         if caplog.text.count(stop_rule.GOES_ON) > logged:
@@ -106,7 +111,9 @@ def test_a_spent_patience_stops_only_once_the_loss_no_longer_falls(monkeypatch, 
             spent.append(i)
     assert spent and expected is not None and expected > spent[-1]
     assert stopped_at == expected and overruled == spent
-    assert validations.curve == [[50 * (i + 1), nll] for i, nll in enumerate(nlls[:expected + 1])]
+    assert [update for update, _ in validations.curve] == [
+        50 * (i + 1) for i in range(expected + 1)]
+    assert [value for _, value in validations.curve] == pytest.approx(nlls[:expected + 1])
     assert caplog.text.count(stop_rule.GOES_ON) == len(spent)
     # no validation in an epoch: no point, and fairseq's answer
     assert not train.should_stop_early(cfg, None) and len(validations.curve) == expected + 1
