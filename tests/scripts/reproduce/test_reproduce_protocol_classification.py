@@ -95,7 +95,8 @@ def test_a_classifier_takes_its_best_rate_and_scores_its_plateau(tmp_path):
                and f"| {chosen:g} |" in line]
     assert "1 plateau" in line and f"{chosen:g}: " in line
     assert "rate grid (seed 1's valid error rate)" in text
-    assert "from the grid by valid error rate" in text and "own criterion" not in text
+    assert "from the grid by valid error rate" in text
+    assert "(each row's own criterion)" not in text
     assert f"{scored['figures']['micro_f1']:.2f}" in text
 
 
