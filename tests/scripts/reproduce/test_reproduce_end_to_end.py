@@ -38,9 +38,10 @@ def test_pooling_table_measures_rouge_and_cost(tmp_path):
     (figures,) = [result["figures"] for path in work.rglob("pyramidion-*/result.json")
                   if not (result := json.loads(path.read_text()))["search"]]
     assert 0 <= figures["rouge1"] <= 100 and figures["train_cpu_per_update"] > 0
-    # the decoding loop on the process's CPU clock (one thread: at most its wall time, which
-    # fairseq prints to 0.1 s), logged after fairseq's own line
-    assert 0 < figures["decode_cpu_seconds"] <= figures["decode_seconds"] + 0.05
+    # the decoding loop on the process's CPU clock (one thread: about its wall time, which
+    # fairseq prints to 0.1 s; measured on Table 4's decoding, 7.47-7.67 CPU s against
+    # 7.4-7.6 s on a quiet machine), logged after fairseq's own line
+    assert 0 < figures["decode_cpu_seconds"] <= 1.05 * figures["decode_seconds"] + 0.05
     generated = next(work.rglob("pyramidion-*/generate-test.txt")).read_text().splitlines()
     fairseq_line, cpu_line = (next(i for i, line in enumerate(generated) if text in line)
                               for text in ("Translated ", "Decoding CPU time: "))
