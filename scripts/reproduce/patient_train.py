@@ -147,16 +147,17 @@ def restoring(load: Callable, validations: Validations) -> Callable:
         updates = trainer.get_num_updates()
         metric = stopping_metric(cfg.best_checkpoint_metric, cfg.maximize_best_checkpoint_metric)
         validations.trainer, validations.metric = trainer, metric
+        best = getattr(checkpoint_utils.save_checkpoint, "best", None)
+        if metric is not None:
+            validations.curve = [point for point in
+                                 curve_so_far(Path(cfg.save_dir), LOG, metric)
+                                 if point[0] <= updates]
+        if cfg.patience <= 0 or best is None:
+            return loaded
         if metric is None:  # patience_state counts a falling figure; this one is maximised
             logger.warning(f"--patience counts again from the resumption: its count is kept "
                            f"for a loss or the accuracy, not for {cfg.best_checkpoint_metric}, "
                            f"maximised")
-            return loaded
-        validations.curve = [point for point in
-                             curve_so_far(Path(cfg.save_dir), LOG, metric)
-                             if point[0] <= updates]
-        best = getattr(checkpoint_utils.save_checkpoint, "best", None)
-        if cfg.patience <= 0 or best is None:
             return loaded
         restore_patience(validations.curve, best, updates, Path(cfg.save_dir) / LOG, metric)
         return loaded
