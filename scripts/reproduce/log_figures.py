@@ -62,7 +62,7 @@ def logged_value(record: Dict[str, Any], metric: str, prefix: str) -> float:
     ``prefix`` (``valid_``, ``train_`` or none); a loss missing there, the record's
     ``loss``; NaN where there is none."""
     if metric == ERROR:
-        return 100.0 - float(record.get(f"{prefix}accuracy", "nan"))
+        return as_loss(metric, float(record.get(f"{prefix}accuracy", "nan")))
     return float(record.get(f"{prefix}{metric}", record.get(f"{prefix}loss", "nan")))
 
 
