@@ -61,6 +61,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Dict, List, Sequence
 
+from scripts.common.atomic_files import write_text_atomic
 from scripts.common.folder_lock import folder_lock
 from scripts.common.repo_paths import git_commit
 from scripts.reproduce import continuation, stop_rule
@@ -101,6 +102,9 @@ class DictionaryMismatch(SystemExit):
 
 # what a same_as cell's result takes over from the other table's cell: how its model learnt
 LEARNT = ("lr", "patience", "curve", "updates", "stopped", "still_improving")
+# a cut cell's wall seconds over the calls so far, in its folder: its record's ``seconds``
+# are the whole cell's, as its ``cpu_seconds`` are (the steps' ``.cpu`` files)
+WALL_SO_FAR = "seconds.so_far"
 
 
 def table_lock(options: RunOptions, name: str) -> contextlib.AbstractContextManager:
@@ -467,7 +471,10 @@ class TableRun:
         # a chosen grid cell's time includes its training's, a continuation's the grid cell's,
         # an overruled cell's its own so far
         before = cell.trained or cell.overruled or (earlier or {}).get("result") or {}
-        begin = time.monotonic() - (before.get("seconds") or 0.0)
+        # a cell cut in an earlier call (budget, stop by hand, failure) goes on from there
+        spent = cell.folder / WALL_SO_FAR
+        begin = time.monotonic() - (float(spent.read_text()) if spent.is_file()
+                                    else before.get("seconds") or 0.0)
         rate = f" at lr {cell.lr:g}" if cell.lr is not None else ""
         name = self.name_of(cell)
         options.say(f"  run {name} seed {cell.seed}{rate}")
@@ -495,6 +502,9 @@ class TableRun:
             except Diverged as stopped:
                 options.say(f"  {cell.row.key} seed {cell.seed} diverged: {stopped.reason}")
                 figures = {"diverged": 1.0, "reason": stopped.reason}
+            except BaseException:
+                write_text_atomic(spent, f"{time.monotonic() - begin:.1f}\n")
+                raise
         if earlier is not None and "train.log" in cpu:
             cpu["train.log"] += continuation.train_cpu(earlier)
         add_cpu_figures(figures, cpu)
@@ -505,6 +515,7 @@ class TableRun:
             "commit": root.commit_id, "load_average": [round(v, 1) for v in os.getloadavg()],
             **({"device": cell.device} if cell.device else {}),
             "finished_at": round(time.time(), 1), **self.learnt(cell)}))
+        spent.unlink(missing_ok=True)  # stored: a later run of it starts its own count
         options.finished.append(cell.folder.name)
         options.say(f"  done {name} seed {cell.seed}{rate} in "
                     f"{cell.result['seconds']} s")

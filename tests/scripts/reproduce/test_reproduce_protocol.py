@@ -256,6 +256,35 @@ def test_a_time_budget_stops_a_running_training_which_continues_next_time(tmp_pa
     assert (tmp_path / "train.log").read_text().startswith("started\ntrained a bit\n")
 
 
+def test_a_cut_cell_s_seconds_add_up_over_its_calls(monkeypatch, tmp_path):
+    """A record's wall ``seconds`` are the whole cell's, as its CPU seconds are: a training
+    the budget cut is counted with the call that finishes it."""
+    cut = []
+
+    def train() -> None:
+        time.sleep(0.5)
+        if not cut:  # the first call's budget is spent half-way
+            cut.append(True)
+            raise BudgetSpent("the time budget is spent")
+
+    kind = SimpleNamespace(
+        prepare=lambda *args: {"description": "synthetic"},
+        cell_settings=lambda spec, row, seed, *rest: {"row": row.key, "seed": seed},
+        steps=lambda *args: [Step("nll.json", call=train)],
+        collect=lambda spec, row, folder: {"valid_nll": 1.0})
+    for module in (runner, cell_plan):
+        monkeypatch.setattr(module, "kind_module", lambda name: kind)
+    spec = replace(GRID_SPEC, rows=GRID_SPEC.rows[:1], toy={"lr": 5.0})
+    options = RunOptions(seeds=1, work=tmp_path, say=lambda _: None)
+    with pytest.raises(BudgetSpent):
+        run_table(spec, options)
+    (folder,) = (tmp_path / "cells").glob("*/*/a-seed1-*")
+    assert float((folder / runner.WALL_SO_FAR).read_text()) >= 0.5
+    cells, _ = run_table(spec, options)
+    assert cells[0].result["seconds"] >= 1.0  # both calls' half second
+    assert not (folder / runner.WALL_SO_FAR).exists()  # stored: nothing left to add to
+
+
 def test_finished_cells_are_taken_from_the_records_on_a_fresh_work_folder(grid, tmp_path):
     records = tmp_path / "records"
     first = RunOptions(seeds=2, work=tmp_path / "one", say=lambda _: None, records=records)
