@@ -24,7 +24,11 @@ was trained on since (a cell whose result, or whose parent's, has no ``finished_
 judged). A call that trains runs it again from its parent's current best checkpoint (after
 the parent, where that is trained on too), its old folder kept as ``<folder>.stale-<n>``; a
 dry run says so, and a collection keeps its result, on which a claim is refused
-(:mod:`~scripts.reproduce.claims`). With ``device`` "cuda" the cells' fairseq commands run
+(:mod:`~scripts.reproduce.claims`). A finished cell whose result lacks a figure that a claim of its
+table compares (it finished before that figure was measured, e.g. the decoding CPU seconds)
+and whose model is in the work folder is measured again by a call that trains: its finished
+training is not run again, its later steps are, and its record stands with the figure added
+and its ``finished_at`` kept, so nothing that starts from it goes stale. With ``device`` "cuda" the cells' fairseq commands run
 on the GPU (:func:`~scripts.reproduce.kinds.on_device`) under the same keys, and a record
 says where its commands ran (``device``). ``max_new_cells`` stops after that many new cells
 and ``deadline`` at a time (a running training is stopped, and continues from its last
@@ -253,10 +257,19 @@ class TableRun:
             name = f"{self.name_of(cell)} seed {cell.seed}"
             difference = differs(cell.recorded, result)
             if difference is None:
-                self.options.say(f"  {name}, trained again, reproduces its record (the same "
+                # the same model: its record stands, with the figures it lacked (a cell
+                # measured again) added, and its finish time kept (no cell goes stale)
+                added = {key: value for key, value in result["figures"].items()
+                         if key not in cell.recorded["figures"]}
+                kept = {**cell.recorded, "figures": {**cell.recorded["figures"], **added}}
+                how = "trained again" if cell.from_record else "measured again"
+                self.options.say(f"  {name}, {how}, reproduces its record (the same "
                                  f"{len(result.get('curve') or [])}-point curve to update "
-                                 f"{result.get('updates')}): the record stands")
-                cell.result = self.cache.put(cell.folder, cell.key, cell.recorded)
+                                 f"{result.get('updates')}): the record stands"
+                                 + (f", with {', '.join(sorted(added))} added" if added else ""))
+                cell.result = self.cache.put(cell.folder, cell.key, kept)
+                if added and self.records is not None:
+                    self.records.put(self.record_path(cell), cell.result)
                 return
             self.options.say(f"  {name}, trained again, differs from its record ({difference}):"
                              " the record is replaced; cells that started from the old model "
@@ -284,6 +297,26 @@ class TableRun:
                 cell.result = None  # run again, from its parent's current model
             elif (overruled := self.overruled(cell)) is not None:
                 cell.overruled, cell.result = overruled, None
+            elif self.lacking(cell) and not (self.options.dry_run or self.options.collect_only):
+                # its finished training is kept (not run again), its model measured again
+                cell.recorded, cell.result = cell.result, None
+
+    def lacking(self, cell: Cell) -> List[str]:
+        """The figures a claim of this table compares on ``cell``'s row that the finished
+        ``cell``'s result lacks (it finished before they were measured, e.g. the decoding
+        CPU seconds), where its model is here to measure them again (its finished training
+        log and best checkpoint in its folder); else none."""
+        result = cell.result
+        if (result is None or cell.search or cell.row.same_as is not None
+                or result["figures"].get("diverged")
+                or not (cell.folder / "checkpoint_best.pt").is_file()
+                or not stop_rule.finished((cell.folder / "train.log").read_text(
+                    encoding="utf-8", errors="replace") if (
+                        cell.folder / "train.log").is_file() else "")):
+            return []
+        return sorted({claim.metric for claim in self.spec.comparisons
+                       if cell.row.key in (claim.better, claim.worse)
+                       and claim.metric not in result["figures"]})
 
     def stale(self, cell: Cell) -> str | None:
         """The name of the cell that the finished ``cell`` starts from (or measures), where
@@ -380,6 +413,9 @@ class TableRun:
                         where = "" if not cell.from_record else (
                             " (recorded; not finished in this work folder: trained "
                             "again first where a row run here starts from it)")
+                        if lacking := self.lacking(cell):
+                            where += (f" (its model is measured again: it lacks "
+                                      f"{', '.join(lacking)})")
                         self.options.say(f"{dry_run_header(cell, self.name_of(cell))}: "
                                          f"cached{where}")
                         continue

@@ -24,7 +24,7 @@ from scripts.reproduce.kinds import Step, translation
 from scripts.reproduce.log_figures import train_figures, training_record
 from scripts.reproduce.run_options import RunOptions
 from scripts.reproduce.runner import run_table
-from scripts.reproduce.spec import Metric, Row, TableSpec
+from scripts.reproduce.spec import Comparison, Metric, Row, TableSpec
 from tests.scripts.reproduce.lock_holder import lock_held_elsewhere
 
 
@@ -283,6 +283,65 @@ def test_a_cut_cell_s_seconds_add_up_over_its_calls(monkeypatch, tmp_path):
     cells, _ = run_table(spec, options)
     assert cells[0].result["seconds"] >= 1.0  # both calls' half second
     assert not (folder / runner.WALL_SO_FAR).exists()  # stored: nothing left to add to
+
+
+def test_a_cell_lacking_a_compared_figure_is_measured_again_not_trained_again(monkeypatch,
+                                                                            tmp_path):
+    """A cell that finished before a figure its table compares was measured (the decoding CPU
+    seconds) has its model measured again where its checkpoints are here: its training is not
+    run again, and its record keeps its curve and finish time (no cell that starts from it
+    goes stale), with the figure added. A record without its model here stays as it is."""
+    measures_cpu, decoded = [], []
+
+    def steps(spec, row, seed, scale, settings, data, folder, parent):
+        saves = (f"import pathlib; folder = pathlib.Path({str(folder)!r}); "
+                 "[(folder / name).write_bytes(b'model') for name in "
+                 "('checkpoint_best.pt', 'checkpoint_last.pt')]; "
+                 "print('done training in 1.0 seconds')")
+
+        def decode() -> None:
+            decoded.append((row.key, seed))
+            figures = {"bleu": 10.0, **({"decode_cpu_seconds": 3.0} if measures_cpu else {})}
+            (folder / "figures.json").write_text(json.dumps(figures))
+
+        return [Step("train.log", argv=[sys.executable, "-c", saves], trains=True),
+                Step("figures.json", call=decode)]
+
+    kind = SimpleNamespace(
+        prepare=lambda *args: {"description": "synthetic"},
+        cell_settings=lambda spec, row, seed, *rest: {"row": row.key, "seed": seed},
+        steps=steps, collect=lambda spec, row, folder: json.loads(
+            (folder / "figures.json").read_text()))
+    for module in (runner, cell_plan):
+        monkeypatch.setattr(module, "kind_module", lambda name: kind)
+    spec = replace(GRID_SPEC, toy={"lr": 5.0}, metrics=(
+        Metric("bleu", "BLEU"), Metric("decode_cpu_seconds", "decode CPU s", False)),
+        comparisons=(Comparison("a", "b", "decode_cpu_seconds", "A decodes faster"),))
+    records = tmp_path / "records"
+    options = RunOptions(seeds=1, work=tmp_path / "here", say=lambda _: None, records=records)
+    first, _ = run_table(spec, options)
+    assert all("decode_cpu_seconds" not in c.result["figures"] for c in first)
+    logs = {c.row.key: (c.folder / "train.log").stat().st_mtime_ns for c in first}
+    measures_cpu.append(True)  # the figure is measured from now on
+    decoded.clear()
+    said = []
+    run_table(spec, replace(options, dry_run=True, say=said.append))
+    assert sum("measured again: it lacks decode_cpu_seconds" in line for line in said) == 2
+    run_table(spec, replace(options, work=tmp_path / "elsewhere", say=said.append))
+    assert decoded == []  # recorded, but no model there to measure
+    again, _ = run_table(spec, replace(options, say=said.append))
+    assert sorted(decoded) == [("a", 1), ("b", 1)]  # measured again
+    assert {c.row.key: (c.folder / "train.log").stat().st_mtime_ns for c in again} == logs
+    for before, after in zip(first, again):
+        assert after.result["figures"] == {**before.result["figures"],
+                                           "decode_cpu_seconds": 3.0}
+        assert after.result["finished_at"] == before.result["finished_at"]
+        record = json.loads((records / "grid" / f"{after.row.key}-seed1.json").read_text())
+        assert record["figures"]["decode_cpu_seconds"] == 3.0
+    assert any("decode_cpu_seconds added" in line for line in said)
+    decoded.clear()
+    run_table(spec, options)
+    assert decoded == []  # nothing lacks it now
 
 
 def test_finished_cells_are_taken_from_the_records_on_a_fresh_work_folder(grid, tmp_path):

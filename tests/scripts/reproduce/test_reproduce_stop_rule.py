@@ -158,7 +158,7 @@ def fake_kind(calls: list):
         prepare=lambda spec, scale, settings, work, say: {"description": "fake"},
         cell_settings=lambda spec, row, seed, scale, settings, data: {"row": row.key,
                                                                       "seed": seed},
-        steps=steps, collect=lambda spec, row, folder: {"valid_nll": 1.0})
+        steps=steps, collect=lambda spec, row, folder: {"valid_nll": 1.0, "bleu": 1.0})
 
 
 def fake_table(monkeypatch, tmp_path, calls: list, said: list) -> tuple[TableSpec, RunOptions]:
