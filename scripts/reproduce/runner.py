@@ -19,23 +19,24 @@ same key, here or in the records, is not run again, so a killed run resumes wher
 stopped, on this machine or another; except a cell that its patience alone stopped while its
 valid loss still fell (a stop by an earlier rule, :mod:`~scripts.reproduce.stop_rule`): a
 call that trains takes it for unfinished and trains it on from its last checkpoint. A cell
-whose result finished before that of the cell it starts from (or measures) is stale: that one
-was trained on since (a cell whose result, or whose parent's, has no ``finished_at`` is not
-judged). A call that trains runs it again from its parent's current best checkpoint (after
-the parent, where that is trained on too), its old folder kept as ``<folder>.stale-<n>``; a
-dry run says so, and a collection keeps its result, on which a claim is refused
-(:mod:`~scripts.reproduce.claims`). A finished cell whose result lacks a figure that a claim of its
-table compares (it finished before that figure was measured, e.g. the decoding CPU seconds)
-and whose model is in the work folder is measured again by a call that trains: its finished
-training is not run again, its later steps are, and its record stands with the figure added
-and its ``finished_at`` kept, so nothing that starts from it goes stale. With ``device`` "cuda" the cells' fairseq commands run
-on the GPU (:func:`~scripts.reproduce.kinds.on_device`) under the same keys, and a record
-says where its commands ran (``device``). ``max_new_cells`` stops after that many new cells
-and ``deadline`` at a time (a running training is stopped, and continues from its last
+whose result finished before that of the cell it starts from (or measures) is stale: that
+one was trained on since (a cell whose result, or whose parent's, has no ``finished_at`` is
+not judged). A call that trains runs it again from its parent's current best checkpoint
+(after the parent, where that is trained on too), its old folder kept as
+``<folder>.stale-<n>``; a dry run says so, and a collection keeps its result, on which a
+claim is refused (:mod:`~scripts.reproduce.claims`). A finished cell whose result lacks a
+figure that a claim of its table compares (it finished before that figure was measured, e.g.
+the decoding CPU seconds) and whose model is in the work folder is measured again by a call
+that trains: its finished training is not run again, its later steps are, and its record
+stands with the figure added and its ``finished_at`` kept, so nothing that starts from it
+goes stale. With ``device`` "cuda" the cells' fairseq commands run on the GPU
+(:func:`~scripts.reproduce.kinds.on_device`) under the same keys, and a record says where
+its commands ran (``device``). ``max_new_cells`` stops after that many new cells and
+``deadline`` at a time (a running training is stopped, and continues from its last
 checkpoint next time), and a stop by hand (SIGINT, SIGTERM:
 :func:`~scripts.common.child_processes.stop_children`) the same way; a failing step stops
-the run with the cell and its log named, after the cells already finished are stored. A
-work folder runs one call of a table at a time.
+the run with the cell and its log named, after the cells already finished are stored. A work
+folder runs one call of a table at a time.
 
 A row may start from a row of another table (``parent="TABLE:ROW"``): its starting point is
 that table's own cell, planned by a :class:`TableRun` of that table in the same call (which
