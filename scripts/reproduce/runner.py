@@ -89,6 +89,7 @@ from scripts.reproduce.cell_steps import (
     add_cpu_figures,
     check_not_stopped,
     dry_run_header,
+    log_finished,
     print_dry_run,
     run_step,
     training,
@@ -298,7 +299,7 @@ class TableRun:
                 cell.result = None  # run again, from its parent's current model
             elif (overruled := self.overruled(cell)) is not None:
                 cell.overruled, cell.result = overruled, None
-            elif self.lacking(cell) and not (self.options.dry_run or self.options.collect_only):
+            elif not (self.options.dry_run or self.options.collect_only) and self.lacking(cell):
                 # its finished training is kept (not run again), its model measured again
                 cell.recorded, cell.result = cell.result, None
 
@@ -311,9 +312,7 @@ class TableRun:
         if (result is None or cell.search or cell.row.same_as is not None
                 or result["figures"].get("diverged")
                 or not (cell.folder / "checkpoint_best.pt").is_file()
-                or not stop_rule.finished((cell.folder / "train.log").read_text(
-                    encoding="utf-8", errors="replace") if (
-                        cell.folder / "train.log").is_file() else "")):
+                or not log_finished(cell.folder / "train.log")):
             return []
         return sorted({claim.metric for claim in self.spec.comparisons
                        if cell.row.key in (claim.better, claim.worse)
