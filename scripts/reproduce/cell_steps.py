@@ -14,11 +14,12 @@ import re
 import resource
 import subprocess
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Callable, Dict
 
 from scripts.common.atomic_files import write_text_atomic
-from scripts.common.child_processes import child_env, stopped_by, stream
+from scripts.common.child_processes import alone, child_env, stopped_by, stream
 from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce.cell_plan import Cell
 from scripts.reproduce.kinds import Step
@@ -79,8 +80,14 @@ def run_step(step: Step, folder: Path, threads: int, deadline: float | None = No
     no finish); one stopped half-way continues from the ``checkpoint_last.pt`` it saved
     (fairseq-train's own resumption), after the log it had written. A subprocess still
     running at ``deadline``, or at a stop by hand, is stopped (:class:`BudgetSpent`,
-    :class:`StoppedByHand`), its CPU seconds so far kept all the same."""
+    :class:`StoppedByHand`), its CPU seconds so far kept all the same. A ``timed`` step runs
+    with the call's other steps paused (:func:`~scripts.common.child_processes.alone`)."""
     check_not_stopped()
+    with alone() if step.timed else nullcontext():
+        return _run(step, folder, threads, deadline)
+
+
+def _run(step: Step, folder: Path, threads: int, deadline: float | None) -> float:
     if step.call is not None:
         # this thread's time plus that of the processes the call waited for (exact with
         # --jobs 1; with several cells at once their children's times mix)

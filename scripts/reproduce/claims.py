@@ -16,7 +16,8 @@ while either of its rows
   :mod:`~scripts.reproduce.stop_rule` and not yet continued):
   *not resolved: still learning*;
 - has a seed whose record lacks the claim's figure (finished before that figure was
-  measured): *not resolved*, saying so;
+  measured), or, for a time measured alone, has it from a timed step that ran beside other
+  steps: *not resolved*, saying so;
 - or has fewer than :data:`~scripts.reproduce.direction.MIN_SEEDS` seeds.
 
 A claim on a cost is refused only for the first and the last two reasons. The claims left are
@@ -174,13 +175,20 @@ def refusal(spec: TableSpec, claim: Comparison, cells: Sequence, ran: set,
 
 def unmeasured(spec: TableSpec, cells: Sequence, row: str, key: str) -> str | None:
     """Why ``row`` cannot be compared on the figure ``key``: seeds whose record has no such
-    figure (finished before the figure was measured, e.g. decoding CPU seconds), or None."""
-    found = finished(cells, row)
+    figure (finished before the figure was measured, e.g. decoding CPU seconds), or, for a
+    time measured alone (:attr:`~scripts.reproduce.spec.Metric.alone`), whose timed step ran
+    beside other steps (finished before timed steps ran alone); else None."""
+    found, metric = finished(cells, row), spec.metric(key)
     lacking = [cell for cell in found if key not in cell.result["figures"]]
-    if not lacking:
-        return None
-    return (f"{NOT_RESOLVED}: {spec.row(row).label} has no {spec.metric(key).label} on "
-            f"{len(lacking)} of {len(found)} seeds (finished before it was measured)")
+    if lacking:
+        return (f"{NOT_RESOLVED}: {spec.row(row).label} has no {metric.label} on "
+                f"{len(lacking)} of {len(found)} seeds (finished before it was measured)")
+    beside = [cell for cell in found if metric.alone and not cell.result.get("timed_alone")]
+    if beside:
+        return (f"{NOT_RESOLVED}: {spec.row(row).label}'s {metric.label} was measured beside "
+                f"other jobs on {len(beside)} of {len(found)} seeds (before timed steps ran "
+                "alone)")
+    return None
 
 
 def finite(value: float) -> float | None:

@@ -26,10 +26,11 @@ not judged). A call that trains runs it again from its parent's current best che
 ``<folder>.stale-<n>``; a dry run says so, and a collection keeps its result, on which a
 claim is refused (:mod:`~scripts.reproduce.claims`). A finished cell whose result lacks a
 figure that a claim of its table compares (it finished before that figure was measured, e.g.
-the decoding CPU seconds) and whose model is in the work folder is measured again by a call
-that trains: its finished training is not run again, its later steps are, and its record
-stands with the figure added and its ``finished_at`` kept, so nothing that starts from it
-goes stale. With ``device`` "cuda" the cells' fairseq commands run on the GPU
+the decoding CPU seconds, or before timed steps ran alone: a record without ``timed_alone``)
+and whose model is in the work folder is measured again by a call that trains: its finished
+training is not run again, its later steps are, and its record stands with the figure added
+(its times replaced by those measured alone) and its ``finished_at`` kept, so nothing that
+starts from it goes stale. With ``device`` "cuda" the cells' fairseq commands run on the GPU
 (:func:`~scripts.reproduce.kinds.on_device`) under the same keys, and a record says where
 its commands ran (``device``). ``max_new_cells`` stops after that many new cells and
 ``deadline`` at a time (a running training is stopped, and continues from its last
@@ -260,17 +261,30 @@ class TableRun:
             difference = differs(cell.recorded, result)
             if difference is None:
                 # the same model: its record stands, with the figures it lacked (a cell
-                # measured again) added, and its finish time kept (no cell goes stale)
+                # measured again) added, its times replaced where they now ran alone and
+                # before did not, and its finish time kept (no cell goes stale)
+                recorded = cell.recorded
                 added = {key: value for key, value in result["figures"].items()
-                         if key not in cell.recorded["figures"]}
-                kept = {**cell.recorded, "figures": {**cell.recorded["figures"], **added}}
+                         if key not in recorded["figures"]}
+                timed = tuple(metric.key for metric in self.spec.metrics if metric.alone)
+                retimed = {key: value for key, value in result["figures"].items()
+                           if key.startswith(timed) and key not in added} if (
+                    timed and result.get("timed_alone") and not recorded.get("timed_alone")) \
+                    else {}
+                kept = {**recorded, "figures": {**recorded["figures"], **added, **retimed},
+                        **({"timed_alone": True} if retimed else {})}
                 how = "trained again" if cell.from_record else "measured again"
-                self.options.say(f"  {name}, {how}, reproduces its record (the same "
-                                 f"{len(result.get('curve') or [])}-point curve to update "
-                                 f"{result.get('updates')}): the record stands"
-                                 + (f", with {', '.join(sorted(added))} added" if added else ""))
+                self.options.say(
+                    f"  {name}, {how}, reproduces its record (the same "
+                    f"{len(result.get('curve') or [])}-point curve to update "
+                    f"{result.get('updates')}): the record stands"
+                    + (f", with {', '.join(sorted(added))} added" if added else "")
+                    + (", its times measured alone ("
+                       + ", ".join(f"{key} {recorded['figures'][key]} -> {value}"
+                                   for key, value in sorted(retimed.items())) + ")"
+                       if retimed else ""))
                 cell.result = self.cache.put(cell.folder, cell.key, kept)
-                if added and self.records is not None:
+                if (added or retimed) and self.records is not None:
                     self.records.put(self.record_path(cell), cell.result)
                 return
             self.options.say(f"  {name}, trained again, differs from its record ({difference}):"
@@ -306,7 +320,8 @@ class TableRun:
     def lacking(self, cell: Cell) -> List[str]:
         """The figures a claim of this table compares on ``cell``'s row that the finished
         ``cell``'s result lacks (it finished before they were measured, e.g. the decoding
-        CPU seconds), where its model is here to measure them again (its finished training
+        CPU seconds; a time measured alone, ``X timed alone``, where its timed step ran beside
+        other steps), where its model is here to measure them again (its finished training
         log and best checkpoint in its folder); else none."""
         result = cell.result
         if (result is None or cell.search or cell.row.same_as is not None
@@ -314,9 +329,15 @@ class TableRun:
                 or not (cell.folder / "checkpoint_best.pt").is_file()
                 or not log_finished(cell.folder / "train.log")):
             return []
-        return sorted({claim.metric for claim in self.spec.comparisons
-                       if cell.row.key in (claim.better, claim.worse)
-                       and claim.metric not in result["figures"]})
+        found = set()
+        for claim in self.spec.comparisons:
+            if cell.row.key not in (claim.better, claim.worse):
+                continue
+            if claim.metric not in result["figures"]:
+                found.add(claim.metric)
+            elif self.spec.metric(claim.metric).alone and not result.get("timed_alone"):
+                found.add(f"{claim.metric} timed alone")
+        return sorted(found)
 
     def stale(self, cell: Cell) -> str | None:
         """The name of the cell that the finished ``cell`` starts from (or measures), where
@@ -550,6 +571,8 @@ class TableRun:
             "row": cell.row.key, "seed": cell.seed, "machine": platform.node(),
             "commit": root.commit_id, "load_average": [round(v, 1) for v in os.getloadavg()],
             **({"device": cell.device} if cell.device else {}),
+            # its timed steps ran with the call's other steps paused (cell_steps.run_step)
+            **({"timed_alone": True} if any(step.timed for step in cell.steps or ()) else {}),
             "finished_at": round(time.time(), 1), **self.learnt(cell)}))
         spent.unlink(missing_ok=True)  # stored: a later run of it starts its own count
         options.finished.append(cell.folder.name)

@@ -16,13 +16,16 @@ class Metric:
     """One figure of a table, read from a cell's ``result.json``. ``learned``: what a
     trained model learnt (a verdict on it needs models that finished learning and learnt
     something); False for a cost (time per update, decoding time) or an untrained
-    operator's figure."""
+    operator's figure. ``alone``: a time a cell's timed step measures (a decoding), compared
+    only where that step ran with the call's other steps paused (a record's
+    ``timed_alone``)."""
 
     key: str
     label: str
     higher_is_better: bool = True
     digits: int = 2
     learned: bool = True
+    alone: bool = False
 
 
 @dataclass(frozen=True)

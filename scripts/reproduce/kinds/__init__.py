@@ -56,7 +56,9 @@ class Step:
     argv that prints the exact fairseq command without running it (a recipe with
     ``--dry-run``), where there is one; ``env`` adds environment variables; a ``trains`` step
     that fairseq stops on a NaN or infinite loss makes the cell *diverged* (a result: the
-    papers report models that fail to converge), not a failure of the run.
+    papers report models that fail to converge), not a failure of the run; a ``timed`` step,
+    whose time is a figure (a decoding), runs with the call's other steps paused
+    (:func:`~scripts.common.child_processes.alone`).
     """
 
     log: str
@@ -65,6 +67,7 @@ class Step:
     env: Dict[str, str] = field(default_factory=dict)
     dry_run: List[str] | None = None
     trains: bool = False  # a training step: stopped by NaN/inf it is a divergence, not an error
+    timed: bool = False
 
     def describe(self) -> str:
         import shlex

@@ -49,7 +49,7 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
         folder.mkdir(parents=True, exist_ok=True)
         write_text_atomic(folder / "grid.json", json.dumps(grid, indent=1))
 
-    return [Step("grid.json", call=measure)]
+    return [Step("grid.json", call=measure, timed=True)]
 
 
 def collect(spec: TableSpec, row: Row, folder: Path) -> Dict[str, float]:

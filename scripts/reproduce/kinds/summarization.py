@@ -152,7 +152,7 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
                        references=Path(data["folder"]) / "prep" / "test.reference")
     if row.hidden:  # a grid cell chooses the rate: trained, not decoded
         return [train]
-    return [train, Step("generate-test.txt", argv=generate), score]
+    return [train, Step("generate-test.txt", argv=generate, timed=True), score]
 
 
 def collect(spec: TableSpec, row: Row, folder: Path) -> Dict[str, float]:

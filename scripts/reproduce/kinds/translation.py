@@ -403,7 +403,7 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
             "--beam", str(beam), "--max-tokens", str(max(4096, positions)),
             "--max-source-positions", str(positions), "--max-target-positions", str(positions),
             "--max-len-a", "1.2", "--max-len-b", "10", "--num-workers", "0",
-            "--required-batch-size-multiple", "1", *row.generate_flags])))
+            "--required-batch-size-multiple", "1", *row.generate_flags]), timed=True))
         found.append(score_step(folder, out, f"score-test-beam{beam}.json", "bleu"))
     return found + measurements(spec, row, scale, settings, data, checkpoint, folder)
 

@@ -150,8 +150,8 @@ ROUGE = (Metric("rouge1", "ROUGE-1"), Metric("rouge2", "ROUGE-2"))
 # Decoding cost: fairseq-generate's own time of its generation loop on the wall, which reads
 # whatever else the machine runs, and the same loop on the process's CPU clock, which hardly
 # does (``scripts.reproduce.timed_generate``): claims on decoding speed test the CPU seconds.
-DECODE_SECONDS = Metric("decode_seconds", "decode s (wall)", False, learned=False)
-DECODE_CPU = Metric("decode_cpu_seconds", "decode CPU s", False, learned=False)
+DECODE_SECONDS = Metric("decode_seconds", "decode s (wall)", False, learned=False, alone=True)
+DECODE_CPU = Metric("decode_cpu_seconds", "decode CPU s", False, learned=False, alone=True)
 CPU_MODEL = Deviation("model", "6+6 layers of width 512", "2+2 layers of width 64, 4 heads",
                       "CPU budget")
 def patience_epochs(plateau: Mapping[str, Any]) -> int:

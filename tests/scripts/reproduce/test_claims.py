@@ -137,6 +137,20 @@ def test_a_seed_whose_record_lacks_the_figure_gets_no_verdict_on_it():
         "not resolved: fewer than 3 seeds a side (2 and 3)")
 
 
+def test_a_time_measured_beside_other_steps_gets_no_verdict_where_it_must_be_alone():
+    # a decoding time is compared only where its timed step ran with the others paused
+    spec = replace(SPEC, metrics=(SCORE, NLL, replace(COST, alone=True)))
+    found = cells(timed_alone=True)
+    del found[4].result["timed_alone"]  # b's seed 2 decoded beside other jobs
+    judged = judge(spec, found, {})
+    assert verdict_of(judged, "a is cheaper") == (
+        "not resolved: B's cost was measured beside other jobs on 1 of 3 seeds (before timed "
+        "steps ran alone)")
+    assert verdict_of(judged, "a beats b") == "holds"  # a learned figure: no matter
+    assert verdict_of(judge(spec, cells(timed_alone=True), {}), "a is cheaper") == "holds"
+    assert verdict_of(judge(SPEC, found, {}), "a is cheaper") == "holds"  # not a timed cost
+
+
 def test_holm_corrects_over_the_claims_tested():
     # a beats b by a gap with p about 0.03 alone; with a second such claim neither holds
     figures = {"a": [10.0, 10.6, 9.4], "b": [8.6, 9.2, 8.0]}

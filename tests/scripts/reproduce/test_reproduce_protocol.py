@@ -285,14 +285,10 @@ def test_a_cut_cell_s_seconds_add_up_over_its_calls(monkeypatch, tmp_path):
     assert not (folder / runner.WALL_SO_FAR).exists()  # stored: nothing left to add to
 
 
-def test_a_cell_lacking_a_compared_figure_is_measured_again_not_trained_again(monkeypatch,
-                                                                            tmp_path):
-    """A cell that finished before a figure its table compares was measured (the decoding CPU
-    seconds) has its model measured again where its checkpoints are here: its training is not
-    run again, and its record keeps its curve and finish time (no cell that starts from it
-    goes stale), with the figure added. A record without its model here stays as it is."""
-    measures_cpu, decoded = [], []
-
+def _measuring_kind(monkeypatch, decoded: list, decoding: dict) -> None:
+    """A kind whose cells train by a subprocess (saving checkpoints) and decode in-process
+    into the figures ``decoding["figures"]`` (its step ``timed`` as ``decoding["timed"]``),
+    noting each decoding in ``decoded``."""
     def steps(spec, row, seed, scale, settings, data, folder, parent):
         saves = (f"import pathlib; folder = pathlib.Path({str(folder)!r}); "
                  "[(folder / name).write_bytes(b'model') for name in "
@@ -301,11 +297,10 @@ def test_a_cell_lacking_a_compared_figure_is_measured_again_not_trained_again(mo
 
         def decode() -> None:
             decoded.append((row.key, seed))
-            figures = {"bleu": 10.0, **({"decode_cpu_seconds": 3.0} if measures_cpu else {})}
-            (folder / "figures.json").write_text(json.dumps(figures))
+            (folder / "figures.json").write_text(json.dumps(decoding["figures"]))
 
         return [Step("train.log", argv=[sys.executable, "-c", saves], trains=True),
-                Step("figures.json", call=decode)]
+                Step("figures.json", call=decode, timed=decoding.get("timed", False))]
 
     kind = SimpleNamespace(
         prepare=lambda *args: {"description": "synthetic"},
@@ -314,19 +309,34 @@ def test_a_cell_lacking_a_compared_figure_is_measured_again_not_trained_again(mo
             (folder / "figures.json").read_text()))
     for module in (runner, cell_plan):
         monkeypatch.setattr(module, "kind_module", lambda name: kind)
-    spec = replace(GRID_SPEC, toy={"lr": 5.0}, metrics=(
-        Metric("bleu", "BLEU"), Metric("decode_cpu_seconds", "decode CPU s", False)),
+
+
+def _decoding_spec(alone: bool) -> TableSpec:
+    return replace(GRID_SPEC, toy={"lr": 5.0}, metrics=(
+        Metric("bleu", "BLEU"), Metric("decode_cpu_seconds", "decode CPU s", False,
+                                       learned=False, alone=alone)),
         comparisons=(Comparison("a", "b", "decode_cpu_seconds", "A decodes faster"),))
+
+
+def test_a_cell_lacking_a_compared_figure_is_measured_again_not_trained_again(monkeypatch,
+                                                                            tmp_path):
+    """A cell that finished before a figure its table compares was measured (the decoding CPU
+    seconds) has its model measured again where its checkpoints are here: its training is not
+    run again, and its record keeps its curve and finish time (no cell that starts from it
+    goes stale), with the figure added. A record without its model here stays as it is."""
+    decoded, decoding = [], {"figures": {"bleu": 10.0}}
+    _measuring_kind(monkeypatch, decoded, decoding)
+    spec = _decoding_spec(alone=False)
     records = tmp_path / "records"
     options = RunOptions(seeds=1, work=tmp_path / "here", say=lambda _: None, records=records)
     first, _ = run_table(spec, options)
     assert all("decode_cpu_seconds" not in c.result["figures"] for c in first)
     logs = {c.row.key: (c.folder / "train.log").stat().st_mtime_ns for c in first}
-    measures_cpu.append(True)  # the figure is measured from now on
+    decoding["figures"]["decode_cpu_seconds"] = 3.0  # the figure is measured from now on
     decoded.clear()
     said = []
     run_table(spec, replace(options, dry_run=True, say=said.append))
-    assert sum("measured again: it lacks decode_cpu_seconds" in line for line in said) == 2
+    assert sum("measured again: it lacks decode_cpu_seconds)" in line for line in said) == 2
     run_table(spec, replace(options, work=tmp_path / "elsewhere", say=said.append))
     assert decoded == []  # recorded, but no model there to measure
     again, _ = run_table(spec, replace(options, say=said.append))
@@ -342,6 +352,42 @@ def test_a_cell_lacking_a_compared_figure_is_measured_again_not_trained_again(mo
     decoded.clear()
     run_table(spec, options)
     assert decoded == []  # nothing lacks it now
+
+
+def test_a_time_measured_beside_other_steps_is_measured_again_alone(monkeypatch, tmp_path):
+    """A decoding time (a figure measured alone) whose record says its timed step did not run
+    alone (it finished before timed steps did) has its model measured again: the record keeps
+    its curve, other figures and finish time, its times replaced by the new ones."""
+    decoded = []
+    decoding = {"figures": {"bleu": 10.0, "decode_cpu_seconds": 7.0,
+                            "decode_cpu_seconds_beam4": 7.5}}
+    _measuring_kind(monkeypatch, decoded, decoding)
+    spec = _decoding_spec(alone=True)
+    records = tmp_path / "records"
+    options = RunOptions(seeds=1, work=tmp_path, say=lambda _: None, records=records)
+    first, _ = run_table(spec, options)
+    assert not any(c.result.get("timed_alone") for c in first)
+    decoding.update(timed=True, figures={"bleu": 10.0, "decode_cpu_seconds": 5.0,
+                                         "decode_cpu_seconds_beam4": 5.5})
+    decoded.clear()
+    said = []
+    run_table(spec, replace(options, dry_run=True, say=said.append))
+    assert sum("it lacks decode_cpu_seconds timed alone" in line for line in said) == 2
+    again, _ = run_table(spec, replace(options, say=said.append))
+    assert sorted(decoded) == [("a", 1), ("b", 1)]
+    for before, after in zip(first, again):
+        assert after.result["figures"] == {**before.result["figures"],
+                                           "decode_cpu_seconds": 5.0,
+                                           "decode_cpu_seconds_beam4": 5.5}
+        assert after.result["timed_alone"] is True
+        assert after.result["finished_at"] == before.result["finished_at"]
+        record = json.loads((records / "grid" / f"{after.row.key}-seed1.json").read_text())
+        assert record["timed_alone"] and record["figures"]["decode_cpu_seconds"] == 5.0
+    assert sum("its times measured alone (decode_cpu_seconds 7.0 -> 5.0, "
+               "decode_cpu_seconds_beam4 7.5 -> 5.5)" in line for line in said) == 2
+    decoded.clear()
+    run_table(spec, options)
+    assert decoded == []  # measured alone now
 
 
 def test_finished_cells_are_taken_from_the_records_on_a_fresh_work_folder(grid, tmp_path):
