@@ -565,8 +565,9 @@ class TableRun:
         if earlier is not None and "train.log" in cpu:
             cpu["train.log"] += continuation.train_cpu(earlier)
         add_cpu_figures(figures, cpu)
+        seconds = round(time.monotonic() - begin, 1)
         self.store(cell, self.finished(cell, {
-            "figures": figures, "seconds": round(time.monotonic() - begin, 1),
+            "figures": figures, "seconds": seconds,
             "cpu_seconds": round(sum(cpu.values()), 1), "search": cell.search,
             "row": cell.row.key, "seed": cell.seed, "machine": platform.node(),
             "commit": root.commit_id, "load_average": [round(v, 1) for v in os.getloadavg()],
@@ -576,8 +577,8 @@ class TableRun:
             "finished_at": round(time.time(), 1), **self.learnt(cell)}))
         spent.unlink(missing_ok=True)  # stored: a later run of it starts its own count
         options.finished.append(cell.folder.name)
-        options.say(f"  done {name} seed {cell.seed}{rate} in "
-                    f"{cell.result['seconds']} s")
+        # this call's time (a record that stands keeps its own)
+        options.say(f"  done {name} seed {cell.seed}{rate} in {seconds} s")
 
     def run(self, todo: Sequence[Cell]) -> None:
         """Run ``todo``, ``jobs`` at a time. A cell starts as soon as its parent has

@@ -370,6 +370,9 @@ def test_a_time_measured_beside_other_steps_is_measured_again_alone(monkeypatch,
     decoding.update(timed=True, figures={"bleu": 10.0, "decode_cpu_seconds": 5.0,
                                          "decode_cpu_seconds_beam4": 5.5})
     decoded.clear()
+    for cell in first:  # a record of a long training: its time is kept, not this call's said
+        stored = json.loads((cell.folder / "result.json").read_text())
+        (cell.folder / "result.json").write_text(json.dumps({**stored, "seconds": 1234.5}))
     said = []
     run_table(spec, replace(options, dry_run=True, say=said.append))
     assert sum("it lacks decode_cpu_seconds timed alone" in line for line in said) == 2
@@ -383,8 +386,11 @@ def test_a_time_measured_beside_other_steps_is_measured_again_alone(monkeypatch,
         assert after.result["finished_at"] == before.result["finished_at"]
         record = json.loads((records / "grid" / f"{after.row.key}-seed1.json").read_text())
         assert record["timed_alone"] and record["figures"]["decode_cpu_seconds"] == 5.0
+        assert after.result["seconds"] == 1234.5
     assert sum("its times measured alone (decode_cpu_seconds 7.0 -> 5.0, "
                "decode_cpu_seconds_beam4 7.5 -> 5.5)" in line for line in said) == 2
+    done = [line for line in said if line.startswith("  done ")]
+    assert len(done) == 2 and not any("1234.5" in line for line in done)
     decoded.clear()
     run_table(spec, options)
     assert decoded == []  # measured alone now
