@@ -8,8 +8,8 @@ one.
 
 A child whose time is a figure (a timed decoding) runs :func:`alone`: every other child
 (with the processes it started) is paused (SIGSTOP) while it runs and continued (SIGCONT)
-after, so that it times itself, not the trainings beside it: cores and caches are shared, so even
-the CPU clock reads the load. Measured on Table 4's models: sparsemax seed 1 decoded in
+after, so that it times itself, not the trainings beside it: cores and caches are shared,
+so even the CPU clock reads the load. Measured on Table 4's models: sparsemax seed 1 decoded in
 7.47-7.67 CPU s alone and 7.75-8.02 beside two trainings (7.4-7.6 s on the wall against
 11.5-12.1), ReLUFormer seed 1 in 5.87 CPU s alone and 7.33 beside one training. A training
 paused for a decoding loses those seconds of wall time and nothing else.
@@ -60,8 +60,14 @@ def stop_children(reason: str) -> None:
     with _RUNNING_LOCK:
         children = list(_RUNNING.values())
     for send in children:
-        send(signal.SIGTERM)
-        send(signal.SIGCONT)  # a child paused by alone() must run to act on it
+        _end(send)
+
+
+def _end(send: Callable[[int], None]) -> None:
+    """Terminate a child through its ``send``; one paused by :func:`alone` must run to act on
+    it, so it is continued too."""
+    send(signal.SIGTERM)
+    send(signal.SIGCONT)
 
 
 @contextmanager
@@ -150,8 +156,7 @@ def stream(command: Sequence[object], log_path: Path, on_line: Callable[[str], N
                             pass
 
         def stop() -> None:
-            send(signal.SIGTERM)
-            send(signal.SIGCONT)
+            _end(send)
 
         with _RUNNING_LOCK:
             _RUNNING[id(proc)] = send
