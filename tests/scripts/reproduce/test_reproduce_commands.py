@@ -70,6 +70,7 @@ def test_every_toy_command_parses(name, parsers, tmp_path, monkeypatch):
                 program, args = "fairseq-train", patient_train.train_args(step.argv)
             elif step.argv[1:3] == ["-m", timed_generate.MODULE]:  # it times on the CPU clock
                 program, args = "fairseq-generate", step.argv[3:]
+                assert step.timed  # with the call's other steps paused
             if args[:2] == ["-m", "scripts.analysis.analyze_attention"]:
                 # measured on the decoded model, on the validation split
                 parsed = analyze_attention.parse_args(args[2:])
