@@ -530,8 +530,9 @@ class TableRun:
         before = cell.trained or cell.overruled or (earlier or {}).get("result") or {}
         # a cell cut in an earlier call (budget, stop by hand, failure) goes on from there
         spent = cell.folder / WALL_SO_FAR
-        begin = time.monotonic() - (float(spent.read_text()) if spent.is_file()
-                                    else before.get("seconds") or 0.0)
+        started = time.monotonic()
+        begin = started - (float(spent.read_text()) if spent.is_file()
+                           else before.get("seconds") or 0.0)
         rate = f" at lr {cell.lr:g}" if cell.lr is not None else ""
         name = self.name_of(cell)
         options.say(f"  run {name} seed {cell.seed}{rate}")
@@ -565,9 +566,8 @@ class TableRun:
         if earlier is not None and "train.log" in cpu:
             cpu["train.log"] += continuation.train_cpu(earlier)
         add_cpu_figures(figures, cpu)
-        seconds = round(time.monotonic() - begin, 1)
         self.store(cell, self.finished(cell, {
-            "figures": figures, "seconds": seconds,
+            "figures": figures, "seconds": round(time.monotonic() - begin, 1),
             "cpu_seconds": round(sum(cpu.values()), 1), "search": cell.search,
             "row": cell.row.key, "seed": cell.seed, "machine": platform.node(),
             "commit": root.commit_id, "load_average": [round(v, 1) for v in os.getloadavg()],
@@ -577,8 +577,9 @@ class TableRun:
             "finished_at": round(time.time(), 1), **self.learnt(cell)}))
         spent.unlink(missing_ok=True)  # stored: a later run of it starts its own count
         options.finished.append(cell.folder.name)
-        # this call's time (a record that stands keeps its own)
-        options.say(f"  done {name} seed {cell.seed}{rate} in {seconds} s")
+        # this call's time (the record's counts the calls and the grid cell before it)
+        options.say(f"  done {name} seed {cell.seed}{rate} in "
+                    f"{round(time.monotonic() - started, 1)} s")
 
     def run(self, todo: Sequence[Cell]) -> None:
         """Run ``todo``, ``jobs`` at a time. A cell starts as soon as its parent has
