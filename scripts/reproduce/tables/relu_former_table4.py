@@ -27,9 +27,9 @@ FORMER_BUDGET_NOTE = (
     "Before each row trained to its plateau at its own rate, every row stopped after 400 "
     "updates at one shared rate (5e-3), still learning fast: Transformer 11.88 ± 1.63 BLEU and "
     "5.06 ± 0.22 bits valid nll, ReLUFormer 5.22 ± 1.07 and 6.35 ± 0.26 (3 seeds each), first "
-    "reported as *reversed*. Sparsemax (9.69) was measured at that budget too; 1.5-entmax "
-    "(11.88) and ReLA (7.26) only at that budget: their rows are not yet trained by the "
-    "protocol (\"not run\").")
+    "reported as *reversed*. Sparsemax (9.69) and 1.5-entmax (11.88) were measured at that "
+    "budget too; ReLA (7.26) only at that budget: its row is not yet trained by the protocol "
+    "(\"not run\").")
 
 # why the ReLUFormer row's records are newer than the others' (measured 2026-12-05)
 RETRAINED_NOTE = (
@@ -39,14 +39,15 @@ RETRAINED_NOTE = (
     "reproduced its best model (8,094 updates, 43.39 BLEU, 2.212 bits); seeds 1 and 2 part "
     "from their first curves by 0.01 bits at updates 9,798 and 5,538 and then stopped "
     "elsewhere (11,644 and 9,656 updates; 44.45 and 43.43 BLEU, first 42.77 and 44.47). The "
-    "row went from 43.54 to 43.76 BLEU; the parity claim stays *not resolved*. Its decoding "
-    "CPU seconds were measured beside one other training; sparsemax's were measured again, "
-    "quiet, from its kept models (their records keep their first curves and figures). "
-    "Decoded again side by side, quiet (load 1.0), twice each, interleaved, with the cells' "
-    "arguments and environment: ReLUFormer 5.82-6.38 CPU s (seed means 5.87, 5.98, 6.34), "
-    "sparsemax 6.18-6.82 (6.31, 6.64, 6.63), 7% faster, *not resolved* (t 2.60, 3.77 df, "
-    "p 0.064). Seed 1's recorded 7.33 CPU s is 25% above its quiet 5.87: beside a training, "
-    "the CPU clock too can read the load.")
+    "row went from 43.54 to 43.76 BLEU; the parity claim stays *not resolved*. Its decodings "
+    "were first timed beside one other training: seed 1 read 7.33 CPU s, 25% above the "
+    "5.87 it took quiet, so beside a training even the CPU clock reads the load. Decodings "
+    "now run alone (the runner pauses its other processes while one runs), and the kept "
+    "ReLUFormer and sparsemax models were decoded again that way on 2026-12-05 (ReLUFormer "
+    "5.61, 5.57, 5.95 CPU s; sparsemax 6.16, 6.26, 6.33; their records keep their curves and "
+    "other figures), as the 1.5-entmax row, trained that day, was decoded. An earlier check "
+    "by hand, quiet, side by side, twice each, had ReLUFormer at 5.82-6.38 CPU s and "
+    "sparsemax at 6.18-6.82.")
 
 SPEC = toy.sentence_translation_table(
     name="relu_former_table4",
@@ -68,10 +69,12 @@ SPEC = toy.sentence_translation_table(
         toy.gettext_data("IWSLT14 De-En"), toy.CPU_MODEL, toy.SENTENCE_BUDGET,
         Deviation("latency", "GPU decoding time",
                   "fairseq-generate's decoding loop in CPU seconds, one thread",
-                  "no GPU; CPU time hardly depends on the machine's load, wall time does"),
+                  "no GPU; each decoding runs alone on one thread, and its CPU time depends "
+                  "less on the machine's load than its wall time"),
     ),
     notes="decode CPU s is the CPU time of fairseq-generate's decoding loop for the test set "
-          "(2,123 sentences, beam 4, one thread), decode s (wall) the same loop's wall time, "
+          "(2,123 sentences, beam 4, one thread, the run's other processes paused), decode s "
+          "(wall) the same loop's wall time, "
           "fairseq's own figure, which reads whatever else ran on the machine (the claims "
           "test the CPU seconds; cells decoded before they were measured have none). At "
           "width 64 the attention weights are a small part of a decoding "
