@@ -267,10 +267,10 @@ class TableRun:
                 added = {key: value for key, value in result["figures"].items()
                          if key not in recorded["figures"]}
                 timed = tuple(metric.key for metric in self.spec.metrics if metric.alone)
-                retimed = {key: value for key, value in result["figures"].items()
-                           if key.startswith(timed) and key not in added} if (
-                    timed and result.get("timed_alone") and not recorded.get("timed_alone")) \
-                    else {}
+                retimed = {}
+                if timed and result.get("timed_alone") and not recorded.get("timed_alone"):
+                    retimed = {key: value for key, value in result["figures"].items()
+                               if key.startswith(timed) and key not in added}
                 kept = {**recorded, "figures": {**recorded["figures"], **added, **retimed},
                         **({"timed_alone": True} if retimed else {})}
                 how = "trained again" if cell.from_record else "measured again"
