@@ -179,14 +179,14 @@ def unmeasured(spec: TableSpec, cells: Sequence, row: str, key: str) -> str | No
     time measured alone (:attr:`~scripts.reproduce.spec.Metric.alone`), whose timed step ran
     beside other steps (finished before timed steps ran alone); else None."""
     found, metric = finished(cells, row), spec.metric(key)
-    lacking = [cell for cell in found if key not in cell.result["figures"]]
+    why = [metric.unusable(cell.result) for cell in found]
+    lacking, beside = why.count("missing"), why.count("beside")
     if lacking:
         return (f"{NOT_RESOLVED}: {spec.row(row).label} has no {metric.label} on "
-                f"{len(lacking)} of {len(found)} seeds (finished before it was measured)")
-    beside = [cell for cell in found if metric.alone and not cell.result.get("timed_alone")]
+                f"{lacking} of {len(found)} seeds (finished before it was measured)")
     if beside:
         return (f"{NOT_RESOLVED}: {spec.row(row).label}'s {metric.label} was measured beside "
-                f"other jobs on {len(beside)} of {len(found)} seeds (before timed steps ran "
+                f"other jobs on {beside} of {len(found)} seeds (before timed steps ran "
                 "alone)")
     return None
 

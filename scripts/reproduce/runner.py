@@ -333,9 +333,10 @@ class TableRun:
         for claim in self.spec.comparisons:
             if cell.row.key not in (claim.better, claim.worse):
                 continue
-            if claim.metric not in result["figures"]:
+            why = self.spec.metric(claim.metric).unusable(result)
+            if why == "missing":
                 found.add(claim.metric)
-            elif self.spec.metric(claim.metric).alone and not result.get("timed_alone"):
+            elif why == "beside":
                 found.add(f"{claim.metric} timed alone")
         return sorted(found)
 

@@ -27,6 +27,17 @@ class Metric:
     learned: bool = True
     alone: bool = False
 
+    def unusable(self, result: Mapping[str, Any]) -> str | None:
+        """Why a cell's finished ``result`` cannot be compared on this figure: ``"missing"``
+        (it finished before the figure was measured), ``"beside"`` (a time measured alone
+        whose timed step ran beside other steps: it finished before timed steps ran alone);
+        else None."""
+        if self.key not in result["figures"]:
+            return "missing"
+        if self.alone and not result.get("timed_alone"):
+            return "beside"
+        return None
+
 
 @dataclass(frozen=True)
 class Row:
