@@ -30,11 +30,12 @@ the decoding CPU seconds, or before timed steps ran alone: a record without ``ti
 and whose model is in the work folder is measured again by a call that trains: its finished
 training is not run again, its later steps are, and its record stands with the figure added
 (its times replaced by those measured alone) and its ``finished_at`` kept, so nothing that
-starts from it goes stale. With ``device`` "cuda" the cells' fairseq commands run on the GPU
-(:func:`~scripts.reproduce.kinds.on_device`) under the same keys, and a record says where
-its commands ran (``device``). ``max_new_cells`` stops after that many new cells and
-``deadline`` at a time (a running training is stopped, and continues from its last
-checkpoint next time), and a stop by hand (SIGINT, SIGTERM:
+starts from it goes stale; a cell of a table that trains nothing (``TRAINS`` of its kind)
+runs again, here or from its record. With ``device`` "cuda" the cells' fairseq commands
+run on the GPU (:func:`~scripts.reproduce.kinds.on_device`) under the same keys, and a
+record says where its commands ran (``device``). ``max_new_cells`` stops after that many
+new cells and ``deadline`` at a time (a running training is stopped, and continues from its
+last checkpoint next time), and a stop by hand (SIGINT, SIGTERM:
 :func:`~scripts.common.child_processes.stop_children`) the same way; a failing step stops
 the run with the cell and its log named, after the cells already finished are stored. A work
 folder runs one call of a table at a time.
@@ -135,6 +136,8 @@ class TableRun:
         self.kind = kind_module(spec.kind)
         # the validation loss its cells stop on and choose their rates by (kinds/__init__.py)
         self.metric = stopping_loss(spec)
+        # whether its cells train a model (a finished cell is measured again only on that model)
+        self.trains = getattr(self.kind, "TRAINS", True)
         self.settings = spec.settings(options.scale)
         self.data = self.kind.prepare(spec, options.scale, self.settings, options.work,
                                       options.say)
@@ -273,11 +276,12 @@ class TableRun:
                                if key.startswith(timed) and key not in added}
                 kept = {**recorded, "figures": {**recorded["figures"], **added, **retimed},
                         **({"timed_alone": True} if retimed else {})}
-                how = "trained again" if cell.from_record else "measured again"
+                how = "trained again" if cell.from_record and self.trains else "measured again"
                 self.options.say(
-                    f"  {name}, {how}, reproduces its record (the same "
-                    f"{len(result.get('curve') or [])}-point curve to update "
-                    f"{result.get('updates')}): the record stands"
+                    f"  {name}, {how}, reproduces its record"
+                    + (f" (the same {len(result.get('curve') or [])}-point curve to update "
+                       f"{result.get('updates')})" if self.trains else "")
+                    + ": the record stands"
                     + (f", with {', '.join(sorted(added))} added" if added else "")
                     + (", its times measured alone ("
                        + ", ".join(f"{key} {recorded['figures'][key]} -> {value}"
@@ -322,12 +326,13 @@ class TableRun:
         ``cell``'s result lacks (it finished before they were measured, e.g. the decoding
         CPU seconds; a time measured alone, ``X timed alone``, where its timed step ran beside
         other steps), where its model is here to measure them again (its finished training
-        log and best checkpoint in its folder); else none."""
+        log and best checkpoint in its folder) or its table trains none (it runs again);
+        else none."""
         result = cell.result
+        model_here = not self.trains or ((cell.folder / "checkpoint_best.pt").is_file()
+                                         and log_finished(cell.folder / "train.log"))
         if (result is None or cell.search or cell.row.same_as is not None
-                or result["figures"].get("diverged")
-                or not (cell.folder / "checkpoint_best.pt").is_file()
-                or not log_finished(cell.folder / "train.log")):
+                or result["figures"].get("diverged") or not model_here):
             return []
         found = set()
         for claim in self.spec.comparisons:
@@ -436,7 +441,8 @@ class TableRun:
                             " (recorded; not finished in this work folder: trained "
                             "again first where a row run here starts from it)")
                         if lacking := self.lacking(cell):
-                            where += (f" (its model is measured again: it lacks "
+                            what = "its model is" if self.trains else "it is"
+                            where += (f" ({what} measured again: it lacks "
                                       f"{', '.join(lacking)})")
                         self.options.say(f"{dry_run_header(cell, self.name_of(cell))}: "
                                          f"cached{where}")

@@ -29,7 +29,9 @@ and may set ``VALIDATION_LOSS``, the fairseq validation loss its cells stop on a
 grid compares (``--best-checkpoint-metric``; ``nll_loss`` where it is not set): the cells'
 curves hold it and their figures its best value (``valid_nll``; for ``loss``, ``valid_loss``).
 A table may choose another one for its own cells (``TableSpec.validation_loss``):
-:func:`stopping_loss` is the one place that reads either.
+:func:`stopping_loss` is the one place that reads either. A kind whose cells train no model
+(an operator's benchmark) sets ``TRAINS = False``: a finished cell of it that lacks a figure
+is measured again by running it again (a trained cell only where its model is here).
 
 At ``--scale paper`` the steps are the recipes' ``train.sh``/``evaluate.sh`` calls, whose
 ``--dry-run`` prints the exact fairseq command; ``collect`` reads the same files either way.

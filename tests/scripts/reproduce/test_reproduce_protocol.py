@@ -396,6 +396,58 @@ def test_a_time_measured_beside_other_steps_is_measured_again_alone(monkeypatch,
     assert decoded == []  # measured alone now
 
 
+def test_a_benchmark_timed_beside_other_steps_runs_again_alone(monkeypatch, tmp_path):
+    """A kind that trains nothing (``TRAINS = False``, an operator's benchmark) has no model
+    to keep: a finished cell whose time was measured beside other steps runs again, here or
+    from its record on a fresh work folder, and its record takes the times measured alone."""
+    measured, timed = [], {"timed": False, "ms": 9.0}
+
+    def steps(spec, row, seed, scale, settings, data, folder, parent):
+        def measure() -> None:
+            measured.append((row.key, seed))
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "grid.json").write_text(json.dumps({"ms": timed["ms"], "nccs": 0.9}))
+        return [Step("grid.json", call=measure, timed=timed["timed"])]
+
+    kind = SimpleNamespace(
+        TRAINS=False, prepare=lambda *args: {"description": "random vectors"},
+        cell_settings=lambda spec, row, seed, *rest: {"row": row.key, "seed": seed},
+        steps=steps, collect=lambda spec, row, folder: json.loads(
+            (folder / "grid.json").read_text()))
+    for module in (runner, cell_plan):
+        monkeypatch.setattr(module, "kind_module", lambda name: kind)
+    spec = replace(GRID_SPEC, kind="benchmark", toy={}, metrics=(
+        Metric("ms", "forward ms", False, learned=False, alone=True),
+        Metric("nccs", "nCCS", learned=False)),
+        comparisons=(Comparison("a", "b", "ms", "A is faster"),))
+    records = tmp_path / "records"
+    options = RunOptions(seeds=1, work=tmp_path / "here", say=lambda _: None, records=records)
+    first, _ = run_table(spec, options)
+    assert not any(c.result.get("timed_alone") for c in first)
+    timed.update(timed=True, ms=4.0)
+    measured.clear()
+    said = []
+    run_table(spec, replace(options, dry_run=True, say=said.append))
+    assert measured == []
+    assert sum("(it is measured again: it lacks ms timed alone)" in line for line in said) == 2
+    elsewhere, _ = run_table(spec, replace(options, work=tmp_path / "elsewhere",
+                                           say=said.append))
+    assert sorted(measured) == [("a", 1), ("b", 1)]  # from the records: run again
+    assert all(c.result["timed_alone"] and c.result["figures"]["ms"] == 4.0 for c in elsewhere)
+    assert sum(line.endswith("measured again, reproduces its record: the record stands, its "
+                             "times measured alone (ms 9.0 -> 4.0)") for line in said) == 2
+    measured.clear()
+    again, _ = run_table(spec, options)  # here: its cache was measured beside, run again
+    assert sorted(measured) == [("a", 1), ("b", 1)]
+    for before, after in zip(first, again):
+        assert after.result["figures"] == {**before.result["figures"], "ms": 4.0}
+        record = json.loads((records / "grid" / f"{after.row.key}-seed1.json").read_text())
+        assert record["timed_alone"] and record["figures"]["ms"] == 4.0
+    measured.clear()
+    run_table(spec, options)
+    assert measured == []  # measured alone now
+
+
 def test_finished_cells_are_taken_from_the_records_on_a_fresh_work_folder(grid, tmp_path):
     records = tmp_path / "records"
     first = RunOptions(seeds=2, work=tmp_path / "one", say=lambda _: None, records=records)
