@@ -27,9 +27,8 @@ FORMER_BUDGET_NOTE = (
     "Before each row trained to its plateau at its own rate, every row stopped after 400 "
     "updates at one shared rate (5e-3), still learning fast: Transformer 11.88 ± 1.63 BLEU and "
     "5.06 ± 0.22 bits valid nll, ReLUFormer 5.22 ± 1.07 and 6.35 ± 0.26 (3 seeds each), first "
-    "reported as *reversed*. Sparsemax (9.69) and 1.5-entmax (11.88) were measured at that "
-    "budget too; ReLA (7.26) only at that budget: its row is not yet trained by the protocol "
-    "(\"not run\").")
+    "reported as *reversed*. Sparsemax (9.69), 1.5-entmax (11.88) and ReLA (7.26) were "
+    "measured at that budget too.")
 
 # why the ReLUFormer row's records are newer than the others' (measured 2026-12-05)
 RETRAINED_NOTE = (
