@@ -439,7 +439,8 @@ class TableRun:
                     if cell.result is not None and cell.stale is None:
                         where = "" if not cell.from_record else (
                             " (recorded; not finished in this work folder: trained "
-                            "again first where a row run here starts from it)")
+                            "again first where a row run here starts from it)"
+                            if self.trains else " (recorded)")
                         if lacking := self.lacking(cell):
                             what = "its model is" if self.trains else "it is"
                             where += (f" ({what} measured again: it lacks "

@@ -430,6 +430,10 @@ def test_a_benchmark_timed_beside_other_steps_runs_again_alone(monkeypatch, tmp_
     run_table(spec, replace(options, dry_run=True, say=said.append))
     assert measured == []
     assert sum("(it is measured again: it lacks ms timed alone)" in line for line in said) == 2
+    run_table(spec, replace(options, work=tmp_path / "elsewhere", dry_run=True,
+                            say=said.append))
+    assert sum(line.endswith("cached (recorded) (it is measured again: it lacks ms timed "
+                             "alone)") for line in said) == 2
     elsewhere, _ = run_table(spec, replace(options, work=tmp_path / "elsewhere",
                                            say=said.append))
     assert sorted(measured) == [("a", 1), ("b", 1)]  # from the records: run again
