@@ -329,10 +329,10 @@ class TableRun:
         log and best checkpoint in its folder) or its table trains none (it runs again);
         else none."""
         result = cell.result
-        model_here = not self.trains or ((cell.folder / "checkpoint_best.pt").is_file()
-                                         and log_finished(cell.folder / "train.log"))
         if (result is None or cell.search or cell.row.same_as is not None
-                or result["figures"].get("diverged") or not model_here):
+                or result["figures"].get("diverged")
+                or (self.trains and not ((cell.folder / "checkpoint_best.pt").is_file()
+                                         and log_finished(cell.folder / "train.log")))):
             return []
         found = set()
         for claim in self.spec.comparisons:
