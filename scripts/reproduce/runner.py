@@ -11,34 +11,34 @@ their commands, or, with ``collect_only``, reads their logs (the options:
 Order: the rate grids, then rows without a parent (every seed), then the rows that start from
 them, ...; the cells at a chosen rate may train longer than the grid (``plateau_max_epoch``),
 seed 1's from its grid cell's checkpoints (:mod:`~scripts.reproduce.continuation`); up to
-``jobs`` cells run at once, each process with ``threads`` threads, and a cell starts as soon
-as its own parent has finished. A finished cell's figures are stored at once
+``jobs`` cells run at once, each process with ``threads`` threads, and a cell starts as soon as
+its own parent has finished. A finished cell's figures are stored at once
 (:class:`~scripts.reproduce.cell_cache.CellCache`) and, with ``records``, kept beside the
 report (:class:`~scripts.reproduce.cell_records.CellRecords`); one already stored under the
-same key, here or in the records, is not run again, so a killed run resumes where it
-stopped, on this machine or another; except a cell that its patience alone stopped while its
-valid loss still fell (a stop by an earlier rule, :mod:`~scripts.reproduce.stop_rule`): a
-call that trains takes it for unfinished and trains it on from its last checkpoint. A cell
-whose result finished before that of the cell it starts from (or measures) is stale: that
-one was trained on since (a cell whose result, or whose parent's, has no ``finished_at`` is
-not judged). A call that trains runs it again from its parent's current best checkpoint
-(after the parent, where that is trained on too), its old folder kept as
-``<folder>.stale-<n>``; a dry run says so, and a collection keeps its result, on which a
-claim is refused (:mod:`~scripts.reproduce.claims`). A finished cell whose result lacks a
-figure that a claim of its table compares (it finished before that figure was measured, e.g.
-the decoding CPU seconds, or before timed steps ran alone: a record without ``timed_alone``)
-and whose model is in the work folder is measured again by a call that trains: its finished
-training is not run again, its later steps are, and its record stands with the figure added
-(its times replaced by those measured alone) and its ``finished_at`` kept, so nothing that
-starts from it goes stale; a cell of a table that trains nothing (``TRAINS`` of its kind)
-runs again, here or from its record. With ``device`` "cuda" the cells' fairseq commands
-run on the GPU (:func:`~scripts.reproduce.kinds.on_device`) under the same keys, and a
-record says where its commands ran (``device``). ``max_new_cells`` stops after that many
-new cells and ``deadline`` at a time (a running training is stopped, and continues from its
-last checkpoint next time), and a stop by hand (SIGINT, SIGTERM:
-:func:`~scripts.common.child_processes.stop_children`) the same way; a failing step stops
-the run with the cell and its log named, after the cells already finished are stored. A work
-folder runs one call of a table at a time.
+same key, here or in the records, is not run again, so a killed run resumes where it stopped,
+on this machine or another; except a cell that its patience alone stopped while its valid loss
+still fell (a stop by an earlier rule, :mod:`~scripts.reproduce.stop_rule`): a call that trains
+takes it for unfinished and trains it on from its last checkpoint. A cell whose result finished
+before that of the cell it starts from (or measures) is stale: that one was trained on since (a
+cell whose result, or whose parent's, has no ``finished_at`` is not judged). A call that trains
+runs it again from its parent's current best checkpoint (after the parent, where that is
+trained on too), its old folder kept as ``<folder>.stale-<n>``, and a call cut before it
+finished resumes it there (its folder names the parent's result it started from,
+:data:`STARTED_FROM`); a dry run says so, and a collection keeps its result, on which a claim
+is refused (:mod:`~scripts.reproduce.claims`). A finished cell whose result lacks a figure that
+a claim of its table compares (it finished before that figure was measured, e.g. the decoding
+CPU seconds, or before timed steps ran alone: a record without ``timed_alone``) and whose model
+is in the work folder is measured again by a call that trains: its finished training is not run
+again, its later steps are, and its record stands with the figure added (its times replaced by
+those measured alone) and its ``finished_at`` kept, so nothing that starts from it goes stale;
+a cell of a table that trains nothing (``TRAINS`` of its kind) runs again, here or from its
+record. With ``device`` "cuda" the cells' fairseq commands run on the GPU
+(:func:`~scripts.reproduce.kinds.on_device`) under the same keys, and a record says where its
+commands ran (``device``). ``max_new_cells`` stops after that many new cells and ``deadline``
+at a time (a running training is stopped, and continues from its last checkpoint next time),
+and a stop by hand (SIGINT, SIGTERM: :func:`~scripts.common.child_processes.stop_children`) the
+same way; a failing step stops the run with the cell and its log named, after the cells already
+finished are stored. A work folder runs one call of a table at a time.
 
 A row may start from a row of another table (``parent="TABLE:ROW"``): its starting point is
 that table's own cell, planned by a :class:`TableRun` of that table in the same call (which
@@ -59,6 +59,7 @@ figures added. Nothing is written into the other table's folders.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import platform
 import threading
@@ -113,6 +114,11 @@ LEARNT = ("lr", "patience", "curve", "updates", "stopped", "still_improving")
 # a cut cell's wall seconds over the calls so far, in its folder: its record's ``seconds``
 # are the whole cell's, as its ``cpu_seconds`` are (the steps' ``.cpu`` files)
 WALL_SO_FAR = "seconds.so_far"
+# in the folder of a stale cell started anew, the ``finished_at`` of the parent's result it
+# started from: cut before it finished (budget, stop by hand), it resumes where this matches
+# its parent's current result, instead of being set aside again (its old record stands until
+# the new one replaces it)
+STARTED_FROM = "parent.finished_at"
 
 
 def table_lock(options: RunOptions, name: str) -> contextlib.AbstractContextManager:
@@ -315,6 +321,8 @@ class TableRun:
             if cell.stale is not None and not (self.options.dry_run
                                                or self.options.collect_only):
                 cell.result = None  # run again, from its parent's current model
+                if self.restarted(cell):  # a call cut it: it goes on in its folder
+                    cell.stale = None
             elif (overruled := self.overruled(cell)) is not None:
                 cell.overruled, cell.result = overruled, None
             elif not (self.options.dry_run or self.options.collect_only) and self.lacking(cell):
@@ -360,10 +368,20 @@ class TableRun:
         table = (parent.owner or self).spec.name
         return parent.row.key if table == self.spec.name else f"{table}:{parent.row.key}"
 
+    def restarted(self, cell: Cell) -> bool:
+        """Whether the stale ``cell``'s folder holds a run started from its parent's current
+        result (its :data:`STARTED_FROM` names that result's ``finished_at``): a call set
+        the old folder aside and started it anew, and was cut before it finished."""
+        marker = cell.folder / STARTED_FROM
+        theirs = (cell.parent.result or cell.parent.overruled or {}).get("finished_at")
+        return marker.is_file() and json.loads(marker.read_text()) == theirs
+
     def set_aside(self, cell: Cell) -> None:
         """Say that the stale ``cell`` runs again, and why; its old folder, if here, is kept
         under the first free name ``<folder>.stale-<n>``, so that it starts anew from its
-        parent's current best checkpoint, not from its own last one."""
+        parent's current best checkpoint, not from its own last one; its new folder names
+        that parent's result (:data:`STARTED_FROM`), so that a call cut before it finishes
+        resumes it there."""
         aside = ""
         if cell.folder.is_dir():
             n = 1
@@ -371,6 +389,9 @@ class TableRun:
                 n += 1
             cell.folder.rename(old)
             aside = f"; its old folder {cell.folder} is kept as {old}"
+        cell.folder.mkdir(parents=True)
+        write_text_atomic(cell.folder / STARTED_FROM,
+                          json.dumps(cell.parent.result.get("finished_at")) + "\n")
         self.options.say(f"  {self.name_of(cell)} seed {cell.seed} runs again: "
                          f"it {stale_words(cell.row, cell.stale)}{aside}")
         cell.stale = None  # what it stores now is of its parent's current model
@@ -452,8 +473,11 @@ class TableRun:
                     print_dry_run(cell, self.options.say, self.name_of(cell))
                     if cell.stale is not None:
                         self.options.say(f"    (cached, but it would run again: it "
-                                         f"{stale_words(cell.row, cell.stale)}; its old "
-                                         "folder is kept aside)")
+                                         f"{stale_words(cell.row, cell.stale)}; " + (
+                                             "it goes on in its folder, where a cut call "
+                                             "started it from its parent's current model)"
+                                             if self.restarted(cell) else
+                                             "its old folder is kept aside)"))
                     if cell.parent is not None and (cell.parent.result is None
                                                     or cell.parent.from_record):
                         self.options.say("    (the model it measures has not trained yet)"
