@@ -121,6 +121,13 @@ WALL_SO_FAR = "seconds.so_far"
 STARTED_FROM = "parent.finished_at"
 
 
+def parent_finished_at(cell: Cell) -> float | None:
+    """When the result of the cell that ``cell`` starts from (or measures) finished: its
+    current result's, or, where it is to be trained on, its overruled result's."""
+    parent = cell.parent
+    return (parent.result or parent.overruled or {}).get("finished_at")
+
+
 def table_lock(options: RunOptions, name: str) -> contextlib.AbstractContextManager:
     """The lock that lets one call at a time run (or collect) table ``name`` in the work
     folder; a dry run, which writes no cell, takes none, so it answers beside a running call."""
@@ -362,7 +369,7 @@ class TableRun:
         if cell.result is None or parent is None:
             return None
         mine = cell.result.get("finished_at")
-        theirs = (parent.result or parent.overruled or {}).get("finished_at")
+        theirs = parent_finished_at(cell)
         if mine is None or theirs is None or theirs <= mine:
             return None
         table = (parent.owner or self).spec.name
@@ -373,8 +380,7 @@ class TableRun:
         result (its :data:`STARTED_FROM` names that result's ``finished_at``): a call set
         the old folder aside and started it anew, and was cut before it finished."""
         marker = cell.folder / STARTED_FROM
-        theirs = (cell.parent.result or cell.parent.overruled or {}).get("finished_at")
-        return marker.is_file() and json.loads(marker.read_text()) == theirs
+        return marker.is_file() and json.loads(marker.read_text()) == parent_finished_at(cell)
 
     def set_aside(self, cell: Cell) -> None:
         """Say that the stale ``cell`` runs again, and why; its old folder, if here, is kept
