@@ -396,8 +396,7 @@ class TableRun:
             cell.folder.rename(old)
             aside = f"; its old folder {cell.folder} is kept as {old}"
         cell.folder.mkdir(parents=True)
-        write_text_atomic(cell.folder / STARTED_FROM,
-                          json.dumps(cell.parent.result.get("finished_at")) + "\n")
+        write_text_atomic(cell.folder / STARTED_FROM, json.dumps(parent_finished_at(cell)) + "\n")
         self.options.say(f"  {self.name_of(cell)} seed {cell.seed} runs again: "
                          f"it {stale_words(cell.row, cell.stale)}{aside}")
         cell.stale = None  # what it stores now is of its parent's current model
