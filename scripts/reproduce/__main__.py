@@ -34,7 +34,7 @@ from scripts.common.child_processes import stop_children, stopped_by
 from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce.cell_plan import selected_rows
 from scripts.reproduce.cell_steps import BudgetSpent, CellFailed
-from scripts.reproduce.claims import NOT_RUN
+from scripts.reproduce.claims import NOT_RUN, STALE
 from scripts.reproduce.report import (
     section,
     summary_section,
@@ -65,16 +65,18 @@ def verdicts_store(doc: Path) -> Path:
 
 def note_replaced(doc: Path, name: str, entry: dict) -> dict:
     """Claim -> the verdict it replaces, also kept in ``entry``'s claims as ``replaces``: the
-    last report's verdict where it differs, else the one that report replaced. *Not run* is
-    no verdict: a claim whose rows are run again replaces the verdict before it."""
+    last report's verdict where it differs, else the one that report replaced. *Not run* and
+    *stale* (rows waiting to be trained again) say where the runs stand, not what the models
+    show: a claim then replaces the verdict before them, and never one equal to its own."""
     store = verdicts_store(doc)
     old = json.loads(store.read_text()).get(name, {}) if store.is_file() else {}
     before = {claim["claim"]: claim for claim in old.get("claims", [])}
     for claim in entry["claims"]:
         was = before.get(claim["claim"], {})
-        replaced = was.get("verdict") if was.get("verdict") not in (
-            claim["verdict"], NOT_RUN) else was.get("replaces")
-        if replaced:
+        verdict = was.get("verdict", NOT_RUN)
+        waiting = verdict == NOT_RUN or verdict.startswith(STALE)
+        replaced = was.get("replaces") if waiting or verdict == claim["verdict"] else verdict
+        if replaced and replaced != claim["verdict"]:
             claim["replaces"] = replaced
     return {claim["claim"]: claim["replaces"] for claim in entry["claims"]
             if claim.get("replaces")}

@@ -272,6 +272,24 @@ def test_not_run_is_not_a_verdict_a_claim_replaces(tmp_path):
     assert note_replaced(doc, "t", entry) == {"a beats b": "reversed"}
 
 
+def test_stale_is_not_a_verdict_a_claim_replaces(tmp_path):
+    """Rows waiting to be trained again (*stale*) between two runs: the new verdict replaces
+    the one before *stale*; a replaced verdict equal to the new one is not shown."""
+    from scripts.reproduce.__main__ import note_replaced
+
+    doc = tmp_path / "reproduction.md"
+    entry = verdicts(SPEC, cells(stopped=None), {}, "toy", 3)
+    new = entry["claims"][0]["verdict"]
+    write_verdicts(tmp_path / "reproduction" / "verdicts.json", "t", {"claims": [
+        {"claim": "a beats b", "verdict": "not resolved: stale: A seed 2 started from an "
+         "older model", "replaces": "reversed"},
+        {"claim": "a is cheaper", "verdict": "not resolved: stale: A seed 1 ...",
+         "replaces": entry["claims"][1]["verdict"]}]})
+    assert note_replaced(doc, "t", entry) == {"a beats b": "reversed"}
+    assert entry["claims"][0]["replaces"] == "reversed" != new
+    assert "replaces" not in entry["claims"][1]
+
+
 def test_the_closing_note_lists_each_verdict_beside_the_one_it_replaces():
     from scripts.reproduce.report import summary_section
 
