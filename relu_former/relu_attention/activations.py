@@ -84,8 +84,9 @@ NORMALIZED = ("softmax", "sparsemax", "entmax15")
 NEEDS_ENTMAX = ("sparsemax", "entmax15")
 # How many of a row's largest scores the bound activation sorts to find its threshold.
 # Sparsemax supports are short (a mean of 3-28 keys, at most 62, for scores of standard
-# deviation 0.1-2 over 128-1024 keys), and a full sort costs 1.3x (128 keys) to 3x (1024 keys)
-# a top-64 (scripts/benchmarks/bench_sparsemax.py); rows whose support needs more are redone.
+# deviation 0.1-2 over 128-1024 keys), and a full sort costs 1.2-1.4x (128 keys) to 2.3-3x
+# (1024 keys) a top-64 (scripts/benchmarks/bench_sparsemax.py); rows whose support needs more
+# are redone.
 # 1.5-entmax keeps the full sort: on the flat scores of early training its support fills most of
 # the row, where the doubling (64, 128, ... keys) costs up to 2.3x one full sort.
 PARTIAL_SORT = {"sparsemax": 64}
