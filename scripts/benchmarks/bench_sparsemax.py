@@ -21,7 +21,7 @@ that the two outputs and gradients are equal. Time is the median of interleaved 
 a warm-up round (scripts/common/benchmarking.py).
 
     python -m scripts.benchmarks.bench_sparsemax --quick --out bench/out   # seconds
-    python -m scripts.benchmarks.bench_sparsemax --out bench/out           # about a minute
+    python -m scripts.benchmarks.bench_sparsemax --out bench/out           # 2-3 minutes
 """
 
 from __future__ import annotations
