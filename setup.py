@@ -12,32 +12,99 @@ would make pip fetch it, with fairseq-fixed's metadata pulling torchaudio and a 
 docs/install.md gives the commands.
 
 The CPU kernel of ReLU attention (``relu_former/relu_attention/kernels/relu_attention_cpu.cpp``)
-is compiled against the installed torch, so it is built only where torch is importable at
-build time (``pip install --no-build-isolation``); without it the plugin runs the same sums
-through torch operations (the ``tiled`` backend).
+is optional: every install succeeds, and ``BuildKernel`` writes beside the extension a note
+(``_relu_attention_cpu_build.json``) saying what it built, or why nothing: torch not importable
+at build time (pip's build isolation), no working C++ compiler, or a failed compile. OpenMP
+is used where a probe compile shows the compiler has it; otherwise the kernel is built serial.
+``compiled_cpu.py`` reads the note to name the cause when the kernel is missing or serial.
 """
 
-from setuptools import setup
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+try:  # absent in an isolated build (pip's default), which has no torch to compile against
+    import torch
+    from torch.utils.cpp_extension import BuildExtension, CppExtension
+except ImportError:
+    torch = BuildExtension = CppExtension = None
+
+KERNEL = "relu_former.relu_attention.kernels._relu_attention_cpu"
+SOURCE = "relu_former/relu_attention/kernels/relu_attention_cpu.cpp"
+BUILD_NOTE = "_relu_attention_cpu_build.json"  # read by kernels/compiled_cpu.py
+REBUILD = "pip install --no-build-isolation --no-deps -e ."
+# -fno-trapping-math lets the compiler vectorise the elementwise loops over a tile (measured
+# 40x on the ReLU-derivative loop); torch builds itself with it too.
+FLAGS = ["-O3", "-fno-trapping-math"]
+# at::parallel_for is OpenMP inside torch's headers; without the flag it compiles to a serial
+# loop and the kernel uses one thread whatever torch's setting.
+OPENMP = {"msvc": "/openmp"}  # every other compiler: -fopenmp
 
 
-def compiled_kernels() -> dict:
-    """setup() arguments that build the C++ ReLU attention kernel, if torch is importable."""
-    try:
-        from torch.utils.cpp_extension import BuildExtension, CppExtension
-    except ImportError:
-        return {}
-    kernel = CppExtension(
-        "relu_former.relu_attention.kernels._relu_attention_cpu",
-        ["relu_former/relu_attention/kernels/relu_attention_cpu.cpp"],
-        # -fno-trapping-math lets the compiler vectorise the elementwise loops over a tile
-        # (measured 40x on the ReLU-derivative loop); torch builds itself with it too.
-        # -fopenmp: at::parallel_for is OpenMP inside torch's headers; without the flag it
-        # compiles to a serial loop and the kernel used one thread whatever torch's setting.
-        extra_compile_args=["-O3", "-fno-trapping-math", "-fopenmp"],
-        extra_link_args=["-fopenmp"],
-    )
-    return {"ext_modules": [kernel], "cmdclass": {"build_ext": BuildExtension}}
+class BuildKernel(BuildExtension or build_ext):
+    """build_ext that never fails the install: the kernel is built if it can be, and the
+    note beside it says what was built (OpenMP or serial) or why nothing was."""
 
+    def build_extensions(self) -> None:
+        (kernel,) = self.extensions
+        note = Path(self.get_ext_fullpath(kernel.name)).with_name(BUILD_NOTE)
+        problem = ("torch was not importable when the package was built (pip builds in an "
+                   "isolated environment unless given --no-build-isolation)"
+                   if torch is None else self._probe([]))
+        if problem:
+            return self._record(note, False, problem)
+        flag = OPENMP.get(self.compiler.compiler_type, "-fopenmp")
+        serial = self._probe([flag])
+        if not serial:
+            kernel.extra_compile_args.append(flag)
+            kernel.extra_link_args.append(flag)
+        try:
+            super().build_extensions()
+        except Exception as error:  # any failure leaves a plugin without the kernel
+            return self._record(note, False, f"compiling {SOURCE} failed ({_first_line(error)})")
+        self._record(note, True, f"built without OpenMP ({serial}): it runs on one thread"
+                     if serial else "")
+
+    def _probe(self, flags: list) -> str:
+        """'' if the compiler builds and links a tiny OpenMP-free (or, with its flag, OpenMP)
+        program, else why not."""
+        body = "#include <omp.h>\nint main() { return omp_get_max_threads() < 1; }\n" if flags \
+            else "int main() { return 0; }\n"
+        with tempfile.TemporaryDirectory() as folder:
+            source = Path(folder, "probe.cpp")
+            source.write_text(body)
+            try:
+                objects = self.compiler.compile([str(source)], output_dir=folder,
+                                                extra_postargs=flags)
+                self.compiler.link_executable(objects, "probe", output_dir=folder,
+                                              extra_postargs=flags)
+            except Exception:
+                compiler = Path(self.compiler.compiler_so[0]).name
+                return (f"'{compiler}' has no OpenMP ({flags[0]} failed on a test program)"
+                        if flags else f"no working C++ compiler ('{compiler}' failed on a "
+                        "test program; set CXX and CC to one)")
+        return ""
+
+    def _record(self, note: Path, built: bool, why: str) -> None:
+        note.parent.mkdir(parents=True, exist_ok=True)
+        note.write_text(json.dumps({"built": built, "why": why,
+                                    "torch": getattr(torch, "__version__", None)}) + "\n")
+        if why:  # pip shows this with -v; the note carries it to the first use
+            print(f"relu-former: the compiled CPU kernel: {why}; "
+                  f"{'' if built else 'the tiled backend runs instead; '}rebuild: {REBUILD}",
+                  file=sys.stderr)
+
+
+def _first_line(error: Exception) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+
+
+kernel = (CppExtension(KERNEL, [SOURCE], extra_compile_args=list(FLAGS), extra_link_args=[])
+          if CppExtension else Extension(KERNEL, [SOURCE]))
 
 setup(
     name="relu-former",
@@ -56,5 +123,6 @@ setup(
     package_dir={"relu_former": "relu_former", "relu_former.criterions": "criterions"},
     install_requires=["torch>=2.4", "numpy", "omegaconf>=2.0"],
     extras_require={"entmax": ["entmax"]},
-    **compiled_kernels(),
+    ext_modules=[kernel],
+    cmdclass={"build_ext": BuildKernel},
 )

@@ -325,10 +325,10 @@ def bind_attention(activation: str, *, backend: str = "auto", key_chunk_size: in
     gain) are passed per call, so a copied or moved module never holds stale ones.
     """
     check_activation(activation)
+    bound = BoundBackend(backend, key_chunk_size)  # the backend's one check, for every activation
     if activation in NORMALIZED:
         return functools.partial(normalized_attention, activation=activation,
                                  partial_sort=PARTIAL_SORT.get(activation))
-    bound = BoundBackend(backend, key_chunk_size)
     if activation == "relu":
         return functools.partial(relu_attention, backend=bound,
                                  variance_reduction=variance_reduction)

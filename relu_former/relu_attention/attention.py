@@ -33,9 +33,9 @@ reduction; ``none`` leaves them unscaled; ``layernorm`` leaves them unscaled and
 LayerNorm over the model width on the attention output (the heads concatenated, before the
 output projection).
 
-relu and rela attention run on ``attention_backend`` (``kernels/dispatch.py``: auto = the tiled
-kernel, FlexAttention on CUDA; reference = dense, or key-chunked with
-``attention_key_chunk_size``).
+relu and rela attention run on ``attention_backend`` (``kernels/dispatch.py``, which checks it
+once, when ``bind_attention`` binds it: auto = triton, then flex, on CUDA, the compiled kernel
+on the CPU, else tiled; reference = dense, or key-chunked with ``attention_key_chunk_size``).
 
 In training, weights are returned only when ``module.training_weights`` is True: fairseq's
 decoder asks its alignment layer for weights at every step (``need_weights`` and
@@ -67,7 +67,6 @@ from relu_former.relu_attention.config import (
     DEFAULT_RELU_ATTENTION_SCALING,
     DEFAULT_RELU_GAMMA,
     DEFAULT_RELU_LEARN_GAMMA,
-    check_attention_backend,
     check_relu_attention_scaling,
     check_relu_gamma,
 )
@@ -116,7 +115,6 @@ class ActivationMultiheadAttention(MultiheadAttention):
         check_relu_gamma(relu_gamma)
         check_relu_attention_scaling(relu_attention_scaling,
                                      relu_learn_gamma and activation == "relu")
-        check_attention_backend(attention_backend, attention_key_chunk_size)
         if xformers_att_config:
             raise ValueError(
                 "--encoder-xformers-att-config/--decoder-xformers-att-config replace the "

@@ -23,11 +23,7 @@ from typing import Any
 
 from relu_former.errors import OptionError
 from relu_former.relu_attention.activations import check_activation
-from relu_former.relu_attention.kernels.dispatch import (
-    BACKEND_NAMES,
-    CHUNKED_BACKENDS,
-    check_backend,
-)
+from relu_former.relu_attention.kernels.dispatch import BACKEND_NAMES, check_backend
 
 logger = logging.getLogger(__name__)
 
@@ -92,20 +88,6 @@ def check_relu_attention_scaling(scaling: str, learn_gamma: bool = False,
         raise OptionError("--relu-learn-gamma", "--relu-learn-gamma learns the gamma of the "
                           f"variance reduction factor, which {flag} {scaling} removes; drop "
                           "one of the two")
-
-
-def check_attention_backend(backend: str, key_chunk_size: int) -> None:
-    """The backend exists, the chunk size is an integer >= 0 and the backend reads it."""
-    if key_chunk_size is None or int(key_chunk_size) != key_chunk_size or key_chunk_size < 0:
-        raise OptionError("--attention-key-chunk-size", "--attention-key-chunk-size must be "
-                          f"an integer >= 0 (0 = dense attention), got {key_chunk_size}")
-    try:
-        check_backend(backend, key_chunk_size)
-    except ValueError as err:
-        flag = "--attention-backend" if backend not in BACKEND_NAMES else (
-            "--attention-key-chunk-size")
-        raise OptionError(flag, f"{flag}: {err} ({', '.join(CHUNKED_BACKENDS)} reads "
-                          "--attention-key-chunk-size)") from None
 
 
 def check_ffn_activation(name: str, flag: str = "--ffn-activation") -> None:
@@ -197,7 +179,7 @@ class AttentionSettings:
         uses_relu = "relu" in (self.activation(kind) for kind in ATTENTION_KINDS)
         check_relu_attention_scaling(self.relu_attention_scaling,
                                      self.relu_learn_gamma and uses_relu)
-        check_attention_backend(self.attention_backend, self.attention_key_chunk_size)
+        check_backend(self.attention_backend, self.attention_key_chunk_size)
         check_ffn_activation(self.ffn_activation)
 
     def activation(self, kind: str) -> str:

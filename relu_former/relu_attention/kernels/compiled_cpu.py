@@ -14,8 +14,13 @@ BLAS products, as the CPU flash kernel of ``scaled_dot_product_attention`` does,
 elementwise work (ReLU, mask, dropout, statistics) runs vectorised on the buffer.
 
 The extension is built by ``pip install --no-build-isolation -e .`` (setup.py, against the
-installed torch). Where it is absent (an install without it, a torch whose BLAS does not
-export ``sgemm_``) ``compiled_available`` is False and the ``auto`` backend takes ``tiled``.
+installed torch), with OpenMP where the compiler has it. Every install succeeds without it:
+setup.py then leaves a note beside it (``_relu_attention_cpu_build.json``) saying why (pip's
+build isolation, no compiler), and where the module is missing or fails to load (a torch
+upgrade since the build, a BLAS that does not export ``sgemm_``) ``compiled_problem`` names
+the cause, ``compiled_available`` is False and the ``auto`` backend takes ``tiled`` and says
+so once (``dispatch.py``). A kernel built without OpenMP runs on one thread: its first load
+says so once.
 
 Dropout drops score entries before the values are summed, with keep/drop decided by a hash of
 (seed, head row, query, key), so backward replays it without storing a mask; the statistics
@@ -24,7 +29,8 @@ computed in float32 and cast back.
 
 Public:
 
-    compiled_available(q) -> bool     a CPU tensor and the extension importable
+    compiled_available(q) -> bool     a CPU tensor and the extension loaded
+    compiled_problem() -> str         '' where the extension loads, else why not
     compiled_relu_sums(q, k, v, *, key_padding_mask=None, attn_mask=None, dropout_p=0.0,
                        seed=None, need_sums=True, row_scale=None)
         -> ReLUSums(u, row_sum, xlogx, positives, scores=None), the backends' contract
@@ -38,7 +44,12 @@ Public:
 from __future__ import annotations
 
 import functools
+import importlib
+import json
+import logging
+from pathlib import Path
 from types import ModuleType
+from typing import Tuple
 
 import torch
 from torch import Tensor
@@ -51,21 +62,55 @@ from relu_former.relu_attention.kernels.common import (
     stat_dtype,
 )
 
+logger = logging.getLogger(__name__)
+
 EXTENSION = "relu_former.relu_attention.kernels._relu_attention_cpu"
+# what setup.py built, or why nothing: {"built": bool, "why": str, "torch": version}
+BUILD_NOTE = Path(__file__).with_name("_relu_attention_cpu_build.json")
+REBUILD = "pip install --no-build-isolation --no-deps -e ."
+
+
+def _build_note() -> dict:
+    try:
+        return json.loads(BUILD_NOTE.read_text())
+    except (OSError, ValueError):  # built before notes were written, or by hand
+        return {}
 
 
 @functools.lru_cache(maxsize=None)
-def _extension() -> ModuleType | None:
-    import importlib
-
+def _loaded() -> Tuple[ModuleType | None, str]:
+    """(the extension, '') or (None, why it is not loaded); read once a process."""
+    note = _build_note()
     try:
-        return importlib.import_module(EXTENSION)
-    except ImportError:
-        return None
+        module = importlib.import_module(EXTENSION)
+    except (ImportError, OSError) as error:
+        if isinstance(error, ModuleNotFoundError) and error.name == EXTENSION:
+            return None, ("not built: " + note["why"] if note.get("built") is False
+                          else "not built (setup.py's build step did not run, or its file "
+                          "was removed)")
+        built_for = note.get("torch")
+        upgrade = (f"built for torch {built_for}, this is {torch.__version__}"
+                   if built_for and built_for != torch.__version__ else
+                   "built for another torch, or a BLAS without sgemm_")
+        message = (str(error).strip().splitlines() or [type(error).__name__])[0][:160]
+        return None, f"fails to load ({message}): {upgrade}"
+    if note.get("built") and note.get("why"):
+        logger.warning("ReLU attention: the compiled CPU kernel was %s. Rebuild it with a "
+                       "compiler that has OpenMP: `%s` (docs/install.md)", note["why"], REBUILD)
+    return module, ""
+
+
+def _extension() -> ModuleType | None:
+    return _loaded()[0]
+
+
+def compiled_problem() -> str:
+    """'' where the compiled kernel loads, else why not (for warnings and the report)."""
+    return _loaded()[1]
 
 
 def compiled_available(q: Tensor) -> bool:
-    """Whether ``compiled_relu_sums`` can run here: a CPU tensor and the extension built."""
+    """Whether ``compiled_relu_sums`` can run here: a CPU tensor and the extension loaded."""
     return q.device.type == "cpu" and _extension() is not None
 
 
@@ -121,8 +166,8 @@ def compiled_relu_sums(q: Tensor, k: Tensor, v: Tensor, *,
     """
     check_qkv(q, k, v)
     if _extension() is None:
-        raise ValueError("the cpp backend needs the compiled extension, which this install "
-                         "lacks: reinstall with `pip install --no-build-isolation -e .` "
+        raise ValueError(f"the cpp backend needs the compiled kernel, which is "
+                         f"{compiled_problem()}: rebuild it with `{REBUILD}` "
                          "(docs/install.md), or choose auto or tiled")
     batch, heads, tgt_len, _ = q.shape
     work = stat_dtype(q)

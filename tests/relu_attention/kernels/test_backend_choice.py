@@ -25,6 +25,7 @@ def on(device_type):
 def test_auto_on_cuda(monkeypatch, triton, flex, dropout, want):
     monkeypatch.setattr(dispatch, "triton_available", lambda q: triton)
     monkeypatch.setattr(dispatch, "flex_available", lambda q: flex)
+    monkeypatch.setattr(dispatch, "first_use_problem", lambda *a, **kw: "")  # checks pass
     assert dispatch.resolve_backend("auto", on("cuda"), dropout) == want
 
 
@@ -50,7 +51,8 @@ def test_a_bound_backend_resolves_auto_once_per_device_and_dropout(monkeypatch):
 
 def test_forced_backends_that_cannot_run_say_why():
     q = torch.zeros(1, 1, 2, 4)
-    with pytest.raises(ValueError, match="triton backend needs a CUDA tensor"):
+    with pytest.raises(ValueError, match="triton backend cannot run here: triton not "
+                       "importable, or not a CUDA tensor; choose auto or tiled"):
         dispatch.relu_sums(q, q, q, backend="triton")
     with pytest.raises(ValueError, match="no attention dropout"):
         dispatch.relu_sums(q, q, q, backend="flex", dropout_p=0.1)
