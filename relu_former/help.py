@@ -20,6 +20,7 @@ from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 from fairseq.tasks import TASK_DATACLASS_REGISTRY, TASK_REGISTRY
 
 import relu_former.plugin  # noqa: F401  (registers the names)
+from relu_former.relu_attention.kernels.backend_report import backends_report
 
 PLUGIN = "relu_former"
 
@@ -126,7 +127,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--list", action="store_true", help="only list the registered names")
     parser.add_argument("--all-flags", action="store_true",
                         help="for architectures, also the flags of the fairseq model they extend")
+    parser.add_argument("--backends", action="store_true",
+                        help="which ReLU attention backend --attention-backend auto runs on "
+                        "each device present, and why (the compiled CPU kernel, Triton)")
     args = parser.parse_args(argv)
+    if args.backends:
+        print(backends_report())
+        return
     if args.list:
         for kind, group in plugin_names().items():
             print(f"{kind}: {' '.join(group)}")

@@ -31,6 +31,7 @@ Public:
 
     compiled_available(q) -> bool     a CPU tensor and the extension loaded
     compiled_problem() -> str         '' where the extension loads, else why not
+    compiled_status() -> str          one line: loads (with OpenMP or serial), or why not
     compiled_relu_sums(q, k, v, *, key_padding_mask=None, attn_mask=None, dropout_p=0.0,
                        seed=None, need_sums=True, row_scale=None)
         -> ReLUSums(u, row_sum, xlogx, positives, scores=None), the backends' contract
@@ -107,6 +108,14 @@ def _extension() -> ModuleType | None:
 def compiled_problem() -> str:
     """'' where the compiled kernel loads, else why not (for warnings and the report)."""
     return _loaded()[1]
+
+
+def compiled_status() -> str:
+    """One line for the backends report: loaded (and how it was built), or why not."""
+    if compiled_problem():
+        return f"not loaded: {compiled_problem()}"
+    why = _build_note().get("why")
+    return f"built and loads ({why or 'with OpenMP'})" if why is not None else "loads"
 
 
 def compiled_available(q: Tensor) -> bool:

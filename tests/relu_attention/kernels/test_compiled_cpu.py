@@ -1,12 +1,17 @@
 """The cpp backend (compiled C++ tiles) against the float64 dense reference of test_tiled."""
 
 import math
+import os
 
 import pytest
 import torch
 
 from relu_former.relu_attention.activations import relu_attention
-from relu_former.relu_attention.kernels.compiled_cpu import compiled_available, compiled_relu_sums
+from relu_former.relu_attention.kernels.compiled_cpu import (
+    compiled_available,
+    compiled_problem,
+    compiled_relu_sums,
+)
 from tests.relu_attention.kernels.test_tiled import (
     CASES,
     GRADCHECK_CASES,
@@ -20,8 +25,12 @@ from tests.relu_attention.kernels.test_tiled import (
     reference,
 )
 
-pytestmark = pytest.mark.skipif(not compiled_available(torch.zeros(1)),
-                                reason="the compiled kernel is not built (pip install -e .)")
+# Skipped where the kernel is not loaded, except where RELU_FORMER_REQUIRE_COMPILED=1 (CI,
+# make test): there every test runs, and fails naming the cause.
+pytestmark = pytest.mark.skipif(
+    not compiled_available(torch.zeros(1))
+    and os.environ.get("RELU_FORMER_REQUIRE_COMPILED") != "1",
+    reason=f"the compiled kernel is {compiled_problem()} (docs/install.md)")
 
 
 def long_case():
@@ -92,15 +101,6 @@ def test_float32_and_bfloat16_against_float64():
         assert got[0].dtype == dtype
         for a, b in zip(got, reference(q, k, v, pad, blocked)):
             torch.testing.assert_close(a.double(), b, atol=tolerance, rtol=tolerance)
-
-
-def test_without_the_extension_the_backend_names_the_fix(monkeypatch):
-    from relu_former.relu_attention.kernels import compiled_cpu
-
-    monkeypatch.setattr(compiled_cpu, "_extension", lambda: None)
-    q = torch.zeros(1, 1, 2, 4)
-    with pytest.raises(ValueError, match="pip install --no-build-isolation -e ."):
-        compiled_relu_sums(q, q, q)
 
 
 @pytest.mark.parametrize("name", ["no_mask", "self_left_pad_causal", "cross_right_pad",

@@ -182,3 +182,11 @@ def test_the_tables_name_real_backends():
     for names in dispatch.AUTO_ORDER.values():
         assert names[-1] == "tiled" and set(names) <= set(dispatch.BACKENDS)
 
+
+
+def test_the_backends_report_says_why_triton_was_passed_over(monkeypatch, cpu_as_cuda):
+    from relu_former.relu_attention.kernels.backend_report import backends_report
+
+    substitute_triton(monkeypatch, raising)
+    assert ("cpu: auto picks tiled (triton failed its first-use check: raised RuntimeError: "
+            "out of resource: shared memory") in backends_report()

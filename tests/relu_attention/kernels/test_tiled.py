@@ -2,6 +2,7 @@
 
 import functools
 import math
+import os
 
 import pytest
 import torch
@@ -189,8 +190,9 @@ def test_low_precision_against_float64(dtype, tolerance):
 def test_incremental_decoding_equals_the_full_pass(backend, statistics):
     """Decoder self-attention step by step (one query, keys so far) = the causal full pass
     (without statistics the compiled kernel applies the factor inside its tiles)."""
-    if backend == "cpp" and not compiled_available(torch.zeros(1)):
-        pytest.skip("the compiled kernel is not built (pip install -e .)")
+    if (backend == "cpp" and not compiled_available(torch.zeros(1))
+            and os.environ.get("RELU_FORMER_REQUIRE_COMPILED") != "1"):
+        pytest.skip("the compiled kernel is not loaded (docs/install.md)")
     steps = 9
     q, k, v = make(steps, steps)
     pad = left_pad(steps)
