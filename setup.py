@@ -69,6 +69,15 @@ class BuildKernel(BuildExtension or build_ext):
         self._record(note, True, f"built without OpenMP ({serial}): it runs on one thread"
                      if serial else "")
 
+    def copy_extensions_to_source(self) -> None:
+        """An editable or in-place build: the note goes beside the source too."""
+        super().copy_extensions_to_source()
+        package = KERNEL.rsplit(".", 1)[0]
+        source = self.get_finalized_command("build_py").get_package_dir(package)
+        built = Path(self.build_lib, *package.split("."), BUILD_NOTE)
+        if built.exists():
+            self.copy_file(str(built), str(Path(source, BUILD_NOTE)))
+
     def _probe(self, flags: list) -> str:
         """'' if the compiler builds and links a tiny OpenMP-free (or, with its flag, OpenMP)
         program, else why not."""
@@ -103,8 +112,10 @@ def _first_line(error: Exception) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
 
 
-kernel = (CppExtension(KERNEL, [SOURCE], extra_compile_args=list(FLAGS), extra_link_args=[])
-          if CppExtension else Extension(KERNEL, [SOURCE]))
+# optional: an editable install then does not ask for the file a failed build did not make
+kernel = (CppExtension(KERNEL, [SOURCE], extra_compile_args=list(FLAGS), extra_link_args=[],
+                       optional=True)
+          if CppExtension else Extension(KERNEL, [SOURCE], optional=True))
 
 setup(
     name="relu-former",

@@ -3,6 +3,11 @@
 Measured on an H200 (2026-12-04): the tests 52 s, the benchmark 124 s (head size 64) and
 103 s (128) at --rounds 3; the training part did not finish in the 140 s it was given there.
 
+0. The first-use check ``--attention-backend auto`` runs before it trusts a compiled GPU
+   kernel (``relu_former/relu_attention/kernels/first_use_check.py``): Triton and
+   FlexAttention against float64, forward and backward, with and without dropout's replay, in
+   float32, float16 and bfloat16 at each --head-dims; and ``python -m relu_former.help
+   --backends``, which says what auto picks on this GPU.
 1. The kernels' correctness tests on CUDA: the Triton kernel, the FlexAttention path and the
    tiled kernel, each against float64 (pytest on their test files).
 2. A ``fairseq-train --fp16`` of --updates updates (100) of ``relu_former_iwslt_de_en`` (the
@@ -57,7 +62,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="timed rounds per case (default 5, --quick 3)")
     parser.add_argument("--updates", type=int, default=None,
                         help="fairseq-train updates per model (default 100, --quick 30)")
-    parser.add_argument("--skip", nargs="+", choices=("tests", "bench", "train"), default=[],
+    parser.add_argument("--skip", nargs="+", choices=("check", "tests", "bench", "train"),
+                        default=[],
                         help="parts to leave out")
     args = parser.parse_args(argv)
     if args.lengths is None:
@@ -84,6 +90,31 @@ def require_cuda() -> str:
         raise SystemExit("gpu_check: triton is not importable; torch's CUDA wheels ship it "
                          "(pip install triton at the version constraints.txt pins)")
     return torch.cuda.get_device_name()
+
+
+def first_use_section(head_dims: Sequence[int], device: str = "cuda") -> tuple[str, bool]:
+    """The first-use check of each compiled GPU backend per dtype and head size on the
+    device, and the backends report, as Markdown; and whether every check passed."""
+    import torch
+
+    from relu_former.relu_attention.kernels.backend_report import backends_report
+    from relu_former.relu_attention.kernels.dispatch import BACKENDS, NO_DROPOUT
+    from relu_former.relu_attention.kernels.first_use_check import first_use_problem
+
+    rows, passed = ["| backend | dtype | head size | result |", "|---|---|---|---|"], True
+    for name in ("triton", "flex"):
+        for dtype in (torch.float32, torch.float16, torch.bfloat16):
+            for head_dim in head_dims:
+                q = torch.zeros(1, 1, 1, head_dim, device=device, dtype=dtype)
+                start = time.perf_counter()
+                problem = first_use_problem(name, BACKENDS[name], q, name not in NO_DROPOUT)
+                passed &= not problem
+                rows.append(f"| {name} | {str(dtype)[6:]} | {head_dim} | "
+                            f"{problem or 'passed'} ({time.perf_counter() - start:.1f} s) |")
+    print(f"gpu_check: first-use check: {'passed' if passed else 'FAILED'}", flush=True)
+    report = backends_report()
+    return "\n".join([*rows, "", "`python -m relu_former.help --backends`:", "", "```",
+                      report, "```"]), passed
 
 
 def run(command: Sequence[str], log_path: Path, env: dict | None = None,
@@ -187,6 +218,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     python = sys.executable
     sections: list[tuple[str, str]] = []
     failed = False
+    if "check" not in args.skip:
+        body, passed = first_use_section(args.head_dims)
+        failed |= not passed
+        sections.append(("First-use check (float64 references)", body))
+        write_report(out / "gpu_check.md", device, sections)
     if "tests" not in args.skip:
         code, output, seconds = run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                                      *TEST_FILES], out / "tests.log")

@@ -94,12 +94,29 @@ def test_parts_run_in_order_and_the_report_keeps_each_part_as_it_ends(tmp_path, 
 
     monkeypatch.setattr(gpu_check, "require_cuda", lambda: "Fake GPU")
     monkeypatch.setattr(gpu_check, "run", fake_run)
+    monkeypatch.setattr(gpu_check, "first_use_section",
+                        lambda head_dims: ("| triton | float32 | 64 | passed (1.0 s) |", True))
     with pytest.raises(KeyboardInterrupt):
         gpu_check.main(["--out", str(tmp_path), "--quick"])
     assert calls == ["tests.log", "preprocess.log", "train_relu_former_iwslt_de_en.log",
                      "train_transformer_iwslt_de_en.log", "bench_d64.log", "bench_d128.log"]
     text = (tmp_path / "gpu_check.md").read_text()
-    assert text.index("## Correctness on CUDA") < text.index("## Training words/s") < \
+    assert text.index("## First-use check") < text.index("## Correctness on CUDA") < \
+        text.index("## Training words/s") < \
         text.index("## Attention kernels, head size 64")
     assert "3 passed" in text and "relu_former / transformer words/s: 1.000" in text
     assert "head size 128" not in text
+
+
+def test_the_first_use_section_reports_each_check(monkeypatch):
+    """Run on the CPU, where neither compiled GPU backend can pass: every row says why, the
+    part fails, and the backends report follows."""
+    from relu_former.relu_attention.kernels import first_use_check
+
+    monkeypatch.setattr(first_use_check, "_results", {})
+    body, passed = gpu_check.first_use_section([16], device="cpu")
+    assert not passed
+    rows = [line for line in body.splitlines() if line.startswith(("| triton", "| flex"))]
+    assert len(rows) == 6 and all(" | 16 | raised " in row for row in rows), rows
+    assert "| flex | bfloat16 | 16 |" in body
+    assert "relu_former.help --backends" in body and "cpu: auto picks" in body
