@@ -115,7 +115,7 @@ def compiled_status() -> str:
     if compiled_problem():
         return f"not loaded: {compiled_problem()}"
     why = _build_note().get("why")
-    return f"built and loads ({why or 'with OpenMP'})" if why is not None else "loads"
+    return "loads" if why is None else f"loads; {why}" if why else "loads, built with OpenMP"
 
 
 def compiled_available(q: Tensor) -> bool:

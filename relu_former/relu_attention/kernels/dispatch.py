@@ -97,7 +97,11 @@ ADVICE = {"cpp": f"Rebuild it from the repository: `{REBUILD}` (docs/install.md)
 
 
 def _triton_missing(q: Tensor) -> str:
-    return "" if triton_available(q) else "triton not importable, or not a CUDA tensor"
+    if triton_available(q):
+        return ""
+    return ("triton not importable" if q.device.type == "cuda" else
+            f"triton needs a CUDA tensor (got {q.device.type}; TRITON_INTERPRET=1 runs it on "
+            "the CPU)")
 
 
 def _flex_missing(q: Tensor) -> str:
@@ -118,6 +122,7 @@ def _compiled_missing(q: Tensor) -> str:
 MISSING: Dict[str, Callable[[Tensor], str]] = {
     "triton": _triton_missing, "flex": _flex_missing, "cpp": _compiled_missing}
 
+# (backend, device) pairs auto passed over and warned about: once a process each
 _warned: set = set()
 
 

@@ -107,6 +107,9 @@ def test_a_serial_build_says_so_once(monkeypatch, caplog):
     warnings = train_twice(caplog)
     assert len(warnings) == 1 and "runs on one thread" in warnings[0], warnings
     assert "compiler that has OpenMP" in warnings[0] and REBUILD in warnings[0]
+    assert compiled_cpu.compiled_status() == ("loads; built without OpenMP ('clang++' has no "
+                                              "OpenMP (-fopenmp failed on a test program)): it "
+                                              "runs on one thread")
 
 
 @pytest.mark.slow
@@ -182,4 +185,4 @@ def test_the_backends_report_of_a_loaded_kernel(capsys):
     main(["--backends"])
     report = capsys.readouterr().out
     assert "cpu: auto picks cpp (the compiled CPU kernel loads)" in report
-    assert "compiled CPU kernel: built and loads (with OpenMP)" in report
+    assert "compiled CPU kernel: loads, built with OpenMP" in report
