@@ -58,16 +58,20 @@ class BuildKernel(BuildExtension or build_ext):
         if problem:
             return self._record(note, False, problem)
         flag = OPENMP.get(self.compiler.compiler_type, "-fopenmp")
-        serial = self._probe([flag])
-        if not serial:
+        no_openmp = self._probe([flag])
+        if not no_openmp:
             kernel.extra_compile_args.append(flag)
             kernel.extra_link_args.append(flag)
-        try:
+        try:  # setuptools logs and passes over a failed optional extension; torch may raise
             super().build_extensions()
-        except Exception as error:  # any failure leaves a plugin without the kernel
-            return self._record(note, False, f"compiling {SOURCE} failed ({_first_line(error)})")
-        self._record(note, True, f"built without OpenMP ({serial}): it runs on one thread"
-                     if serial else "")
+            failed = "" if Path(self.get_ext_fullpath(kernel.name)).exists() else (
+                "its messages are in pip's -v output")
+        except Exception as error:
+            failed = _first_line(error)
+        if failed:
+            return self._record(note, False, f"compiling {SOURCE} failed ({failed})")
+        self._record(note, True, f"built without OpenMP ({no_openmp}): it runs on one thread"
+                     if no_openmp else "")
 
     def copy_extensions_to_source(self) -> None:
         """An editable or in-place build: the note goes beside the source too."""
