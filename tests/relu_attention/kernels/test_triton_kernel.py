@@ -241,3 +241,22 @@ def test_a_deliberately_wrong_kernel_fails_the_comparison(what, original, wrong,
             check(mutant, "general_4d_mask_and_pad", **options)
     finally:
         sys.modules.pop(mutant.__name__, None)
+
+
+def test_the_kernel_passes_the_first_use_check_and_a_wrong_one_does_not(tmp_path):
+    """The check auto runs before it trusts the kernel on a GPU (first_use_check.py) passes
+    the kernel, its mask read off the kernel's own Philox dropout, and fails a kernel whose
+    backward does not replay the dropout."""
+    from relu_former.relu_attention.kernels.first_use_check import first_use_problem
+
+    q = torch.zeros(1, 1, 1, D, device=DEVICE)
+    assert first_use_problem("triton", triton_kernel.triton_relu_sums, q, True) == ""
+    what, original, wrong, _ = MUTATIONS[-1]
+    mutant = load_mutant(Path(triton_kernel.__file__).read_text().replace(original, wrong),
+                         tmp_path, "first_use")
+    try:
+        problem = first_use_problem("mutant", mutant.triton_relu_sums, q, True)
+    finally:
+        sys.modules.pop(mutant.__name__, None)
+    assert problem.startswith("dv differs from the float64 reference") and \
+        "(dropout 0.25" in problem, problem
