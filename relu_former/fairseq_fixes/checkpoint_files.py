@@ -25,14 +25,14 @@ installed by :func:`guard_checkpoint_files` when fairseq loads the plugin:
 - a save that fails (a full disk) leaves no ``checkpoint_*.pt.tmp`` behind, and one left by a
   killed run is removed when the next run resumes.
 
-fairseq offers no hook for any of this, so the plugin replaces four attributes of
-``fairseq.checkpoint_utils``: ``PathManager`` (there only; its ``copy`` becomes atomic for local
-files, and only where a probe copy shows it writing in place), ``load_checkpoint_to_cpu``,
-``load_checkpoint`` and ``torch_persistent_save`` (all wrapped, with the same signature). The
-wrappers need no probe: for a whole file, a resume with ``checkpoint_last.pt`` intact and a
-save that succeeds, they call fairseq's function unchanged; torch 2.13 loads a zip member
-whose bytes fail their CRC without a word, so the check before loading stays. Each
-replacement is marked, so installing twice is harmless.
+fairseq offers no hook for any of this, so the plugin replaces three attributes of
+``fairseq.checkpoint_utils``: ``PathManager`` (there only, and only where a probe copy shows
+its ``copy`` writing in place), ``load_checkpoint`` and ``torch_persistent_save`` (wrapped,
+with the same signature; for a resume with ``checkpoint_last.pt`` intact and a save that
+succeeds they call fairseq's function unchanged, so they need no probe). The checks of a
+loaded file (:func:`checkpoint_problem`, :func:`refused_global`) run in the one wrapper of
+``load_checkpoint_to_cpu`` (``checkpoint_loading``): torch 2.13 loads a zip member whose
+bytes fail their CRC without a word, so no probe can retire that check.
 """
 
 from __future__ import annotations
@@ -45,12 +45,12 @@ import logging
 import os
 import pickle
 import re
-import shutil
 import tempfile
 import zipfile
 from typing import Callable
 
-from relu_former.errors import CorruptCheckpointError, UnsafeCheckpointError
+from relu_former.atomic_files import copy_atomic
+from relu_former.errors import CorruptCheckpointError, note_saved
 from relu_former.fairseq_fixes.wrap_once import wrap_once
 
 logger = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ _ZIP_MAGIC = b"PK\x03\x04"
 _PICKLE_PROTOCOL_2 = b"\x80\x02"
 
 
-def _is_local(path: str) -> bool:
+def is_local(path: str) -> bool:
     return "://" not in str(path)
 
 
@@ -91,25 +91,6 @@ def checkpoint_problem(path: str) -> str | None:
     if damaged is not None:
         return f"its member {damaged} fails its checksum (the file is damaged)"
     return None
-
-
-def atomic_copy(src: str, dst: str) -> None:
-    """Copy ``src`` to ``dst`` through a temporary file beside ``dst`` and a rename.
-
-    At every moment ``dst`` is either its old content or a complete copy of ``src``.
-    """
-    folder = os.path.dirname(os.path.abspath(dst))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(dst)}.", suffix=".tmp", dir=folder)
-    os.close(fd)
-    try:
-        shutil.copyfile(src, tmp)
-        with open(tmp, "rb") as handle:  # on disk before the rename makes it visible
-            os.fsync(handle.fileno())
-        os.replace(tmp, dst)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def newest_intact_checkpoint(save_dir: str, exclude: str) -> str | None:
@@ -172,11 +153,11 @@ def _install_atomic_copy(checkpoint_utils) -> None:
     class AtomicCopyPathManager(base):
         @staticmethod
         def copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
-            if not (_is_local(src_path) and _is_local(dst_path)):
+            if not (is_local(src_path) and is_local(dst_path)):
                 return base.copy(src_path, dst_path, overwrite=overwrite)
             if os.path.exists(dst_path) and not overwrite:
                 return False
-            atomic_copy(src_path, dst_path)
+            copy_atomic(src_path, dst_path)
             return True
 
     checkpoint_utils.PathManager = AtomicCopyPathManager
@@ -194,32 +175,6 @@ def refused_global(error: BaseException) -> str | None:
     return f"the global {match.group(1)}" if match else "an object the safe loader does not allow"
 
 
-def _naming_corrupt_files(original: Callable) -> Callable:
-    """``load_checkpoint_to_cpu`` that verifies a local file before loading it (a damaged one
-    raises ``CorruptCheckpointError``) and reports a refused unpickling as
-    ``UnsafeCheckpointError``."""
-
-    @functools.wraps(original)
-    def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
-        local = _is_local(path) and os.path.isfile(path)
-        # Checked before the load: torch reads a zip member without testing its CRC, so a
-        # flipped bit in the weights would otherwise load silently. One extra read of the file.
-        problem = checkpoint_problem(path) if local else None
-        if problem is not None:
-            raise CorruptCheckpointError(str(path), problem)
-        try:
-            return original(path, arg_overrides=arg_overrides,
-                            load_on_all_ranks=load_on_all_ranks)
-        except pickle.UnpicklingError as error:
-            what = refused_global(error)
-            if what is None:
-                raise
-            # `from None`: torch's message advises weights_only=False, the one thing not to do
-            raise UnsafeCheckpointError(str(path), what) from None
-
-    return load_checkpoint_to_cpu
-
-
 def _removing_failed_save(original: Callable) -> Callable:
     """``torch_persistent_save`` that deletes its ``FILE.tmp`` when the save fails (a full
     disk): fairseq writes there and renames, but leaves the half-written file on an error."""
@@ -227,13 +182,15 @@ def _removing_failed_save(original: Callable) -> Callable:
     @functools.wraps(original)
     def torch_persistent_save(obj, filename, async_write: bool = False):
         try:
-            return original(obj, filename, async_write=async_write)
+            saved = original(obj, filename, async_write=async_write)
         except BaseException:
             tmp = f"{filename}.tmp"
-            if _is_local(tmp) and os.path.exists(tmp):
+            if is_local(tmp) and os.path.exists(tmp):
                 os.unlink(tmp)
                 logger.warning(f"saving {filename} failed: removed the partial {tmp}")
             raise
+        note_saved(str(filename))  # named if the run is interrupted later
+        return saved
 
     return torch_persistent_save
 
@@ -248,7 +205,7 @@ def _skipping_damaged_last(original: Callable) -> Callable:
         # Only the default resume (--restore-file unset) of an unsharded model: a file the
         # user names is loaded as named, and sharded checkpoints come in sets.
         if (cfg.restore_file != LAST or getattr(trainer, "checkpoint_suffix", "") != ""
-                or not _is_local(last)):
+                or not is_local(last)):
             return original(cfg, trainer, **passthrough_args)
         _remove_interrupted_copies(cfg.save_dir)
         if not os.path.isfile(last):
@@ -281,12 +238,10 @@ def _skipping_damaged_last(original: Callable) -> Callable:
     return load_checkpoint
 
 
-
 def guard_checkpoint_files() -> None:
     """Install the fixes on ``fairseq.checkpoint_utils`` (idempotent)."""
     from fairseq import checkpoint_utils
 
     _install_atomic_copy(checkpoint_utils)
-    wrap_once(checkpoint_utils, "load_checkpoint_to_cpu", _naming_corrupt_files)
     wrap_once(checkpoint_utils, "load_checkpoint", _skipping_damaged_last)
     wrap_once(checkpoint_utils, "torch_persistent_save", _removing_failed_save)

@@ -23,12 +23,11 @@ With the plugin loaded:
   ``--reset-optimizer``): the saved optimizer state holds the embeddings' moments in the old
   rows, so a resume with it is refused, naming ``--reset-optimizer``.
 
-fairseq offers no hook for any of it, so the plugin wraps ``Trainer.state_dict``,
-``Trainer.load_checkpoint`` and ``checkpoint_utils.load_checkpoint_to_cpu`` (same signatures,
-marked, so installing twice is harmless); the
-flag is added to the parser by :mod:`relu_former.fairseq_fixes.parse_checks`, which passes it
-on in an environment variable so that spawned distributed workers see it too. There is no
-probe: this is a check fairseq does not make, and matching dictionaries load unchanged.
+fairseq offers no hook for any of it: the plugin wraps ``Trainer.state_dict`` here, and the
+comparison and the row moves run in the wrappers of ``checkpoint_loading``. The flag is added
+to the parser by :mod:`relu_former.fairseq_fixes.parse_checks`, which passes it on in an
+environment variable so that spawned distributed workers see it too. No probe: this is a
+check fairseq does not make, and matching dictionaries load unchanged.
 """
 
 from __future__ import annotations
@@ -160,26 +159,7 @@ def move_embedding_rows(weights: dict, model, dictionaries: dict) -> list[str]:
     return done
 
 
-# the row moves for the checkpoint Trainer.load_checkpoint is loading, by its absolute path:
-# fairseq reads the file inside that method, with no hook between reading and loading
-_PENDING_MOVES: dict[str, Callable[[dict], None]] = {}
-
-
-def _moving_rows(original: Callable) -> Callable:
-    """``load_checkpoint_to_cpu`` that applies the pending row moves of the file it reads."""
-
-    @functools.wraps(original)
-    def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
-        state = original(path, arg_overrides=arg_overrides, load_on_all_ranks=load_on_all_ranks)
-        move = _PENDING_MOVES.get(os.path.abspath(str(path)))
-        if move is not None and isinstance(state, dict) and isinstance(state.get("model"), dict):
-            move(state["model"])
-        return state
-
-    return load_checkpoint_to_cpu
-
-
-def _changed_dictionaries(trainer, filename: str, reset_optimizer: bool) -> dict:
+def changed_dictionaries(trainer, filename: str, reset_optimizer: bool) -> dict:
     """side -> (saved, current) symbols for each dictionary that differs and is accepted;
     raise ``OptionError`` for one that is not."""
     current = _task_dictionaries(getattr(trainer, "task", None))
@@ -219,34 +199,8 @@ def _changed_dictionaries(trainer, filename: str, reset_optimizer: bool) -> dict
     return changed
 
 
-def _comparing(original: Callable) -> Callable:
-    @functools.wraps(original)
-    def load_checkpoint(self, filename, reset_optimizer=False, *args, **kwargs):
-        changed = (_changed_dictionaries(self, filename, reset_optimizer)
-                   if os.path.isfile(filename) else {})
-        if not changed:
-            return original(self, filename, reset_optimizer, *args, **kwargs)
-
-        def move(weights: dict) -> None:
-            for line in move_embedding_rows(weights, self.get_model(), changed):
-                logger.info(f"{filename}: {line}")
-
-        key = os.path.abspath(filename)
-        _PENDING_MOVES[key] = move
-        try:
-            return original(self, filename, reset_optimizer, *args, **kwargs)
-        finally:
-            del _PENDING_MOVES[key]
-
-    return load_checkpoint
-
-
-def check_checkpoint_dictionaries() -> None:
-    """Install the recording and the comparison on fairseq's ``Trainer``, and the row moves
-    on ``checkpoint_utils.load_checkpoint_to_cpu`` (idempotent)."""
-    from fairseq import checkpoint_utils
+def record_dictionaries() -> None:
+    """Make every checkpoint fairseq-train saves record its dictionaries (idempotent)."""
     from fairseq.trainer import Trainer
 
     wrap_once(Trainer, "state_dict", _recording)
-    wrap_once(Trainer, "load_checkpoint", _comparing)
-    wrap_once(checkpoint_utils, "load_checkpoint_to_cpu", _moving_rows)

@@ -7,7 +7,8 @@ mean but not their shapes (another ``--attention-activation``, ``--ffn-activatio
 run of the same sizes) loaded the weights into another model, trained it on and replaced
 ``checkpoint_last.pt`` and ``checkpoint_best.pt`` with it, without a word.
 
-With the plugin loaded, before ``Trainer.load_checkpoint`` loads a checkpoint, the model
+With the plugin loaded, before ``Trainer.load_checkpoint`` loads a checkpoint
+(``checkpoint_loading``), the model
 arguments saved in it are compared with this run's: ``--arch`` and every flag the model class
 adds to the parser (its own ``add_args``: fairseq's transformer flags and the plugin's, so a
 new flag is compared too), except those in :data:`SAME_MEANING`, which change how the model
@@ -27,10 +28,9 @@ import argparse
 import functools
 import logging
 import os
-from typing import Any, Callable
+from typing import Any
 
 from relu_former.errors import OptionError
-from relu_former.fairseq_fixes.wrap_once import wrap_once
 
 logger = logging.getLogger(__name__)
 
@@ -157,29 +157,20 @@ def _refusal(filename: str, differences: list[tuple[str, Any, Any]]) -> OptionEr
         f"{filename} (or --reset-optimizer to load it here anyway)")
 
 
-def _comparing(original: Callable) -> Callable:
-    @functools.wraps(original)
-    def load_checkpoint(self, filename, reset_optimizer=False, *args, **kwargs):
-        if os.path.isfile(filename):
-            try:
-                saved = saved_model_args(filename)
-            except Exception:  # unreadable: the load itself reports it, naming the file
-                saved = None
-            current = getattr(self.cfg, "model", None)
-            differences = (model_differences(saved, current)
-                           if saved is not None and current is not None else [])
-            if differences and not reset_optimizer:
-                raise _refusal(filename, differences)
-            for name, before, after in differences:
-                logger.warning(f"{filename} was trained with {_flag(name)} {_shown(before)}: "
-                               f"starting a new model with {_shown(after)} from its weights")
-        return original(self, filename, reset_optimizer, *args, **kwargs)
-
-    return load_checkpoint
-
-
-def check_resumed_models() -> None:
-    """Install the comparison on fairseq's ``Trainer.load_checkpoint`` (idempotent)."""
-    from fairseq.trainer import Trainer
-
-    wrap_once(Trainer, "load_checkpoint", _comparing)
+def check_resume(trainer: Any, filename: str, reset_optimizer: bool) -> None:
+    """Refuse (``OptionError``) to load ``filename`` into ``trainer``'s model when they differ
+    in meaning, unless ``reset_optimizer``: then warn, naming each change."""
+    if not os.path.isfile(filename):
+        return
+    try:
+        saved = saved_model_args(filename)
+    except Exception:  # unreadable: the load itself reports it, naming the file
+        return
+    current = getattr(trainer.cfg, "model", None)
+    differences = (model_differences(saved, current)
+                   if saved is not None and current is not None else [])
+    if differences and not reset_optimizer:
+        raise _refusal(filename, differences)
+    for name, before, after in differences:
+        logger.warning(f"{filename} was trained with {_flag(name)} {_shown(before)}: "
+                       f"starting a new model with {_shown(after)} from its weights")
