@@ -39,13 +39,14 @@ def _alive(pid: str) -> bool:
     return True
 
 
-def take_lock(path: str, workers_grace_s: float = WORKERS_GRACE_S) -> int:
+def take_lock(path: str, workers_grace_s: float | None = None) -> int:
     """Lock ``path`` (created if missing) for this process and write its pid there; returns
     the descriptor (``os.close`` it to release the lock). Raises :class:`LockHeld` when a
     live process holds it, or when a dead holder's workers still do after
-    ``workers_grace_s`` seconds."""
+    ``workers_grace_s`` seconds (default :data:`WORKERS_GRACE_S`)."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    deadline = time.monotonic() + workers_grace_s
+    grace = WORKERS_GRACE_S if workers_grace_s is None else workers_grace_s
+    deadline = time.monotonic() + grace
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
