@@ -1,15 +1,13 @@
 """One style for the plugin's user errors: fairseq's own, ``fairseq-train: error: ...``.
 
-A bad flag value is an ``OptionError``; a checkpoint that cannot be read as one a
-``CorruptCheckpointError``, one the safe loader refuses an ``UnsafeCheckpointError``, one whose
-config holds what fairseq would not parse a ``CheckpointConfigError``, one whose weights do
-not fit the model a ``CheckpointMismatchError``. All are ``CommandLineError``s (``ValueError``s,
-so Python callers can catch them). In fairseq's own programs (``is_fairseq_command``)
-``install_cli_error_hook`` prints an uncaught one as the one line argparse would print, exit
-status 2 for a bad flag, 1 for a bad file; it does the same for the errors that are the user's
-input by their kind (a file given as a folder, torch's "Missing key(s) in state_dict"), and
-for Ctrl-C (exit 130, naming the last checkpoint saved).
+Each is a ``CommandLineError`` (a ``ValueError``, so Python callers can catch it) naming the
+flag or file and the fix. In fairseq's own programs (``is_fairseq_command``),
+``install_cli_error_hook`` prints an uncaught one as one line, exit 2 for a bad flag, 1 for a
+bad file, and does the same for what is the user's input by its kind (a file given as a
+folder, torch's "Missing key(s) in state_dict") and for Ctrl-C (exit 130, naming the last
+checkpoint saved).
 """
+
 
 from __future__ import annotations
 

@@ -1,38 +1,15 @@
-"""Checkpoint files that are whole: written atomically, checked when read, resumed from safely.
+"""Checkpoint files that stay whole: atomic copies, a resume past a damaged or missing
+``checkpoint_last.pt``, no temporary file left by a failed save.
 
-fairseq-fixed 0.12.3.1 (as fairseq 0.12.x) writes the first checkpoint of a save
-(``checkpoint_1_300.pt``, say) through a temporary name and a rename, but then *copies* it to
-the other names (``checkpoint_last.pt``, ``checkpoint_best.pt``) in place. A job killed during
-that copy (a pre-empted cluster job, a Ctrl-C) leaves a truncated ``checkpoint_last.pt``, and
-the same command, run again to resume, crashes in ``torch.load`` with a zip error. The fixes,
-installed by :func:`guard_checkpoint_files` when fairseq loads the plugin:
-
-- the copies are written atomically too (a temporary name in the same folder, then
-  ``os.replace``), so a kill leaves the previous ``checkpoint_last.pt`` intact;
-- resuming from a damaged ``checkpoint_last.pt`` (one written before the plugin was loaded, or
-  cut short by a full disk) loads the newest intact ``checkpoint*.pt`` of the save directory
-  instead, with a warning naming both files;
-- resuming into a save directory whose ``checkpoint_last.pt`` is missing (a first save that
-  hit a full disk, a user freeing space) but that holds other intact checkpoints loads the
-  newest of them, with a warning, instead of training from update 0 and overwriting
-  ``checkpoint_best.pt`` at the first validation;
-- every local checkpoint is verified (zip CRCs included) *before* it is loaded, so a damaged
-  file given to ``--path`` or ``--restore-file`` is reported as corrupt, naming the file, and
-  never loads silently with damaged weights;
-- a checkpoint the safe ``weights_only`` loader refuses is reported by the plugin's own
-  message (``UnsafeCheckpointError``), never torch's advice to load it with
-  ``weights_only=False``;
-- a save that fails (a full disk) leaves no ``checkpoint_*.pt.tmp`` behind, and one left by a
-  killed run is removed when the next run resumes.
-
-fairseq offers no hook for any of this, so the plugin replaces three attributes of
-``fairseq.checkpoint_utils``: ``PathManager`` (there only, and only where a probe copy shows
-its ``copy`` writing in place), ``load_checkpoint`` and ``torch_persistent_save`` (wrapped,
-with the same signature; for a resume with ``checkpoint_last.pt`` intact and a save that
-succeeds they call fairseq's function unchanged, so they need no probe). The checks of a
-loaded file (:func:`checkpoint_problem`, :func:`refused_global`) run in the one wrapper of
-``load_checkpoint_to_cpu`` (``checkpoint_loading``): torch 2.13 loads a zip member whose
-bytes fail their CRC without a word, so no probe can retire that check.
+fairseq 0.12 saves ``checkpoint_E_U.pt`` through a temporary name, then *copies* it in place to
+``checkpoint_last.pt`` and ``checkpoint_best.pt``: a kill mid-copy leaves a cut
+``checkpoint_last.pt``, and the resume crashes with a zip error. So the copies are atomic
+(``checkpoint_utils.PathManager`` only, where the probe :func:`copies_in_place` shows the
+fault); a resume from a damaged or missing ``checkpoint_last.pt`` loads the newest intact
+``checkpoint*.pt``, with a warning, never training from update 0 over ``checkpoint_best.pt``
+(``load_checkpoint``); a failed save removes its ``.tmp`` (``torch_persistent_save``). The
+file checks (:func:`checkpoint_problem`, :func:`refused_global`) run wherever a checkpoint
+is loaded (``checkpoint_loading``).
 """
 
 from __future__ import annotations

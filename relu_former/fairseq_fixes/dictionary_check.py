@@ -1,33 +1,16 @@
 """A checkpoint is never loaded into a model whose dictionary lists other words in its places.
 
-fairseq-fixed 0.12.3.1 (as every fairseq 0.12) matches a checkpoint to a model by tensor shapes
-only. Fine-tuning (``--finetune-from-model``, ``--restore-file``) on data binarized with
-another dictionary of the same size, the same words in another order say, loads without a word,
-and every embedding row then belongs to another word: the run trains from a scrambled start and
-nothing says so.
-
-With the plugin loaded:
-
-- every checkpoint fairseq-train saves records its task's source and target dictionaries (the
-  symbol lists, under ``relu_former_dictionaries``);
-- before ``Trainer.load_checkpoint`` loads one, the recorded dictionaries (or, for a
-  checkpoint saved without the plugin, the ``dict.*.txt`` files of the data folder it was
-  trained on, when they still exist) are compared with the task's: any difference, another
-  order included, stops the run with one line naming the flag, the first differing index and
-  ``--accept-dictionary-change``, the flag that starts from it anyway (with a warning);
-- with that flag, each token embedding and output projection of the checkpoint is rebuilt at
-  the data's dictionary as fairseq reads the file: a word of both dictionaries keeps its row,
-  moved to its index here, and a word new to the data keeps the row the model was initialised
-  with, so another size loads too (fairseq alone ends in "Cannot load model parameters", a
-  size mismatch). It needs a new optimisation (``--finetune-from-model``, or
-  ``--reset-optimizer``): the saved optimizer state holds the embeddings' moments in the old
-  rows, so a resume with it is refused, naming ``--reset-optimizer``.
-
-fairseq offers no hook for any of it: the plugin wraps ``Trainer.state_dict`` here, and the
-comparison and the row moves run in the wrappers of ``checkpoint_loading``. The flag is added
-to the parser by :mod:`relu_former.fairseq_fixes.parse_checks`, which passes it on in an
-environment variable so that spawned distributed workers see it too. No probe: this is a
-check fairseq does not make, and matching dictionaries load unchanged.
+fairseq 0.12 matches a checkpoint to a model by tensor shapes only: fine-tuning on data
+binarized with another dictionary of the same size (the same words in another order, say)
+loads without a word, each embedding row then another word's. Here every checkpoint
+fairseq-train saves records its dictionaries (``Trainer.state_dict``); before a training
+loads one (``checkpoint_loading``), its dictionaries (or those of the data folder it was
+trained on) are compared with the data's: a difference is refused in one line naming the flag
+and the first differing index, unless ``--accept-dictionary-change`` (parsed by
+``parse_checks``, passed to distributed workers in an environment variable): then each word of
+both keeps its embedding and output row, moved to its index here, and a new word keeps the
+model's initial row. That needs a new optimisation (``--finetune-from-model`` or
+``--reset-optimizer``): the saved optimizer moments belong to the old rows.
 """
 
 from __future__ import annotations

@@ -1,25 +1,14 @@
 """A resume never trains a checkpoint on as another model.
 
-fairseq matches a checkpoint to a model by parameter names and shapes only. Resuming a run
-(the same ``--save-dir``, or ``--restore-file``) with a flag that changes what the weights
-mean but not their shapes (another ``--attention-activation``, ``--ffn-activation softmax``,
-``--relu-gamma``, another ``--pooling-scorer``, ``--arch transformer`` on a ``relu_former``
-run of the same sizes) loaded the weights into another model, trained it on and replaced
-``checkpoint_last.pt`` and ``checkpoint_best.pt`` with it, without a word.
-
-With the plugin loaded, before ``Trainer.load_checkpoint`` loads a checkpoint
-(``checkpoint_loading``), the model
-arguments saved in it are compared with this run's: ``--arch`` and every flag the model class
-adds to the parser (its own ``add_args``: fairseq's transformer flags and the plugin's, so a
-new flag is compared too), except those in :data:`SAME_MEANING`, which change how the model
-is computed or trained but not what its weights mean. A difference stops the run with one
-line naming the flag, the saved value, this run's value and the fixes. The vocabulary is
-compared by :mod:`relu_former.fairseq_fixes.dictionary_check`.
-
-The user says the change is meant by starting a new optimisation from the weights: with
-``--finetune-from-model`` (fairseq then resets the optimizer, the scheduler, the meters and
-the data loader) or ``--reset-optimizer`` (the saved optimizer state belongs to the other
-model), the checkpoint is loaded, with a warning naming each change.
+fairseq matches a checkpoint to a model by parameter names and shapes only, so resuming with a
+flag that changes what the weights mean but not their shapes (another
+``--attention-activation``, ``--relu-gamma``, ``--arch transformer`` on a ``relu_former`` run
+of the same sizes) trained the weights on as another model and replaced its checkpoints.
+:func:`check_resume` (run by ``checkpoint_loading`` before ``Trainer.load_checkpoint``)
+compares ``--arch`` and every flag of the model class's ``add_args`` except
+:data:`SAME_MEANING` (how the model is computed, not what its weights mean); a difference is
+refused in one line naming the flag, both values and the fixes. ``--finetune-from-model`` or
+``--reset-optimizer`` (a new optimisation) load it, with a warning per change.
 """
 
 from __future__ import annotations
