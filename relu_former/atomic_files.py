@@ -16,12 +16,13 @@ from typing import Iterator
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[str]:
-    """A temporary name beside ``path`` to write to; synced and renamed to ``path`` if the
-    block ends normally, deleted if it raises."""
+def atomic_path(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[str]:
+    """A temporary name beside ``path`` to write to (ending in ``suffix``: a writer may read
+    the format from it); synced and renamed to ``path`` if the block ends normally, deleted if
+    it raises."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
     os.close(fd)
     umask = os.umask(0)
     os.umask(umask)
