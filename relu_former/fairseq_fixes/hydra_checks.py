@@ -154,10 +154,11 @@ def _name_config_keys_in_errors(where: dict[str, str]) -> None:
 
 
 def check_hydra_configs() -> None:
-    """Wrap ``add_defaults`` where ``fairseq_cli.train`` calls it (idempotent)."""
+    """Wrap fairseq's ``add_defaults`` once, where ``fairseq.dataclass.initialize`` defines it
+    and where an imported ``fairseq_cli.train`` bound it by name (idempotent; that module is
+    never imported here: it sets up logging)."""
     from fairseq.dataclass import initialize
 
-    wrap_once(initialize, "add_defaults", _checking)  # for a train module imported later
-    train = sys.modules.get("fairseq_cli.train")  # never imported here: it sets up logging
-    if train is not None:
-        wrap_once(train, "add_defaults", _checking)
+    train = sys.modules.get("fairseq_cli.train")
+    for module in (initialize, train) if train is not None else (initialize,):
+        wrap_once(module, "add_defaults", _checking)
