@@ -78,12 +78,26 @@ def _checked_loader(original: Callable) -> Callable:
     return load_checkpoint_to_cpu
 
 
+def _saved_state(filename: str) -> dict | None:
+    """The pickled structure of the checkpoint ``filename`` (its tensors mapped, not read), or
+    None where there is none to read: fairseq's own load then says why, naming the file."""
+    import torch
+
+    try:
+        state = torch.load(filename, map_location="cpu", mmap=True, weights_only=True)
+    except Exception:
+        return None
+    return state if isinstance(state, dict) else None
+
+
 def _checked_trainer_load(original: Callable) -> Callable:
     @functools.wraps(original)
     def load_checkpoint(self, filename, reset_optimizer=False, *args, **kwargs):
-        check_resume(self, filename, reset_optimizer)
-        changed = (changed_dictionaries(self, filename, reset_optimizer)
-                   if os.path.isfile(filename) else {})
+        state = _saved_state(filename) if os.path.isfile(filename) else None
+        changed = {}
+        if state is not None:
+            check_resume(self, state, filename, reset_optimizer)
+            changed = changed_dictionaries(self, state, filename, reset_optimizer)
         if not changed:
             return original(self, filename, reset_optimizer, *args, **kwargs)
 

@@ -76,16 +76,13 @@ def _dictionaries_of_data(cfg) -> dict[str, list[str]]:
     return found
 
 
-def checkpoint_dictionaries(path: str) -> dict[str, list[str]]:
-    """The dictionaries a checkpoint was trained with: recorded in it, else from its data."""
-    import torch
-
-    # mmap: the tensors are not read, only the pickled structure
-    state = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
-    recorded = state.get(KEY) if isinstance(state, dict) else None
+def checkpoint_dictionaries(state: dict) -> dict[str, list[str]]:
+    """The dictionaries a loaded checkpoint was trained with: recorded in it, else from its
+    data."""
+    recorded = state.get(KEY)
     if recorded:
         return {side: list(symbols) for side, symbols in recorded.items()}
-    cfg = state.get("cfg") if isinstance(state, dict) else None
+    cfg = state.get("cfg")
     return _dictionaries_of_data(cfg) if cfg is not None else {}
 
 
@@ -142,14 +139,12 @@ def move_embedding_rows(weights: dict, model, dictionaries: dict) -> list[str]:
     return done
 
 
-def changed_dictionaries(trainer, filename: str, reset_optimizer: bool) -> dict:
-    """side -> (saved, current) symbols for each dictionary that differs and is accepted;
-    raise ``OptionError`` for one that is not."""
+def changed_dictionaries(trainer, state: dict, filename: str, reset_optimizer: bool) -> dict:
+    """side -> (saved, current) symbols for each dictionary of ``state`` (the checkpoint
+    ``filename``) that differs from the data's and is accepted; ``OptionError`` for one that is
+    not."""
     current = _task_dictionaries(getattr(trainer, "task", None))
-    try:
-        saved = checkpoint_dictionaries(filename) if current else {}
-    except Exception:  # unreadable: the load itself reports it, naming the file
-        saved = {}
+    saved = checkpoint_dictionaries(state) if current else {}
     changed = {}
     for side in ("source", "target"):
         if side not in saved or side not in current:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
-import os
 from typing import Any
 
 from relu_former.errors import OptionError
@@ -113,14 +112,8 @@ def model_differences(saved: Any, current: Any) -> list[tuple[str, Any, Any]]:
     return found
 
 
-def saved_model_args(path: str) -> Any:
-    """The model arguments a checkpoint was trained with (a namespace or a dict), or None."""
-    import torch
-
-    # mmap: the tensors are not read, only the pickled structure
-    state = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
-    if not isinstance(state, dict):
-        return None
+def saved_model_args(state: dict) -> Any:
+    """The model arguments a loaded checkpoint was trained with (a namespace or a dict)."""
     cfg = state.get("cfg")
     return _get(cfg, "model") if cfg is not None else state.get("args")
 
@@ -146,15 +139,11 @@ def _refusal(filename: str, differences: list[tuple[str, Any, Any]]) -> OptionEr
         f"{filename} (or --reset-optimizer to load it here anyway)")
 
 
-def check_resume(trainer: Any, filename: str, reset_optimizer: bool) -> None:
-    """Refuse (``OptionError``) to load ``filename`` into ``trainer``'s model when they differ
-    in meaning, unless ``reset_optimizer``: then warn, naming each change."""
-    if not os.path.isfile(filename):
-        return
-    try:
-        saved = saved_model_args(filename)
-    except Exception:  # unreadable: the load itself reports it, naming the file
-        return
+def check_resume(trainer: Any, state: dict, filename: str, reset_optimizer: bool) -> None:
+    """Refuse (``OptionError``) to load ``state``, the checkpoint ``filename``, into
+    ``trainer``'s model when they differ in meaning, unless ``reset_optimizer``: then warn,
+    naming each change."""
+    saved = saved_model_args(state)
     current = getattr(trainer.cfg, "model", None)
     differences = (model_differences(saved, current)
                    if saved is not None and current is not None else [])
