@@ -9,7 +9,8 @@ fault); a resume from a damaged or missing ``checkpoint_last.pt`` loads the newe
 ``checkpoint*.pt``, with a warning, never training from update 0 over ``checkpoint_best.pt``
 (``load_checkpoint``); a failed save removes its ``.tmp`` (``torch_persistent_save``). The
 file checks (:func:`checkpoint_problem`, :func:`refused_global`) run wherever a checkpoint
-is loaded (``checkpoint_loading``).
+is loaded (``checkpoint_loading``). No probe for the resume and the failed save: their fault
+is in the files (a damaged ``checkpoint_last.pt``, a full disk), which each call checks.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ and the first differing index, unless ``--accept-dictionary-change`` (parsed by
 ``parse_checks``, passed to distributed workers in an environment variable): then each word of
 both keeps its embedding and output row, moved to its index here, and a new word keeps the
 model's initial row. That needs a new optimisation (``--finetune-from-model`` or
-``--reset-optimizer``): the saved optimizer moments belong to the old rows.
+``--reset-optimizer``): the saved optimizer moments belong to the old rows. No probe: a check
+fairseq does not make; matching dictionaries load unchanged.
 """
 
 from __future__ import annotations

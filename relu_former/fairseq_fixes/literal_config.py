@@ -14,7 +14,7 @@ check on each of its inputs.
 
 Command lines and hydra configs are not checked: their author runs them, and could run any
 code anyway. Left as fairseq has it: ``--model-overrides`` of ``fairseq-validate`` and
-``fairseq-eval-lm``.
+``fairseq-eval-lm``. No probe: a check fairseq does not make; a plain config loads unchanged.
 """
 
 from __future__ import annotations

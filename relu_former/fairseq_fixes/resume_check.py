@@ -8,7 +8,8 @@ of the same sizes) trained the weights on as another model and replaced its chec
 compares ``--arch`` and every flag of the model class's ``add_args`` except
 :data:`SAME_MEANING` (how the model is computed, not what its weights mean); a difference is
 refused in one line naming the flag, both values and the fixes. ``--finetune-from-model`` or
-``--reset-optimizer`` (a new optimisation) load it, with a warning per change.
+``--reset-optimizer`` (a new optimisation) load it, with a warning per change. No probe: a
+check fairseq does not make; a resume with the same flags loads unchanged.
 """
 
 from __future__ import annotations
