@@ -123,3 +123,10 @@ def checkpoint_config_problem(state: Any) -> str | None:
         return None
     where, text, expected = found
     return f"in {where} the string {shortened(text)}, which is not {expected}"
+
+
+def code_in_config(config: Any, where: str) -> tuple[str, str] | None:
+    """(dotted name, string) of the first field :func:`config_problem` finds, or None: the
+    loader's rule for a caller that reports the field itself (``average_checkpoints``)."""
+    found = config_problem(config, where)
+    return None if found is None else found[:2]
