@@ -4,8 +4,8 @@ A cell's key (``cell_plan.make_cell``) hashes its kind's ``cell_settings`` (the 
 settings at its rate, its row's flags, its seed, ...), the description of the data built for
 it and its parent's key. Only a build of the data gives the description, so a fingerprint
 hashes the rest, its parent's fingerprint in place of its key: a settings change that gives
-a recorded cell a new key changes its fingerprint. ``FINGERPRINTS`` holds each record's, and
-per table the ``Re-keyed:`` notes its spec had when they were taken.
+a recorded cell a new key changes its fingerprint. ``FINGERPRINTS`` holds each record's key
+and fingerprint, and per table the ``Re-keyed:`` notes its spec had when they were taken.
 
     python -m tests.scripts.reproduce.record_keys    # accept the current ones
 """
@@ -45,14 +45,14 @@ def fingerprint(spec: TableSpec, row_key: str, seed: int, lr: float | None, sear
     return settings_key(described)
 
 
-def record_fingerprints(tables: Mapping[str, TableSpec] = TABLES) -> Dict[str, str]:
-    """Each committed toy record's fingerprint, by its path under ``RECORDS``."""
+def record_fingerprints(tables: Mapping[str, TableSpec] = TABLES) -> Dict[str, Dict[str, str]]:
+    """Each committed toy record's key and fingerprint, by its path under ``RECORDS``."""
     found = {}
     for path in sorted(RECORDS.glob("*/*.json")):
         record = json.loads(path.read_text())
-        found[f"{path.parent.name}/{path.name}"] = fingerprint(
-            tables[path.parent.name], record["row"], record["seed"], record.get("lr"),
-            bool(record.get("search")), tables)
+        now = fingerprint(tables[path.parent.name], record["row"], record["seed"],
+                          record.get("lr"), bool(record.get("search")), tables)
+        found[f"{path.parent.name}/{path.name}"] = {"key": record["key"], "fingerprint": now}
     return found
 
 
