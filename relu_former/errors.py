@@ -1,17 +1,18 @@
 """One style for the plugin's user errors: fairseq's own, ``fairseq-train: error: ...``.
 
-A bad flag value found while fairseq builds a model, criterion or task is raised as
-``OptionError``; a checkpoint file that cannot be read as one is a ``CorruptCheckpointError``,
-one the safe loader refuses an ``UnsafeCheckpointError``. All are ``CommandLineError``s
-(``ValueError``s, so Python callers can catch them as before).
-When fairseq's command line is the caller (``is_fairseq_command``) and nothing catches one,
-``install_cli_error_hook`` prints the one line argparse would print and exits without a
-traceback: status 2 for a bad flag, as argparse does, status 1 for a bad file.
+Each is a ``CommandLineError`` (a ``ValueError``, so Python callers can catch it) naming the
+flag or file and the fix. In fairseq's own programs (``is_fairseq_command``),
+``install_cli_error_hook`` prints an uncaught one as one line, exit 2 for a bad flag, 1 for a
+bad file, and does the same for what is the user's input by its kind (a file given as a
+folder, torch's "Missing key(s) in state_dict") and for Ctrl-C (exit 130, naming the last
+checkpoint saved).
 """
+
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from types import TracebackType
 from typing import NoReturn, Type
@@ -52,8 +53,7 @@ class DataFileError(CommandLineError):
 
 class UnsafeCheckpointError(CommandLineError):
     """A checkpoint holding something the safe (``weights_only``) loader refuses: code, or a
-    class no fairseq checkpoint needs. The message names the file and what it holds, and never
-    suggests loading it unsafely."""
+    class no fairseq checkpoint needs. Never suggests loading it unsafely."""
 
     def __init__(self, path: str, what: str) -> None:
         self.path = path
@@ -63,12 +63,92 @@ class UnsafeCheckpointError(CommandLineError):
             "; use a checkpoint from a source you trust, trained with fairseq or this plugin")
 
 
+class CheckpointConfigError(CommandLineError):
+    """A checkpoint whose config holds a string fairseq would evaluate or split that is not
+    the literal it expects; nothing in it has run."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        super().__init__(f"checkpoint {path} is refused: its config holds {problem}; nothing "
+                         "in it was run. Use a checkpoint from a source you trust")
+
+
+class CheckpointMismatchError(CommandLineError):
+    """Weights that do not fit the model built for them; names how many keys and the first."""
+
+
+class NotAFolderError(CommandLineError):
+    """A file given where a folder is expected."""
+
+
+_files: dict[str, str | None] = {"saved": None, "loaded": None}
+
+
+def note_saved(path: str) -> None:
+    """Remember the checkpoint this run saved last (named when it is interrupted)."""
+    _files["saved"] = path
+
+
+def note_loaded(path: str) -> None:
+    """Remember the checkpoint this run read last (named when its weights do not fit)."""
+    _files["loaded"] = path
+
+
+_KEYS = re.compile(r"(Missing|Unexpected) key\(s\) in state_dict: ((?:\"[^\"]*\"(?:, )?)+)")
+_SIZES = re.compile(r"size mismatch for ([\w.]+)")
+_RELU_FORMER_KEYS = ("rela_gate", "rela_gain", "log_gamma", "relu_output_norm")
+
+
+def _likely_cause(keys: list[str], sizes: list[str]) -> str:
+    if any(part in key for key in keys for part in _RELU_FORMER_KEYS):
+        return ("another --attention-activation, --relu-learn-gamma or "
+                "--relu-attention-scaling than this model's")
+    if keys and all(re.search(r"\.layers\.\d+\.", key) for key in keys):
+        return "another number of layers (--encoder-layers, --decoder-layers)"
+    if sizes and not keys:
+        return "other sizes (--*-embed-dim, --*-ffn-embed-dim, or another dictionary)"
+    return "another --arch or other model flags"
+
+
+def mismatch_error(error: BaseException) -> CheckpointMismatchError | None:
+    """torch's ``load_state_dict`` error (missing, unexpected or mis-sized keys) as one line
+    naming the checkpoint, how many keys, the first and the likely cause; None otherwise."""
+    text = str(error)
+    if not isinstance(error, RuntimeError) or "Error(s) in loading state_dict" not in text:
+        return None
+    parts, keys = [], []
+    for kind, listed in _KEYS.findall(text):
+        names = re.findall(r"\"([^\"]*)\"", listed)
+        keys += names
+        parts.append(f"{len(names)} {kind.lower()} (the first: {names[0]})")
+    sizes = _SIZES.findall(text)
+    if sizes:
+        parts.append(f"{len(sizes)} of another shape (the first: {sizes[0]})")
+    path = _files["loaded"] or "the checkpoint"
+    return CheckpointMismatchError(
+        f"the weights of {path} do not fit this model: {', '.join(parts)} keys. It was "
+        f"probably trained with {_likely_cause(keys, sizes)}: give the flags it was trained "
+        "with")
+
+
+def _not_a_folder(error: BaseException) -> NotAFolderError | None:
+    path = getattr(error, "filename", None)
+    if isinstance(error, NotADirectoryError) or (
+            isinstance(error, FileExistsError) and path and os.path.isfile(path)):
+        return NotAFolderError(f"{path} is a file, but a folder is expected there: give a "
+                               "folder")
+    return None
+
+
 def find_command_line_error(error: BaseException | None) -> CommandLineError | None:
-    """The ``CommandLineError`` that ``error`` is or was raised from, if any."""
+    """The ``CommandLineError`` that ``error`` is, was raised from, or stands for (a file
+    given as a folder, weights that do not fit the model), if any."""
     seen = set()
     while error is not None and id(error) not in seen:
-        if isinstance(error, CommandLineError):
-            return error
+        found = (error if isinstance(error, CommandLineError)
+                 else mismatch_error(error) or _not_a_folder(error))
+        if found is not None:
+            return found
         seen.add(id(error))
         error = error.__cause__ or error.__context__
     return None
@@ -78,45 +158,57 @@ def is_fairseq_command() -> bool:
     """Whether this process is one of fairseq's command-line programs.
 
     Judged by how the process was started, ``sys.argv[0]``: every console script fairseq
-    installs is named ``fairseq-*`` (``fairseq-train``, ``fairseq-hydra-train``, ...), and
-    ``python -m fairseq_cli.train`` runs ``fairseq_cli/train.py``. Wrapping the scripts'
-    ``cli_main`` instead cannot work: fairseq imports ``--user-dir`` from inside ``cli_main``,
-    when that call has already begun. A notebook, a test runner or a library that imports the
-    plugin keeps its own ``sys.excepthook``.
+    installs is named ``fairseq-*``, and ``python -m fairseq_cli.train`` runs
+    ``fairseq_cli/train.py``. Wrapping the scripts' ``cli_main`` instead cannot work: fairseq
+    imports ``--user-dir`` from inside ``cli_main``, when that call has already begun.
     """
     script = sys.argv[0] if sys.argv else ""
     return (os.path.basename(script).startswith("fairseq-")
             or os.path.basename(os.path.dirname(script)) == "fairseq_cli")
 
 
+def _prog() -> str:
+    return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "fairseq"
+
+
 def one_line(error: CommandLineError) -> str:
-    """``error`` as argparse prints a bad flag: ``PROG: error: MESSAGE``, PROG being the
-    running command (``sys.argv[0]``)."""
-    prog = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "fairseq"
-    return f"{prog}: error: {error}"
+    """``error`` as argparse prints a bad flag: ``PROG: error: MESSAGE``."""
+    return f"{_prog()}: error: {error}"
 
 
-def exit_with_one_line(error: CommandLineError) -> NoReturn:
-    """Print ``error`` as :func:`one_line` and exit with its status."""
+def interrupted_line() -> str:
+    """What Ctrl-C prints: the program, and for a training the last checkpoint it saved."""
+    saved = _files["saved"]
+    if saved is not None:
+        return f"{_prog()}: interrupted; the last checkpoint saved is {saved}"
+    if "train" in _prog():
+        return f"{_prog()}: interrupted; this run saved no checkpoint"
+    return f"{_prog()}: interrupted"
+
+
+def _exit(line: str, status: int) -> NoReturn:
     sys.stdout.flush()
-    sys.stderr.write(one_line(error) + "\n")
+    sys.stderr.write(line + "\n")
     sys.stderr.flush()
-    os._exit(error.exit_status)
+    os._exit(status)  # no atexit: the run is over, and its threads may be inside torch
 
 
 def install_cli_error_hook() -> None:
-    """Print an uncaught ``CommandLineError`` as ``PROG: error: MESSAGE`` and exit."""
+    """Print an uncaught ``CommandLineError`` as ``PROG: error: MESSAGE`` and exit; Ctrl-C as
+    one line, exit 130."""
     previous = sys.excepthook
     if getattr(previous, "_relu_former_hook", False):
         return
 
     def hook(kind: Type[BaseException], error: BaseException,
              traceback: TracebackType | None) -> None:
+        if issubclass(kind, KeyboardInterrupt):
+            _exit(interrupted_line(), 130)
         found = find_command_line_error(error)
         if found is None:
             previous(kind, error, traceback)
             return
-        exit_with_one_line(found)
+        _exit(one_line(found), found.exit_status)
 
     hook._relu_former_hook = True  # type: ignore[attr-defined]
     sys.excepthook = hook

@@ -1,15 +1,11 @@
 """argparse ``type=`` callables that check a flag's value when the command line is parsed.
 
-``float("nan")`` and ``float("inf")`` are valid Python floats, so ``type=float`` lets
-``--pooling-base nan`` through to the model, where it aborts the process far from the flag.
-These types refuse such values at parse time: argparse then prints
-``PROG: error: argument --flag: <why>`` and exits with status 2, as for any bad flag.
-
-Every type is one ``argparse_type``: convert the text, then run the flag's check, a function
-that raises ``ValueError`` (``OptionError`` is one) with a message naming the flag. A check
-shared with the model (``relu_attention/config.py``) so fails the same way from the command
-line and from a saved config. Torch-free: the torch-only modules import it.
+``type=float`` lets ``--pooling-base nan`` through to the model, where it aborts far from the
+flag. Each type here converts the text, then runs the flag's one check (a function raising
+``ValueError`` naming the flag, shared with ``relu_attention/config.py``), so a bad value is
+argparse's one line, exit 2. Torch-free: the torch-only modules import it.
 """
+
 
 from __future__ import annotations
 

@@ -1,29 +1,13 @@
 """The plugin's side effects, run once when fairseq loads ``--user-dir relu_former``.
 
-Registers every architecture, criterion and task with fairseq, allowlists the globals that
-fairseq checkpoints need for ``weights_only`` loading, keeps checkpoint files whole
-(``checkpoint_files``: atomic copies, resume past a damaged ``checkpoint_last.pt``, corrupt
-files named), reads the config strings fairseq would ``eval`` as literals only, so a
-checkpoint's config cannot run code (``literal_config``), locks a save directory for the
-training that uses it (``save_dir_lock``), stops fairseq-fixed from dropping the last batch of
-a data set
-(``last_batch``), stops fairseq's background batch thread before the interpreter exits, so
-that a run ending mid-epoch does not abort at exit (``batch_thread_exit``), lets
-``fairseq-interactive`` skip or truncate an over-long line instead of ending the session
-(``interactive_input``), checks each parsed command line as a whole (``parse_checks``:
-non-finite floats, half precision on CPU, ignored combinations), runs the same checks on
-the configs of ``fairseq-hydra-train`` (``hydra_checks``), names an incomplete
-binarized data file with its fix (``data_files``), cuts and bounds the sources of
-``fairseq-generate`` at the checkpoint's own limit unless
-``--max-source-positions`` is typed (``saved_source_limit``), and refuses a checkpoint
-trained with another dictionary than the data's (``dictionary_check``), refuses to resume a
-checkpoint with flags that change what its weights mean (``resume_check``), and loads checkpoints
-saved with the criteria's old ``sparse_k`` (``sparse_softmax/old_checkpoints``). Only in
-fairseq's own commands does it replace ``sys.excepthook``, to print the plugin's errors as one
-line (``errors.is_fairseq_command``).
-``relu_former/__init__.py`` imports this module
-only when fairseq is already imported, so ``import relu_former.relu_attention.kernels.reference``
-stays a torch-only import. Python code that builds fairseq objects itself can ``import
+Registers every architecture, criterion and task with fairseq, allowlists the globals fairseq
+checkpoints need for ``weights_only`` loading, and installs the fixes of ``fairseq_fixes``:
+each fairseq function is wrapped at most once (``wrap_once``), and docs/design.md lists every
+patch site with the fault it repairs and its probe. Only in fairseq's own commands does it
+replace ``sys.excepthook``, to print the plugin's errors as one line
+(``errors.is_fairseq_command``). ``relu_former/__init__.py`` imports this module only when
+fairseq is already imported, so ``import relu_former.relu_attention.kernels.reference`` stays
+a torch-only import. Python code that builds fairseq objects itself can ``import
 relu_former.plugin`` explicitly; importing it twice is harmless.
 """
 
@@ -34,15 +18,14 @@ import sys
 from relu_former.errors import install_cli_error_hook, is_fairseq_command
 from relu_former.fairseq_fixes.batch_thread_exit import stop_batch_threads_at_exit
 from relu_former.fairseq_fixes.checkpoint_files import guard_checkpoint_files
+from relu_former.fairseq_fixes.checkpoint_loading import check_checkpoint_loading
 from relu_former.fairseq_fixes.checkpoint_safety import allow_fairseq_checkpoint_globals
 from relu_former.fairseq_fixes.data_files import check_data_files
-from relu_former.fairseq_fixes.dictionary_check import check_checkpoint_dictionaries
+from relu_former.fairseq_fixes.dictionary_check import record_dictionaries
 from relu_former.fairseq_fixes.hydra_checks import check_hydra_configs
 from relu_former.fairseq_fixes.interactive_input import bound_interactive_input
 from relu_former.fairseq_fixes.last_batch import keep_last_batch
-from relu_former.fairseq_fixes.literal_config import read_config_strings_as_literals
 from relu_former.fairseq_fixes.parse_checks import check_parsed_command_lines
-from relu_former.fairseq_fixes.resume_check import check_resumed_models
 from relu_former.fairseq_fixes.save_dir_lock import (
     lock_save_dirs,
     release_save_dirs_after_training,
@@ -104,7 +87,7 @@ def install_command_fixes() -> None:
 
 allow_fairseq_checkpoint_globals()
 guard_checkpoint_files()
-read_config_strings_as_literals()
+check_checkpoint_loading()
 lock_save_dirs()
 if is_fairseq_command():  # a notebook or library that imports the plugin keeps its hook
     install_cli_error_hook()
@@ -114,9 +97,8 @@ bound_interactive_input()
 check_parsed_command_lines()
 check_hydra_configs()
 check_data_files()
-check_checkpoint_dictionaries()
+record_dictionaries()
 use_saved_source_limit()
-check_resumed_models()
 upgrade_old_sparse_k_checkpoints()
 _import_criterions()
 

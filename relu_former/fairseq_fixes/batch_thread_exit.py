@@ -1,20 +1,12 @@
 """Stop fairseq's background batch thread before the interpreter shuts down.
 
-In fairseq-fixed 0.12.3.1 (as in fairseq 0.12.x), ``BufferedIterator`` (``--data-buffer-size``,
-default 10) fills its queue from a daemon thread, ``BackgroundConsumer``. When training stops
-in the middle of an epoch (``--max-update``, ``--stop-time-hours``, an error), that thread is
-still collating the next batches while Python exits. A daemon thread that is inside a torch
-call at that moment is ended by the interpreter with an unwind that cannot cross torch's C++
-frames, and the process dies with ``terminate called without an active exception`` (SIGABRT,
-exit status 134 or -6) after its work is done, so a caller sees a failed run. On a loaded
-2-core machine this hit about one short ``fairseq-train`` in a few hundred; a daemon thread
-caught in a torch call aborts nine exits in ten.
-
-``atexit`` handlers run before daemon threads are ended, so at exit each live consumer is
-told to stop after the batch it is making, its queue is drained (a blocked ``put`` returns),
-and it is joined. Only fairseq's own class is touched; its queue, its count and its sentinel
-behave as before while the process runs. There is no probe: the fault is a race at exit, and
-the change does nothing before it.
+fairseq 0.12's ``BufferedIterator`` fills its queue from a daemon thread
+(``BackgroundConsumer``). A training that stops mid-epoch exits while that thread is inside a
+torch call, and the interpreter's unwind of it aborts the process (``terminate called without
+an active exception``, SIGABRT) after its work is done: about one short run in a few hundred
+on a loaded 2-core machine. ``atexit`` runs before daemon threads are ended, so each live
+consumer is told to stop after its batch, its queue drained, and joined. No probe: the fault
+is a race at exit, and the change does nothing before it.
 """
 
 from __future__ import annotations

@@ -1,38 +1,16 @@
-"""Checkpoint files that are whole: written atomically, checked when read, resumed from safely.
+"""Checkpoint files that stay whole: atomic copies, a resume past a damaged or missing
+``checkpoint_last.pt``, no temporary file left by a failed save.
 
-fairseq-fixed 0.12.3.1 (as fairseq 0.12.x) writes the first checkpoint of a save
-(``checkpoint_1_300.pt``, say) through a temporary name and a rename, but then *copies* it to
-the other names (``checkpoint_last.pt``, ``checkpoint_best.pt``) in place. A job killed during
-that copy (a pre-empted cluster job, a Ctrl-C) leaves a truncated ``checkpoint_last.pt``, and
-the same command, run again to resume, crashes in ``torch.load`` with a zip error. The fixes,
-installed by :func:`guard_checkpoint_files` when fairseq loads the plugin:
-
-- the copies are written atomically too (a temporary name in the same folder, then
-  ``os.replace``), so a kill leaves the previous ``checkpoint_last.pt`` intact;
-- resuming from a damaged ``checkpoint_last.pt`` (one written before the plugin was loaded, or
-  cut short by a full disk) loads the newest intact ``checkpoint*.pt`` of the save directory
-  instead, with a warning naming both files;
-- resuming into a save directory whose ``checkpoint_last.pt`` is missing (a first save that
-  hit a full disk, a user freeing space) but that holds other intact checkpoints loads the
-  newest of them, with a warning, instead of training from update 0 and overwriting
-  ``checkpoint_best.pt`` at the first validation;
-- every local checkpoint is verified (zip CRCs included) *before* it is loaded, so a damaged
-  file given to ``--path`` or ``--restore-file`` is reported as corrupt, naming the file, and
-  never loads silently with damaged weights;
-- a checkpoint the safe ``weights_only`` loader refuses is reported by the plugin's own
-  message (``UnsafeCheckpointError``), never torch's advice to load it with
-  ``weights_only=False``;
-- a save that fails (a full disk) leaves no ``checkpoint_*.pt.tmp`` behind, and one left by a
-  killed run is removed when the next run resumes.
-
-fairseq offers no hook for any of this, so the plugin replaces four attributes of
-``fairseq.checkpoint_utils``: ``PathManager`` (there only; its ``copy`` becomes atomic for local
-files, and only where a probe copy shows it writing in place), ``load_checkpoint_to_cpu``,
-``load_checkpoint`` and ``torch_persistent_save`` (all wrapped, with the same signature). The
-wrappers need no probe: for a whole file, a resume with ``checkpoint_last.pt`` intact and a
-save that succeeds, they call fairseq's function unchanged; torch 2.13 loads a zip member
-whose bytes fail their CRC without a word, so the check before loading stays. Each
-replacement is marked, so installing twice is harmless.
+fairseq 0.12 saves ``checkpoint_E_U.pt`` through a temporary name, then *copies* it in place to
+``checkpoint_last.pt`` and ``checkpoint_best.pt``: a kill mid-copy leaves a cut
+``checkpoint_last.pt``, and the resume crashes with a zip error. So the copies are atomic
+(``checkpoint_utils.PathManager`` only, where the probe :func:`copies_in_place` shows the
+fault); a resume from a damaged or missing ``checkpoint_last.pt`` loads the newest intact
+``checkpoint*.pt``, with a warning, never training from update 0 over ``checkpoint_best.pt``
+(``load_checkpoint``); a failed save removes its ``.tmp`` (``torch_persistent_save``). The
+file checks (:func:`checkpoint_problem`, :func:`refused_global`) run wherever a checkpoint
+is loaded (``checkpoint_loading``). No probe for the resume and the failed save: their fault
+is in the files (a damaged ``checkpoint_last.pt``, a full disk), which each call checks.
 """
 
 from __future__ import annotations
@@ -45,12 +23,12 @@ import logging
 import os
 import pickle
 import re
-import shutil
 import tempfile
 import zipfile
 from typing import Callable
 
-from relu_former.errors import CorruptCheckpointError, UnsafeCheckpointError
+from relu_former.atomic_files import copy_atomic
+from relu_former.errors import CorruptCheckpointError, note_saved
 from relu_former.fairseq_fixes.wrap_once import wrap_once
 
 logger = logging.getLogger(__name__)
@@ -61,7 +39,7 @@ _ZIP_MAGIC = b"PK\x03\x04"
 _PICKLE_PROTOCOL_2 = b"\x80\x02"
 
 
-def _is_local(path: str) -> bool:
+def is_local(path: str) -> bool:
     return "://" not in str(path)
 
 
@@ -91,25 +69,6 @@ def checkpoint_problem(path: str) -> str | None:
     if damaged is not None:
         return f"its member {damaged} fails its checksum (the file is damaged)"
     return None
-
-
-def atomic_copy(src: str, dst: str) -> None:
-    """Copy ``src`` to ``dst`` through a temporary file beside ``dst`` and a rename.
-
-    At every moment ``dst`` is either its old content or a complete copy of ``src``.
-    """
-    folder = os.path.dirname(os.path.abspath(dst))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(dst)}.", suffix=".tmp", dir=folder)
-    os.close(fd)
-    try:
-        shutil.copyfile(src, tmp)
-        with open(tmp, "rb") as handle:  # on disk before the rename makes it visible
-            os.fsync(handle.fileno())
-        os.replace(tmp, dst)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def newest_intact_checkpoint(save_dir: str, exclude: str) -> str | None:
@@ -172,11 +131,11 @@ def _install_atomic_copy(checkpoint_utils) -> None:
     class AtomicCopyPathManager(base):
         @staticmethod
         def copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
-            if not (_is_local(src_path) and _is_local(dst_path)):
+            if not (is_local(src_path) and is_local(dst_path)):
                 return base.copy(src_path, dst_path, overwrite=overwrite)
             if os.path.exists(dst_path) and not overwrite:
                 return False
-            atomic_copy(src_path, dst_path)
+            copy_atomic(src_path, dst_path)
             return True
 
     checkpoint_utils.PathManager = AtomicCopyPathManager
@@ -194,32 +153,6 @@ def refused_global(error: BaseException) -> str | None:
     return f"the global {match.group(1)}" if match else "an object the safe loader does not allow"
 
 
-def _naming_corrupt_files(original: Callable) -> Callable:
-    """``load_checkpoint_to_cpu`` that verifies a local file before loading it (a damaged one
-    raises ``CorruptCheckpointError``) and reports a refused unpickling as
-    ``UnsafeCheckpointError``."""
-
-    @functools.wraps(original)
-    def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
-        local = _is_local(path) and os.path.isfile(path)
-        # Checked before the load: torch reads a zip member without testing its CRC, so a
-        # flipped bit in the weights would otherwise load silently. One extra read of the file.
-        problem = checkpoint_problem(path) if local else None
-        if problem is not None:
-            raise CorruptCheckpointError(str(path), problem)
-        try:
-            return original(path, arg_overrides=arg_overrides,
-                            load_on_all_ranks=load_on_all_ranks)
-        except pickle.UnpicklingError as error:
-            what = refused_global(error)
-            if what is None:
-                raise
-            # `from None`: torch's message advises weights_only=False, the one thing not to do
-            raise UnsafeCheckpointError(str(path), what) from None
-
-    return load_checkpoint_to_cpu
-
-
 def _removing_failed_save(original: Callable) -> Callable:
     """``torch_persistent_save`` that deletes its ``FILE.tmp`` when the save fails (a full
     disk): fairseq writes there and renames, but leaves the half-written file on an error."""
@@ -227,13 +160,15 @@ def _removing_failed_save(original: Callable) -> Callable:
     @functools.wraps(original)
     def torch_persistent_save(obj, filename, async_write: bool = False):
         try:
-            return original(obj, filename, async_write=async_write)
+            saved = original(obj, filename, async_write=async_write)
         except BaseException:
             tmp = f"{filename}.tmp"
-            if _is_local(tmp) and os.path.exists(tmp):
+            if is_local(tmp) and os.path.exists(tmp):
                 os.unlink(tmp)
                 logger.warning(f"saving {filename} failed: removed the partial {tmp}")
             raise
+        note_saved(str(filename))  # named if the run is interrupted later
+        return saved
 
     return torch_persistent_save
 
@@ -248,7 +183,7 @@ def _skipping_damaged_last(original: Callable) -> Callable:
         # Only the default resume (--restore-file unset) of an unsharded model: a file the
         # user names is loaded as named, and sharded checkpoints come in sets.
         if (cfg.restore_file != LAST or getattr(trainer, "checkpoint_suffix", "") != ""
-                or not _is_local(last)):
+                or not is_local(last)):
             return original(cfg, trainer, **passthrough_args)
         _remove_interrupted_copies(cfg.save_dir)
         if not os.path.isfile(last):
@@ -281,12 +216,10 @@ def _skipping_damaged_last(original: Callable) -> Callable:
     return load_checkpoint
 
 
-
 def guard_checkpoint_files() -> None:
     """Install the fixes on ``fairseq.checkpoint_utils`` (idempotent)."""
     from fairseq import checkpoint_utils
 
     _install_atomic_copy(checkpoint_utils)
-    wrap_once(checkpoint_utils, "load_checkpoint_to_cpu", _naming_corrupt_files)
     wrap_once(checkpoint_utils, "load_checkpoint", _skipping_damaged_last)
     wrap_once(checkpoint_utils, "torch_persistent_save", _removing_failed_save)

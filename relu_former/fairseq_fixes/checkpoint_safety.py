@@ -1,27 +1,13 @@
 """Safe loading of fairseq checkpoints under torch's ``weights_only`` unpickler.
 
-fairseq-fixed 0.12.3.1 (as fairseq 0.12.x) calls ``torch.load`` without ``weights_only``, and
-torch >= 2.6 (2.13 here) then loads with ``weights_only=True``: only tensors, containers and
-explicitly allowlisted classes may be unpickled, so a checkpoint cannot run code on load.
-fairseq checkpoints also hold an ``argparse.Namespace`` (legacy ``args``), omegaconf containers
-(``cfg``) and a few plain-Python types in ``extra_state``. We allowlist exactly those classes,
-not the whole unpickler, so anything else (a pickled function, say) is still refused with
-``UnpicklingError``.
-
-numpy values. ``extra_state["metrics"]`` holds fairseq's meters, and a translation run with
-``--eval-bleu`` sums its n-gram counts in numpy arrays (``_bleu_counts``, ``_bleu_totals``); a
-score computed with numpy stays a numpy scalar. Such a pickle names numpy's ``_reconstruct``
-(an empty array of a given class) and ``scalar`` (a number from its raw bytes), ``ndarray``
-and ``dtype``, and sets each dtype's state, which the unpickler allows only for allowlisted
-classes (one per dtype, ``numpy.dtypes.Int64DType`` say). We allow those, for booleans,
-integers and floats only. They are safe because they only copy data: ``_reconstruct`` makes an
-empty array whose class the unpickler has already checked; ``ndarray.__setstate__`` and
-``scalar`` copy raw bytes of a checked length into an array or a number. An object array (its
-dtype is not on the list, but safety does not rest on that) receives its elements as a list
-the same restricted unpickler built, so a function or foreign class inside it is refused like
-anywhere else. numpy 1.x pickles the two functions from ``numpy.core.multiarray``, numpy 2.x
-from ``numpy._core.multiarray``: the installed functions are allowed under both names, so a
-checkpoint written under either numpy loads.
+fairseq 0.12 calls ``torch.load`` without ``weights_only``, and torch >= 2.6 then loads with
+``weights_only=True``, which refuses the ``argparse.Namespace``, omegaconf containers and
+numpy values fairseq checkpoints hold. We allowlist exactly those classes, so anything else
+(a pickled function, say) is still refused. numpy's ``_reconstruct`` and ``scalar`` (the
+meters' BLEU counts) only copy raw bytes of a checked length into an array or a number whose
+class the unpickler has already checked; an object array receives elements the same
+restricted unpickler built. numpy 1.x and 2.x pickle them under two module paths: both are
+allowed. Not a patch (torch's own allowlist); no probe needed: torch < 2.4 has no allowlist.
 """
 
 from __future__ import annotations

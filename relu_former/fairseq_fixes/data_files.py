@@ -1,22 +1,10 @@
 """Binarized data that is incomplete is named, with the fix, before fairseq reads it.
 
-fairseq-preprocess writes each split as two files, ``PREFIX.idx`` (sentence sizes and offsets)
-and ``PREFIX.bin`` (the tokens). fairseq-fixed 0.12.3.1 (as fairseq 0.12.x) handles damaged
-pairs badly: a missing ``.idx`` makes the split "not found" (naming the folder, not the file),
-a truncated ``.bin`` fails with a numpy buffer error deep inside a batch, and an empty split
-ends in a traceback far from the data. With the plugin loaded, each of these stops with one
-``DataFileError`` line that names the file and says how to rebuild it:
-
-- ``PREFIX.bin`` without ``PREFIX.idx`` (or the reverse);
-- a ``.bin`` shorter than its index says (a copy or a preprocess cut short), or an ``.idx``
-  that cannot be read;
-- a split with no sentences (an empty ``--validpref`` file, say).
-
-fairseq has no hook for loading data, so :func:`check_data_files` wraps two module attributes
-that every task looks up when it loads a split: ``indexed_dataset.dataset_exists`` and
-``data_utils.load_indexed_dataset`` (same signatures; marked, so installing twice is harmless).
-There is no probe: the checks read file sizes only, and whole data reaches fairseq's loading
-unchanged.
+fairseq 0.12 handles a damaged ``PREFIX.idx``/``PREFIX.bin`` pair badly: a missing ``.idx``
+makes the split "not found" (naming the folder), a truncated ``.bin`` fails deep inside a
+batch, an empty split ends in a traceback. Wrapping ``indexed_dataset.dataset_exists`` and
+``data_utils.load_indexed_dataset``, each ends in one ``DataFileError`` line naming the file
+and how to rebuild it. No probe: the checks read file sizes, whole data loads unchanged.
 """
 
 from __future__ import annotations

@@ -1,34 +1,17 @@
 """A checkpoint is never loaded into a model whose dictionary lists other words in its places.
 
-fairseq-fixed 0.12.3.1 (as every fairseq 0.12) matches a checkpoint to a model by tensor shapes
-only. Fine-tuning (``--finetune-from-model``, ``--restore-file``) on data binarized with
-another dictionary of the same size, the same words in another order say, loads without a word,
-and every embedding row then belongs to another word: the run trains from a scrambled start and
-nothing says so.
-
-With the plugin loaded:
-
-- every checkpoint fairseq-train saves records its task's source and target dictionaries (the
-  symbol lists, under ``relu_former_dictionaries``);
-- before ``Trainer.load_checkpoint`` loads one, the recorded dictionaries (or, for a
-  checkpoint saved without the plugin, the ``dict.*.txt`` files of the data folder it was
-  trained on, when they still exist) are compared with the task's: any difference, another
-  order included, stops the run with one line naming the flag, the first differing index and
-  ``--accept-dictionary-change``, the flag that starts from it anyway (with a warning);
-- with that flag, each token embedding and output projection of the checkpoint is rebuilt at
-  the data's dictionary as fairseq reads the file: a word of both dictionaries keeps its row,
-  moved to its index here, and a word new to the data keeps the row the model was initialised
-  with, so another size loads too (fairseq alone ends in "Cannot load model parameters", a
-  size mismatch). It needs a new optimisation (``--finetune-from-model``, or
-  ``--reset-optimizer``): the saved optimizer state holds the embeddings' moments in the old
-  rows, so a resume with it is refused, naming ``--reset-optimizer``.
-
-fairseq offers no hook for any of it, so the plugin wraps ``Trainer.state_dict``,
-``Trainer.load_checkpoint`` and ``checkpoint_utils.load_checkpoint_to_cpu`` (same signatures,
-marked, so installing twice is harmless); the
-flag is added to the parser by :mod:`relu_former.fairseq_fixes.parse_checks`, which passes it
-on in an environment variable so that spawned distributed workers see it too. There is no
-probe: this is a check fairseq does not make, and matching dictionaries load unchanged.
+fairseq 0.12 matches a checkpoint to a model by tensor shapes only: fine-tuning on data
+binarized with another dictionary of the same size (the same words in another order, say)
+loads without a word, each embedding row then another word's. Here every checkpoint
+fairseq-train saves records its dictionaries (``Trainer.state_dict``); before a training
+loads one (``checkpoint_loading``), its dictionaries (or those of the data folder it was
+trained on) are compared with the data's: a difference is refused in one line naming the flag
+and the first differing index, unless ``--accept-dictionary-change`` (parsed by
+``parse_checks``, passed to distributed workers in an environment variable): then each word of
+both keeps its embedding and output row, moved to its index here, and a new word keeps the
+model's initial row. That needs a new optimisation (``--finetune-from-model`` or
+``--reset-optimizer``): the saved optimizer moments belong to the old rows. No probe: a check
+fairseq does not make; matching dictionaries load unchanged.
 """
 
 from __future__ import annotations
@@ -94,16 +77,13 @@ def _dictionaries_of_data(cfg) -> dict[str, list[str]]:
     return found
 
 
-def checkpoint_dictionaries(path: str) -> dict[str, list[str]]:
-    """The dictionaries a checkpoint was trained with: recorded in it, else from its data."""
-    import torch
-
-    # mmap: the tensors are not read, only the pickled structure
-    state = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
-    recorded = state.get(KEY) if isinstance(state, dict) else None
+def checkpoint_dictionaries(state: dict) -> dict[str, list[str]]:
+    """The dictionaries a loaded checkpoint was trained with: recorded in it, else from its
+    data."""
+    recorded = state.get(KEY)
     if recorded:
         return {side: list(symbols) for side, symbols in recorded.items()}
-    cfg = state.get("cfg") if isinstance(state, dict) else None
+    cfg = state.get("cfg")
     return _dictionaries_of_data(cfg) if cfg is not None else {}
 
 
@@ -160,33 +140,12 @@ def move_embedding_rows(weights: dict, model, dictionaries: dict) -> list[str]:
     return done
 
 
-# the row moves for the checkpoint Trainer.load_checkpoint is loading, by its absolute path:
-# fairseq reads the file inside that method, with no hook between reading and loading
-_PENDING_MOVES: dict[str, Callable[[dict], None]] = {}
-
-
-def _moving_rows(original: Callable) -> Callable:
-    """``load_checkpoint_to_cpu`` that applies the pending row moves of the file it reads."""
-
-    @functools.wraps(original)
-    def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
-        state = original(path, arg_overrides=arg_overrides, load_on_all_ranks=load_on_all_ranks)
-        move = _PENDING_MOVES.get(os.path.abspath(str(path)))
-        if move is not None and isinstance(state, dict) and isinstance(state.get("model"), dict):
-            move(state["model"])
-        return state
-
-    return load_checkpoint_to_cpu
-
-
-def _changed_dictionaries(trainer, filename: str, reset_optimizer: bool) -> dict:
-    """side -> (saved, current) symbols for each dictionary that differs and is accepted;
-    raise ``OptionError`` for one that is not."""
+def changed_dictionaries(trainer, state: dict, filename: str, reset_optimizer: bool) -> dict:
+    """side -> (saved, current) symbols for each dictionary of ``state`` (the checkpoint
+    ``filename``) that differs from the data's and is accepted; ``OptionError`` for one that is
+    not."""
     current = _task_dictionaries(getattr(trainer, "task", None))
-    try:
-        saved = checkpoint_dictionaries(filename) if current else {}
-    except Exception:  # unreadable: the load itself reports it, naming the file
-        saved = {}
+    saved = checkpoint_dictionaries(state) if current else {}
     changed = {}
     for side in ("source", "target"):
         if side not in saved or side not in current:
@@ -219,34 +178,8 @@ def _changed_dictionaries(trainer, filename: str, reset_optimizer: bool) -> dict
     return changed
 
 
-def _comparing(original: Callable) -> Callable:
-    @functools.wraps(original)
-    def load_checkpoint(self, filename, reset_optimizer=False, *args, **kwargs):
-        changed = (_changed_dictionaries(self, filename, reset_optimizer)
-                   if os.path.isfile(filename) else {})
-        if not changed:
-            return original(self, filename, reset_optimizer, *args, **kwargs)
-
-        def move(weights: dict) -> None:
-            for line in move_embedding_rows(weights, self.get_model(), changed):
-                logger.info(f"{filename}: {line}")
-
-        key = os.path.abspath(filename)
-        _PENDING_MOVES[key] = move
-        try:
-            return original(self, filename, reset_optimizer, *args, **kwargs)
-        finally:
-            del _PENDING_MOVES[key]
-
-    return load_checkpoint
-
-
-def check_checkpoint_dictionaries() -> None:
-    """Install the recording and the comparison on fairseq's ``Trainer``, and the row moves
-    on ``checkpoint_utils.load_checkpoint_to_cpu`` (idempotent)."""
-    from fairseq import checkpoint_utils
+def record_dictionaries() -> None:
+    """Make every checkpoint fairseq-train saves record its dictionaries (idempotent)."""
     from fairseq.trainer import Trainer
 
     wrap_once(Trainer, "state_dict", _recording)
-    wrap_once(Trainer, "load_checkpoint", _comparing)
-    wrap_once(checkpoint_utils, "load_checkpoint_to_cpu", _moving_rows)

@@ -1,23 +1,13 @@
 """The command-line checks for configs that no parser saw: ``fairseq-hydra-train``'s.
 
-``fairseq-hydra-train`` builds its config with hydra and never calls fairseq's parser, so the
-checks :mod:`relu_former.fairseq_fixes.parse_checks` runs there did not run:
-``model.dropout=nan`` trained with dropout silently off, and ``++common.cpu=true
-++common.fp16=true`` ended in a 140-line CUDA assertion. Both programs train through
-``fairseq_cli.train.main``, which imports the user dir (the plugin) and then calls
-``add_defaults(cfg)`` on the whole config; :func:`check_hydra_configs` wraps that call and
-runs the parse checks on the config: the model flags' own types and choices on the model
-values it sets, then ``check_precision`` and ``check_command_line`` on the config flattened
-into one namespace with the architecture's defaults filled in, as fairseq's parser does for a
-command line. A config made from a parsed command line (fairseq keeps that namespace as its
-``model``) was checked by the parser already and is passed on.
-
-An error names the config key (``model.dropout``), not the flag, and in fairseq's programs
-ends the run in one line with exit status 2, as the parser's would: there the plugin sets
-hydra's ``HYDRA_FULL_ERROR``, so that hydra passes the errors it catches on to the plugin's
-error hook instead of printing their tracebacks itself, and the flags in the plugin's later
-errors (a refused resume) are spelled as config keys too. A Python caller gets the
-``OptionError``.
+``fairseq-hydra-train`` never calls fairseq's parser, so ``model.dropout=nan`` trained with
+dropout off and ``++common.cpu=true ++common.fp16=true`` ended in a 140-line CUDA assertion.
+Both programs call ``add_defaults(cfg)`` after importing the plugin; its wrapper runs the parse
+checks on the config (the model flags' types and choices, then ``check_precision`` and
+``check_command_line`` on the config flattened, the architecture's defaults filled in). An
+error names the config key (``model.dropout``) and, in fairseq's programs, ends in one line,
+exit 2 (``HYDRA_FULL_ERROR`` lets hydra pass it to the plugin's hook). No probe: these are
+checks fairseq does not make.
 """
 
 from __future__ import annotations
@@ -164,10 +154,11 @@ def _name_config_keys_in_errors(where: dict[str, str]) -> None:
 
 
 def check_hydra_configs() -> None:
-    """Wrap ``add_defaults`` where ``fairseq_cli.train`` calls it (idempotent)."""
+    """Wrap fairseq's ``add_defaults`` once, where ``fairseq.dataclass.initialize`` defines it
+    and where an imported ``fairseq_cli.train`` bound it by name (idempotent; that module is
+    never imported here: it sets up logging)."""
     from fairseq.dataclass import initialize
 
-    wrap_once(initialize, "add_defaults", _checking)  # for a train module imported later
-    train = sys.modules.get("fairseq_cli.train")  # never imported here: it sets up logging
-    if train is not None:
-        wrap_once(train, "add_defaults", _checking)
+    train = sys.modules.get("fairseq_cli.train")
+    for module in (initialize, train) if train is not None else (initialize,):
+        wrap_once(module, "add_defaults", _checking)

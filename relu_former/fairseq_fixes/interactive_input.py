@@ -1,26 +1,12 @@
 """``fairseq-interactive`` survives an input line longer than the model accepts.
 
-fairseq-fixed 0.12.3.1's interactive loop (as fairseq 0.12.x's) batches each buffer of input
-lines with the model's maximum positions; one line longer than ``--max-source-positions``
-(after tokenisation and BPE) makes the batch filter raise, and the whole session ends with a
-traceback: every sentence typed or piped after it is lost. With the plugin loaded, such a line
-is instead
-
-- truncated to the source limit (its first ``limit - 1`` tokens and the end-of-sentence
-  token) when ``--truncate-source`` is given, as the training data is under that flag;
-- otherwise skipped: no ``H-``/``D-`` lines are printed for it;
-
-with a warning naming the line (numbered like the ``S-`` lines, from 0), its length and the
-limit, and the session goes on with the next line.
-
-A UTF-8 byte-order mark at the start of a line (Windows editors write one at the start of
-a file, and fairseq reads its input as plain UTF-8) is removed first: left in place it glues
-onto the first word, which then is not in the dictionary and translates as ``<unk>``.
-
-fairseq offers no hook here, so the plugin wraps ``fairseq_cli.interactive.make_batches`` (the
-module attribute that the loop looks up for every buffer) when that module is already loaded,
-i.e. when the command being run is ``fairseq-interactive``. The wrapper changes nothing for
-lines within the limit, so it needs no probe (one would need a model and a task).
+fairseq 0.12's interactive loop batches each buffer of lines with the model's maximum
+positions; one line longer than ``--max-source-positions`` raises and ends the session, every
+later line lost. Wrapping ``fairseq_cli.interactive.make_batches`` (loaded only in that
+command), such a line is truncated (``--truncate-source``) or skipped, with a warning naming
+it, and a UTF-8 byte-order mark at the start of a line (which glued onto the first word, then
+``<unk>``) is removed. No probe: it would need a model and a task; lines within the limit
+pass unchanged.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """Put back the sentences that fairseq-fixed's ``batch_by_size`` drops.
 
-fairseq-fixed 0.12.3.1 (the fairseq build that imports on Python 3.11) ends
-``fairseq.data.data_utils.batch_by_size`` with "drop the last batch if its size is not a
-multiple of ``--required-batch-size-multiple``" (default 8). fairseq 0.12.2 keeps that batch.
-Dropping it is harmless in training but silently loses sentences everywhere else:
-``fairseq-generate`` translated 16 of 20 test sentences and scored BLEU on those, and a small
-valid set became "The dataset is empty".
-
-The batches partition ``indices`` in order, so the dropped sentences are exactly the tail that
-no batch covers; we append it as one last batch, as fairseq 0.12.2 does. The patch is applied
-only where a probe shows the drop, so official fairseq is left untouched.
+fairseq-fixed 0.12.3.1 drops the last batch when its size is not a multiple of
+``--required-batch-size-multiple`` (fairseq 0.12.2 keeps it): ``fairseq-generate`` translated
+16 of 20 test sentences, a small valid set became "The dataset is empty". The batches
+partition ``indices`` in order, so the dropped tail is appended as one batch. Applied only
+where the probe :func:`_drops_last_batch` shows the drop.
 """
 
 from __future__ import annotations

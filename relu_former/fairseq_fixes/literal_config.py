@@ -1,46 +1,28 @@
-"""Config strings that fairseq evaluates are read as plain data, never run as code.
+"""A checkpoint's config strings are data: checked when it loads, so no code in them runs.
 
-fairseq 0.12 turns some string options into values with Python's ``eval``:
-``fairseq.utils.eval_str_list`` (``adaptive_softmax_cutoff``, ``adaptive_input_cutoff``, the
-``pipeline_*`` lists), ``eval_str_dict`` (``xformers_att_config``, the multilingual
-``--langtoks``-style options) and ``eval_bool`` (``left_pad_source`` of the multilingual
-tasks), and some models, optimizers and criteria call ``eval`` on a field themselves
-(``fconv``'s ``encoder_layers``, ``wav2vec``'s ``conv_feature_layers``, ``adam_betas``, ...).
-fairseq-generate builds the model from the config saved *in the checkpoint*, so a checkpoint
-holding nothing but plain data (all the safe ``weights_only`` loader lets through) could run
-any code: ``cfg.model.adaptive_softmax_cutoff = "__import__('os').system(...) or [4]"``.
+fairseq-generate builds the model from the config saved *in the checkpoint*, and fairseq 0.12
+turns some of its strings into values with Python's ``eval`` (``eval_str_list``:
+``adaptive_softmax_cutoff``; ``eval_str_dict``: ``xformers_att_config``; ``eval_bool``:
+``left_pad_source``; ``eval`` itself: ``fconv``'s ``encoder_layers``, ``adam_betas``, ...),
+others with ``int()``/``float()`` over a split (``encoder_layers_to_keep``,
+``decoder_layers_to_keep``: ``"0,2"``). A checkpoint holding nothing but plain data (all the
+safe ``weights_only`` loader lets through) could so run code, or end in a ``ValueError``
+traceback far from the file. :func:`config_problem` finds the first such field that is not the
+literal fairseq expects; the checkpoint loader (``checkpoint_loading``) refuses the file in
+one line naming the field, before fairseq reads it. ``average_checkpoints`` runs the same
+check on each of its inputs.
 
-Three fixes, installed by :func:`read_config_strings_as_literals` when fairseq loads the
-plugin:
-
-- the three ``eval_*`` functions are replaced, in ``fairseq.utils`` and in every fairseq
-  module that imported them by name, by ones that read a string with ``ast.literal_eval``
-  (lists, tuples, dicts, numbers, strings, booleans, None: every value fairseq's own
-  architectures and flags use) and refuse anything else with ``UnsafeConfigError``;
-- every checkpoint is checked when it is loaded: a field fairseq evaluates
-  (:data:`EVALUATED_FIELDS`) that holds a string other than a literal, or literals joined
-  by ``+``, ``-`` and ``*`` (what ``fconv``'s ``"[(512, 3)] * 20"`` needs), refuses the
-  checkpoint with ``UnsafeCheckpointError``, naming the file and the field, before fairseq
-  builds anything from it;
-- the same check runs on the config of every model, optimizer and criterion fairseq builds
-  (``models.build_model``, ``optim.build_optimizer``, ``criterions.build_criterion``), so a
-  hydra config or command line holding code there is refused with ``UnsafeConfigError``,
-  naming the field.
-
-Left as they are: ``--model-overrides``, which ``fairseq-validate`` and ``fairseq-eval-lm``
-``eval`` in their own ``main`` before anything is built.
+Command lines and hydra configs are not checked: their author runs them, and could run any
+code anyway. Left as fairseq has it: ``--model-overrides`` of ``fairseq-validate`` and
+``fairseq-eval-lm``. No probe: a check fairseq does not make; a plain config loads unchanged.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
-import functools
-import sys
-from typing import Any, Callable, Iterator
-
-from relu_former.errors import CommandLineError, UnsafeCheckpointError
-from relu_former.fairseq_fixes.wrap_once import wrap_once
+import re
+from typing import Any, Iterator
 
 # The fields that fairseq 0.12 (outside fairseq/examples) passes to eval, eval_str_list,
 # eval_str_dict or eval_bool; a test reads fairseq's sources and checks that none is missing.
@@ -56,6 +38,28 @@ EVALUATED_FIELDS = frozenset({
     "self_attention", "wer_args", "xformers_att_config",
 })  # fmt: skip
 
+_NUMBER = {int: r"\s*[+-]?\d+\s*", float: r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*"}
+# The fields fairseq reads with int() or float() over a split, and the separator (a test reads
+# fairseq's sources for the int()/float() comprehensions over a split).
+NUMBER_LIST_FIELDS = {
+    "encoder_layers_to_keep": (int, ","),  # "0,2", as fairseq's prune_state_dict reads it
+    "decoder_layers_to_keep": (int, ","),
+    "early_exit": (int, ","),
+    "conv_kernel_sizes": (int, ","),
+    "adp_trf_idx": (int, ":"),  # or "all"
+    "channel_weights": (float, ","),
+    "loss_weights": (float, ";"),
+    "multi_corpus_sampling_weights": (float, ","),
+}
+
+
+def number_list_pattern(field: str) -> str:
+    """The regular expression a value of ``field`` (of :data:`NUMBER_LIST_FIELDS`) matches."""
+    kind, separator = NUMBER_LIST_FIELDS[field]
+    number = _NUMBER[kind]
+    return ("all|" if field == "adp_trf_idx" else "") + f"{number}({re.escape(separator)}{number})*"
+
+
 # Literal nodes, and the arithmetic on them that fairseq's architectures write in strings.
 _PLAIN_NODES = (ast.Expression, ast.Constant, ast.List, ast.Tuple, ast.Set, ast.Dict,
                 ast.Load, ast.UnaryOp, ast.UAdd, ast.USub, ast.BinOp, ast.Add, ast.Sub,
@@ -67,61 +71,6 @@ def shortened(text: str) -> str:
     """``repr(text)``, cut to a length a one-line message can hold."""
     shown = repr(text)
     return shown if len(shown) <= _SHOWN else shown[:_SHOWN - 4] + "...'"
-
-
-class UnsafeConfigError(CommandLineError):
-    """A config string fairseq would evaluate that is not a plain literal; the message names
-    the field when it is known."""
-
-    exit_status = 2  # a bad flag or config value, as argparse's
-
-    def __init__(self, text: str, field: str | None = None) -> None:
-        self.text, self.field = text, field
-        named = f"{field}: the value" if field else "the config value"
-        super().__init__(
-            f"{named} {shortened(text)} is not a plain list, tuple, dict, number, bool or "
-            "None, and fairseq would run it as code: write it as a literal, such as [4] or "
-            "(0.9, 0.98)")
-
-
-def literal(text: str) -> Any:
-    """The Python literal ``text`` spells (``"[4]"``, ``"5000,20000"``, ``"{'a': 1}"``,
-    ``"True"``); anything else raises ``UnsafeConfigError``."""
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        raise UnsafeConfigError(text) from None
-
-
-def eval_str_list(x, type=float):  # noqa: A002  (fairseq's signature)
-    """fairseq's ``eval_str_list``, reading the string as a literal."""
-    if x is None:
-        return None
-    if isinstance(x, str):
-        x = literal(x)
-    try:
-        return list(map(type, x))
-    except TypeError:
-        return [type(x)]
-
-
-def eval_str_dict(x, type=dict):  # noqa: A002  (fairseq's signature)
-    """fairseq's ``eval_str_dict``, reading the string as a literal."""
-    if isinstance(x, str):
-        return literal(x)
-    return x
-
-
-def eval_bool(x, default: bool = False) -> bool:
-    """fairseq's ``eval_bool``, reading the string as a literal. As in fairseq, anything but
-    a string (``eval`` raised TypeError on it) gives ``default``."""
-    if not isinstance(x, str):
-        return default
-    return bool(literal(x))
-
-
-_REPLACEMENTS = {"eval_str_list": eval_str_list, "eval_str_dict": eval_str_dict,
-                 "eval_bool": eval_bool}
 
 
 def is_plain_expression(text: str) -> bool:
@@ -147,79 +96,37 @@ def _string_fields(value: Any, where: str) -> Iterator[tuple[str, str]]:
         yield where, value
 
 
-def code_in_config(config: Any, where: str) -> tuple[str, str] | None:
+def config_problem(config: Any, where: str) -> tuple[str, str, str] | None:
     """The first field under ``config`` (a config, namespace or dict called ``where``) that
-    fairseq evaluates and that holds a string that is not plain data, as (dotted name,
-    string); None when there is none."""
+    fairseq parses and that does not hold what it expects, as (dotted name, string, what it
+    should be); None when every such field is plain data."""
     from omegaconf import OmegaConf
 
     if OmegaConf.is_config(config):
         config = OmegaConf.to_container(config, resolve=False)
     for name, text in _string_fields(config, where):
-        if name.rsplit(".", 1)[-1] in EVALUATED_FIELDS and not is_plain_expression(text):
-            return name, text
+        field = name.rsplit(".", 1)[-1]
+        if field in EVALUATED_FIELDS and not is_plain_expression(text):
+            return name, text, "a plain list, dict, number or bool (fairseq evaluates it)"
+        if field in NUMBER_LIST_FIELDS and text and \
+                not re.fullmatch(number_list_pattern(field), text):
+            return name, text, "a list of numbers (fairseq splits it)"
     return None
 
 
-def _refusing_code_in_config(original: Callable) -> Callable:
-    """``load_checkpoint_to_cpu`` that refuses a checkpoint whose config holds code."""
-
-    @functools.wraps(original)
-    def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
-        state = original(path, arg_overrides=arg_overrides,
-                         load_on_all_ranks=load_on_all_ranks)
-        found = code_in_config(state.get("cfg"), "cfg") or code_in_config(state.get("args"),
-                                                                         "args")
-        if found is not None:
-            where, text = found
-            raise UnsafeCheckpointError(
-                str(path), f"in {where} the string {shortened(text)}, an expression fairseq "
-                           "would evaluate that is not a plain list, dict, number or bool")
-        return state
-
-    return load_checkpoint_to_cpu
+def checkpoint_config_problem(state: Any) -> str | None:
+    """What is wrong with the config strings of a loaded checkpoint ``state``, or None."""
+    if not isinstance(state, dict):
+        return None
+    found = config_problem(state.get("cfg"), "cfg") or config_problem(state.get("args"), "args")
+    if found is None:
+        return None
+    where, text, expected = found
+    return f"in {where} the string {shortened(text)}, which is not {expected}"
 
 
-def _refusing_code_in(group: str) -> Callable[[Callable], Callable]:
-    """A wrapper of fairseq's ``build_<group>(cfg, ...)`` that refuses code in ``cfg``."""
-
-    def wrapper(original: Callable) -> Callable:
-        @functools.wraps(original)
-        def build(cfg, *args, **kwargs):
-            found = code_in_config(cfg, group)
-            if found is not None:
-                where, text = found
-                if isinstance(cfg, argparse.Namespace):  # parsed flags: name the flag
-                    where = "--" + where.rsplit(".", 1)[-1].replace("_", "-")
-                raise UnsafeConfigError(text, where)
-            return original(cfg, *args, **kwargs)
-
-        return build
-
-    return wrapper
-
-
-# made once, so that wrap_once recognises them when the plugin is loaded again
-_BUILDERS = {("models", "build_model"): _refusing_code_in("model"),
-             ("optim", "build_optimizer"): _refusing_code_in("optimizer"),
-             ("criterions", "build_criterion"): _refusing_code_in("criterion")}
-
-
-def read_config_strings_as_literals() -> None:
-    """Install the fixes (idempotent)."""
-    import importlib
-
-    from fairseq import checkpoint_utils, utils
-
-    for name, replacement in _REPLACEMENTS.items():
-        original = getattr(utils, name)
-        if original is replacement:
-            continue
-        # `from fairseq.utils import eval_bool` (fairseq.options, ...) holds its own reference
-        for module in list(sys.modules.values()):
-            if getattr(module, "__name__", "").startswith("fairseq") \
-                    and getattr(module, name, None) is original:
-                setattr(module, name, replacement)
-    wrap_once(checkpoint_utils, "load_checkpoint_to_cpu", _refusing_code_in_config)
-    for (package, name), wrapper in _BUILDERS.items():
-        wrap_once(importlib.import_module(f"fairseq.{package}"), name, wrapper)
+def code_in_config(config: Any, where: str) -> tuple[str, str] | None:
+    """(dotted name, string) of the first field :func:`config_problem` finds, or None: the
+    loader's rule for a caller that reports the field itself (``average_checkpoints``)."""
+    found = config_problem(config, where)
+    return None if found is None else found[:2]

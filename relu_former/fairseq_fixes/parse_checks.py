@@ -1,17 +1,11 @@
 """Checks of the whole command line, run as soon as fairseq has parsed it.
 
-In fairseq-fixed 0.12.3.1 (as in fairseq 0.12.x) some bad command lines pass argparse flag by
-flag and fail much later, or never: a NaN or infinite float (``--dropout nan``, ``--clip-norm
-inf``: argparse's ``float`` accepts both) reaches the model and aborts the process or trains on
-NaN; ``--fp16``/``--bf16`` with ``--cpu`` ends in a traceback inside the optimizer;
-``--relu-learn-gamma`` or ``--relu-attention-scaling`` with no ReLU attention, or
-``--pooling-base`` beside ``--pooling-temperature``, is silently ignored. fairseq has no hook
-after parsing, so :func:`check_parsed_command_lines` wraps
-``fairseq.options.parse_args_and_arch`` (every fairseq command line goes through it, and the
-architecture's defaults are filled in by then): each problem is an ``OptionError`` naming the
-flag and the fix, printed as one line with exit status 2. The wrapper also adds the plugin's
-``--accept-dictionary-change`` to the parser. There is no probe: these are checks fairseq does
-not make, and a good command line passes unchanged.
+Some bad command lines pass argparse flag by flag and fail much later, or never: a NaN float
+(``--dropout nan``), ``--fp16`` with ``--cpu`` (a traceback in the optimizer), a relu-only
+flag with no ReLU attention (ignored), ``fairseq-validate`` without ``--task`` ("KeyError:
+None"). Wrapping ``fairseq.options.parse_args_and_arch``, each is an ``OptionError`` naming the
+flag and the fix, one line, exit 2; the wrapper also adds ``--accept-dictionary-change``. No
+probe: these are checks fairseq does not make.
 """
 
 from __future__ import annotations

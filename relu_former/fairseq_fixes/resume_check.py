@@ -1,24 +1,15 @@
 """A resume never trains a checkpoint on as another model.
 
-fairseq matches a checkpoint to a model by parameter names and shapes only. Resuming a run
-(the same ``--save-dir``, or ``--restore-file``) with a flag that changes what the weights
-mean but not their shapes (another ``--attention-activation``, ``--ffn-activation softmax``,
-``--relu-gamma``, another ``--pooling-scorer``, ``--arch transformer`` on a ``relu_former``
-run of the same sizes) loaded the weights into another model, trained it on and replaced
-``checkpoint_last.pt`` and ``checkpoint_best.pt`` with it, without a word.
-
-With the plugin loaded, before ``Trainer.load_checkpoint`` loads a checkpoint, the model
-arguments saved in it are compared with this run's: ``--arch`` and every flag the model class
-adds to the parser (its own ``add_args``: fairseq's transformer flags and the plugin's, so a
-new flag is compared too), except those in :data:`SAME_MEANING`, which change how the model
-is computed or trained but not what its weights mean. A difference stops the run with one
-line naming the flag, the saved value, this run's value and the fixes. The vocabulary is
-compared by :mod:`relu_former.fairseq_fixes.dictionary_check`.
-
-The user says the change is meant by starting a new optimisation from the weights: with
-``--finetune-from-model`` (fairseq then resets the optimizer, the scheduler, the meters and
-the data loader) or ``--reset-optimizer`` (the saved optimizer state belongs to the other
-model), the checkpoint is loaded, with a warning naming each change.
+fairseq matches a checkpoint to a model by parameter names and shapes only, so resuming with a
+flag that changes what the weights mean but not their shapes (another
+``--attention-activation``, ``--relu-gamma``, ``--arch transformer`` on a ``relu_former`` run
+of the same sizes) trained the weights on as another model and replaced its checkpoints.
+:func:`check_resume` (run by ``checkpoint_loading`` before ``Trainer.load_checkpoint``)
+compares ``--arch`` and every flag of the model class's ``add_args`` except
+:data:`SAME_MEANING` (how the model is computed, not what its weights mean); a difference is
+refused in one line naming the flag, both values and the fixes. ``--finetune-from-model`` or
+``--reset-optimizer`` (a new optimisation) load it, with a warning per change. No probe: a
+check fairseq does not make; a resume with the same flags loads unchanged.
 """
 
 from __future__ import annotations
@@ -26,11 +17,9 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
-import os
-from typing import Any, Callable
+from typing import Any
 
 from relu_former.errors import OptionError
-from relu_former.fairseq_fixes.wrap_once import wrap_once
 
 logger = logging.getLogger(__name__)
 
@@ -124,14 +113,8 @@ def model_differences(saved: Any, current: Any) -> list[tuple[str, Any, Any]]:
     return found
 
 
-def saved_model_args(path: str) -> Any:
-    """The model arguments a checkpoint was trained with (a namespace or a dict), or None."""
-    import torch
-
-    # mmap: the tensors are not read, only the pickled structure
-    state = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
-    if not isinstance(state, dict):
-        return None
+def saved_model_args(state: dict) -> Any:
+    """The model arguments a loaded checkpoint was trained with (a namespace or a dict)."""
     cfg = state.get("cfg")
     return _get(cfg, "model") if cfg is not None else state.get("args")
 
@@ -157,29 +140,16 @@ def _refusal(filename: str, differences: list[tuple[str, Any, Any]]) -> OptionEr
         f"{filename} (or --reset-optimizer to load it here anyway)")
 
 
-def _comparing(original: Callable) -> Callable:
-    @functools.wraps(original)
-    def load_checkpoint(self, filename, reset_optimizer=False, *args, **kwargs):
-        if os.path.isfile(filename):
-            try:
-                saved = saved_model_args(filename)
-            except Exception:  # unreadable: the load itself reports it, naming the file
-                saved = None
-            current = getattr(self.cfg, "model", None)
-            differences = (model_differences(saved, current)
-                           if saved is not None and current is not None else [])
-            if differences and not reset_optimizer:
-                raise _refusal(filename, differences)
-            for name, before, after in differences:
-                logger.warning(f"{filename} was trained with {_flag(name)} {_shown(before)}: "
-                               f"starting a new model with {_shown(after)} from its weights")
-        return original(self, filename, reset_optimizer, *args, **kwargs)
-
-    return load_checkpoint
-
-
-def check_resumed_models() -> None:
-    """Install the comparison on fairseq's ``Trainer.load_checkpoint`` (idempotent)."""
-    from fairseq.trainer import Trainer
-
-    wrap_once(Trainer, "load_checkpoint", _comparing)
+def check_resume(trainer: Any, state: dict, filename: str, reset_optimizer: bool) -> None:
+    """Refuse (``OptionError``) to load ``state``, the checkpoint ``filename``, into
+    ``trainer``'s model when they differ in meaning, unless ``reset_optimizer``: then warn,
+    naming each change."""
+    saved = saved_model_args(state)
+    current = getattr(trainer.cfg, "model", None)
+    differences = (model_differences(saved, current)
+                   if saved is not None and current is not None else [])
+    if differences and not reset_optimizer:
+        raise _refusal(filename, differences)
+    for name, before, after in differences:
+        logger.warning(f"{filename} was trained with {_flag(name)} {_shown(before)}: "
+                       f"starting a new model with {_shown(after)} from its weights")

@@ -1,13 +1,10 @@
 """``fairseq-generate`` cuts and bounds sources at the checkpoint's own limit.
 
-fairseq-generate builds the translation task from its own command line, so its
-``--max-source-positions`` is fairseq's default (1024) unless typed again, whatever the
-checkpoint was trained with: ``--truncate-source`` then cuts the inputs of a model trained on
-8192 tokens to 1024 without a word, or leaves inputs longer than a 256-token model can take
-(fairseq then stops at the first one). It hands the checkpoint's saved task configuration to
-``load_dataset`` (``task_cfg``); when the flag was not typed, the task takes the saved limit
-from there, and says so in the log. A typed ``--max-source-positions`` is kept as typed.
-(fairseq-validate builds its task from the saved configuration, so it has the limit already.)
+fairseq-generate builds its task from its own command line, so ``--max-source-positions`` is
+1024 unless typed again: ``--truncate-source`` cut the inputs of an 8192-token model to 1024,
+or left inputs longer than a 256-token model takes. Wrapping ``TranslationTask.load_dataset``,
+the task takes the saved limit (``task_cfg``) when the flag was not typed, and logs it. No
+probe: a typed flag, or a checkpoint at the default, is left as it is.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Replacing a fairseq function by a wrapped one, once per process.
-
-The plugin's fixes wrap fairseq functions in place (``fairseq.checkpoint_utils``,
-``fairseq.data``, ``fairseq.trainer.Trainer``); importing the plugin twice, or under two paths,
-must not wrap a function twice, so each wrapped function remembers the wrapper that made it.
-"""
+"""Replacing a fairseq function by a wrapped one, once per process: each wrapped function
+remembers the wrapper that made it, so importing the plugin twice wraps nothing twice."""
 
 from __future__ import annotations
 

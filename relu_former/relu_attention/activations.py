@@ -42,9 +42,11 @@ Public functions (q, k, v (B, H, T, D); masks as in ``kernels.common``):
                    variance_reduction=True, rela_eps=1e-6) -> function
         Checks every option once and returns the activation's function with them bound
         (a ``functools.partial``, so no extra call per use): ``relu_attention`` (called with
-        gamma), ``rela_attention`` (called with gain) or ``normalized_attention`` (which needs
-        whole rows and reads neither backend nor key_chunk_size), each called with
-        (q, k, v, masks...).
+        gamma), ``rela_attention`` (called with gain) or, for the normalised activations, the
+        row mapping itself (``row_mapping``: torch's softmax, or entmax's function with its
+        partial sort) bound into the attention that needs whole rows; each called with
+        (q, k, v, masks...). A forward so compares no activation name, imports nothing and
+        probes no attribute (``tests/relu_attention/test_bound_activation.py``).
 
 Statistics (``need_statistics``) are computed only when asked for: without them relu/rela
 compute U alone and softmax runs fused.
@@ -53,7 +55,6 @@ compute U alone and softmax runs fused.
 from __future__ import annotations
 
 import functools
-import importlib
 import math
 from typing import Any, Callable, Tuple
 
@@ -75,7 +76,7 @@ from relu_former.relu_attention.kernels.common import (
 )
 from relu_former.relu_attention.kernels.decoding_step import MAX_QUERIES as DECODING_MAX_QUERIES
 from relu_former.relu_attention.kernels.decoding_step import decoding_step
-from relu_former.relu_attention.kernels.dispatch import BoundBackend
+from relu_former.relu_attention.kernels.dispatch import BACKENDS, BoundBackend
 from relu_former.relu_attention.kernels.reference import relu_scores
 from relu_former.relu_attention.regularisers import row_validity, statistics_from_sums
 
@@ -90,11 +91,9 @@ NEEDS_ENTMAX = ("sparsemax", "entmax15")
 # 1.5-entmax keeps the full sort: on the flat scores of early training its support fills most of
 # the row, where the doubling (64, 128, ... keys) costs up to 2.3x one full sort.
 PARTIAL_SORT = {"sparsemax": 64}
-
-
-def _entmax_function(name: str) -> Callable[..., Tensor]:
-    module = importlib.import_module("entmax")
-    return getattr(module, name)
+# The backends that apply the variance factor inside their tiles (read once, not per call).
+SCALES_ROWS = frozenset(kernel for kernel in BACKENDS.values()
+                        if getattr(kernel, "scales_rows", False))
 
 
 def check_activation(name: str, flag: str = "--attention-activation") -> None:
@@ -104,7 +103,7 @@ def check_activation(name: str, flag: str = "--attention-activation") -> None:
                           f"{', '.join(ACTIVATIONS)}")
     if name in NEEDS_ENTMAX:
         try:
-            _entmax_function(name)
+            import entmax  # noqa: F401
         except ImportError as err:
             raise ImportError(
                 f"{flag} {name} needs the 'entmax' package, which is not installed: "
@@ -112,33 +111,49 @@ def check_activation(name: str, flag: str = "--attention-activation") -> None:
             ) from err
 
 
+def row_mapping(activation: str, partial_sort: int | None = None) -> Callable[[Tensor], Tensor]:
+    """The function a normalised ``activation`` maps a row of scores with (over the last
+    dimension): torch's softmax, or entmax's sparsemax/entmax15 sorting the ``partial_sort``
+    largest scores first (None: the whole row)."""
+    if activation not in NORMALIZED:
+        raise ValueError(f"row_mapping: {activation!r} is not one of {NORMALIZED}")
+    check_activation(activation)
+    if activation == "softmax":
+        return functools.partial(torch.softmax, dim=-1)
+    import entmax
+
+    return functools.partial(getattr(entmax, activation), dim=-1, k=partial_sort)
+
+
 def _masked_value(dtype: torch.dtype) -> float:
     # Finite, so a row with every key blocked stays finite; far below any real score.
     return -1e4 if dtype == torch.float16 else -1e9
 
 
-def _normalize(scores: Tensor, activation: str, partial_sort: int | None) -> Tensor:
-    if activation == "softmax":
-        return torch.softmax(scores, dim=-1)
-    return _entmax_function(activation)(scores, dim=-1, k=partial_sort)
-
-
 def normalized_attention(q: Tensor, k: Tensor, v: Tensor, activation: str = "softmax", *,
-                         key_padding_mask: Tensor | None = None,
-                         attn_mask: Tensor | None = None, dropout_p: float = 0.0,
-                         need_weights: bool = False, need_statistics: bool = False,
-                         query_padding_mask: Tensor | None = None,
-                         partial_sort: int | None = None) -> AttentionResult:
+                         partial_sort: int | None = None, **options: Any) -> AttentionResult:
     """Softmax, sparsemax or 1.5-entmax attention; weights and statistics of the used rows.
 
     Softmax with neither weights nor statistics asked for runs through torch's fused
     ``scaled_dot_product_attention`` (what fairseq's own module uses); everything else
     materialises the weights. ``partial_sort``: how many of a row's largest scores sparsemax
     and entmax15 sort first (None: the whole row; the result is the same either way).
+    ``options``: the masks, ``dropout_p``, ``need_weights``, ``need_statistics`` and
+    ``query_padding_mask`` of :func:`mapped_attention`, which a bound module calls directly.
     """
-    if activation not in NORMALIZED:
-        raise ValueError(f"normalized_attention: {activation!r} is not one of {NORMALIZED}")
-    if activation == "softmax" and not need_weights and not need_statistics:
+    return mapped_attention(q, k, v, row_mapping(activation, partial_sort),
+                            fused_softmax=activation == "softmax", **options)
+
+
+def mapped_attention(q: Tensor, k: Tensor, v: Tensor, mapping: Callable[[Tensor], Tensor], *,
+                     fused_softmax: bool = False, key_padding_mask: Tensor | None = None,
+                     attn_mask: Tensor | None = None, dropout_p: float = 0.0,
+                     need_weights: bool = False, need_statistics: bool = False,
+                     query_padding_mask: Tensor | None = None) -> AttentionResult:
+    """Attention whose rows of scores are mapped to weights by ``mapping`` (a
+    :func:`row_mapping`); ``fused_softmax``: ``mapping`` is softmax, so that a call wanting
+    neither weights nor statistics can run fused."""
+    if fused_softmax and not need_weights and not need_statistics:
         return AttentionResult(_fused_softmax(q, k, v, key_padding_mask, attn_mask, dropout_p),
                                None, None)
     work_dtype = stat_dtype(q)
@@ -146,7 +161,7 @@ def normalized_attention(q: Tensor, k: Tensor, v: Tensor, activation: str = "sof
     visible = visible_keys(key_padding_mask, attn_mask)
     if visible is not None:
         scores = scores.masked_fill(~visible, _masked_value(work_dtype))
-    weights = _normalize(scores, activation, partial_sort)
+    weights = mapping(scores)
     if visible is not None:
         weights = weights.masked_fill(~visible, 0.0)
     weights = weights.to(q.dtype)
@@ -243,7 +258,7 @@ def relu_attention(q: Tensor, k: Tensor, v: Tensor, *,
         return AttentionResult(out, None, None)
     kernel = _kernel(backend, key_chunk_size, q, dropout_p, need_weights)
     masks = dict(key_padding_mask=key_padding_mask, attn_mask=attn_mask, dropout_p=dropout_p)
-    if (getattr(kernel, "scales_rows", False) and not need_statistics
+    if (kernel in SCALES_ROWS and not need_statistics
             and not (isinstance(factor, Tensor) and factor.requires_grad)):
         # the kernel applies the factor inside its tiles (no pass over the output)
         sums = kernel(q, k, v, **masks, need_sums=False, row_scale=factor)
@@ -327,8 +342,9 @@ def bind_attention(activation: str, *, backend: str = "auto", key_chunk_size: in
     check_activation(activation)
     bound = BoundBackend(backend, key_chunk_size)  # the backend's one check, for every activation
     if activation in NORMALIZED:
-        return functools.partial(normalized_attention, activation=activation,
-                                 partial_sort=PARTIAL_SORT.get(activation))
+        return functools.partial(mapped_attention,
+                                 mapping=row_mapping(activation, PARTIAL_SORT.get(activation)),
+                                 fused_softmax=activation == "softmax")
     if activation == "relu":
         return functools.partial(relu_attention, backend=bound,
                                  variance_reduction=variance_reduction)

@@ -45,11 +45,9 @@ after the runner logged the overrule, goes on the same way.
 
 It also builds a resumed training's batches as its first epoch built them
 (:func:`first_epoch_batches`), so that it draws the uninterrupted training's batches and ends
-with the same model, to the bit. And it makes fairseq's copies of a saved checkpoint atomic
-(:func:`atomic_copy`): fairseq writes ``checkpoint_E_U.pt`` through a temporary file, then
-*copies* it to ``checkpoint_best.pt`` and ``checkpoint_last.pt``; a training stopped during a
-copy (``--budget-minutes``, a stop by hand) would leave a cut ``checkpoint_last.pt`` that the
-next call could not resume from.
+with the same model, to the bit. Its three patches (``load_checkpoint``, ``should_stop_early``,
+``get_batch_iterator``) change this process only. The copies of a saved checkpoint are atomic
+through the plugin the training loads (``--user-dir``: ``checkpoint_files``).
 """
 
 from __future__ import annotations
@@ -57,8 +55,6 @@ from __future__ import annotations
 import functools
 import logging
 import math
-import os
-import shutil
 import sys
 from pathlib import Path
 from typing import Any, Callable, List, Sequence, Tuple
@@ -187,18 +183,6 @@ def trend_aware(stop_early: Callable, validations: Validations) -> Callable:
     return should_stop_early
 
 
-def atomic_copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
-    """fairseq's ``PathManager.copy`` for local files, atomic: the copy goes to a temporary
-    name beside ``dst_path`` and is renamed over it, so a process stopped half-way leaves the
-    former file whole."""
-    if not overwrite and os.path.exists(dst_path):
-        return False
-    temporary = f"{dst_path}.copying"
-    shutil.copyfile(src_path, temporary)
-    os.replace(temporary, dst_path)
-    return True
-
-
 def first_epoch_batches(get_batch_iterator: Callable) -> Callable:
     """fairseq's ``FairseqTask.get_batch_iterator`` that builds a training's batches as its
     first epoch builds them, at whatever epoch it starts, so that a training resumed from a
@@ -237,8 +221,6 @@ def main(args: Sequence[str]) -> None:
     validations = Validations()
     checkpoints.load_checkpoint = restoring(checkpoints.load_checkpoint, validations)
     train.should_stop_early = trend_aware(train.should_stop_early, validations)
-    # only checkpoint_utils copies files in a training, and only this process is patched
-    checkpoints.PathManager.copy = staticmethod(atomic_copy)
     from fairseq.tasks import FairseqTask
 
     FairseqTask.get_batch_iterator = first_epoch_batches(FairseqTask.get_batch_iterator)

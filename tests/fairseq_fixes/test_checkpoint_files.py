@@ -10,9 +10,9 @@ import types
 import pytest
 import torch
 
+from relu_former.atomic_files import copy_atomic
 from relu_former.fairseq_fixes.checkpoint_files import (
     _install_atomic_copy,
-    atomic_copy,
     checkpoint_problem,
     copies_in_place,
 )
@@ -76,7 +76,7 @@ def test_atomic_copy_is_installed_only_where_fairseq_copies_in_place():
     assert not copies_in_place(checkpoint_utils.PathManager)  # repaired
 
     class AtomicPathManager(PathManager):  # a fairseq that copies atomically is left alone
-        copy = staticmethod(lambda src, dst, overwrite=False: atomic_copy(src, dst) or True)
+        copy = staticmethod(lambda src, dst, overwrite=False: bool(copy_atomic(src, dst)))
 
     fairseq_without_the_fault = types.SimpleNamespace(PathManager=AtomicPathManager)
     _install_atomic_copy(fairseq_without_the_fault)

@@ -13,6 +13,7 @@ import pytest
 from fairseq import checkpoint_utils
 
 import relu_former.plugin  # noqa: F401  (the allowlist torch.load needs here)
+from relu_former import file_lock
 from relu_former.errors import OptionError
 from relu_former.fairseq_fixes.save_dir_lock import (
     LOCK_FILE,
@@ -140,3 +141,45 @@ def test_a_second_train_on_a_save_dir_in_use_is_refused(fairseq_run: FairseqRun)
     # the lock ended with the first run: the same command resumes there
     resumed = fairseq_run.train("--max-update", "14", arch="relu_former")
     assert loaded_updates(resumed.stdout + resumed.stderr) == 12
+
+
+# Takes the lock of argv[1], forks a worker that keeps it argv[2] seconds, prints its pid and
+# ends at once: a training killed while its data workers finish their batch.
+HOLDER_WITH_A_WORKER = """
+import os, sys, time
+from relu_former.fairseq_fixes.save_dir_lock import lock_save_dir
+lock_save_dir(sys.argv[1])
+if os.fork() == 0:
+    for stream in (1, 2):  # the caller reads the output to its end
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stream)
+    time.sleep(float(sys.argv[2]))
+    os._exit(0)
+print(os.getpid(), flush=True)
+os._exit(0)
+"""
+
+
+def _ended_holder_with_a_worker(save_dir, worker_s: float) -> int:
+    proc = subprocess.run([sys.executable, "-c", HOLDER_WITH_A_WORKER, str(save_dir),
+                           str(worker_s)], cwd=REPO_ROOT, capture_output=True, text=True,
+                          check=True)
+    return int(proc.stdout)
+
+
+def test_a_dead_holders_workers_are_waited_for_not_named_as_the_holder(tmp_path):
+    _ended_holder_with_a_worker(tmp_path, worker_s=1.0)
+    lock_save_dir(str(tmp_path))  # waits for the worker, then takes the lock
+    assert (tmp_path / LOCK_FILE).read_text() == f"{os.getpid()}\n"
+
+
+def test_a_dead_holders_workers_outliving_the_wait_are_said_to_be_finishing(tmp_path,
+                                                                              monkeypatch):
+    monkeypatch.setattr(file_lock, "WORKERS_GRACE_S", 0.3)
+    holder = _ended_holder_with_a_worker(tmp_path, worker_s=10.0)
+    with pytest.raises(OptionError) as refused:
+        lock_save_dir(str(tmp_path))
+    assert str(refused.value) == (
+        f"--save-dir: {tmp_path} is in use by another training (its last holder, pid {holder}, "
+        f"has ended, but processes it started (its data workers) still hold "
+        f"{tmp_path / LOCK_FILE}: they are finishing, retry in a few seconds): wait for it to "
+        "end or give another --save-dir")

@@ -13,7 +13,6 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
 import torch
 from fairseq import checkpoint_utils
 
@@ -83,31 +82,6 @@ def test_the_launcher_takes_fairseq_trains_arguments_and_name():
                            cwd=REPO_ROOT, env=child_env(1), timeout=300)
     assert shown.returncode == 0 and shown.stdout.startswith("usage: fairseq-train")
     assert "--patience" in shown.stdout
-
-
-@pytest.mark.slow
-def test_a_checkpoint_copy_stopped_half_way_leaves_the_former_file_whole(tmp_path,
-                                                                       monkeypatch):
-    source, target = tmp_path / "checkpoint_3_30.pt", tmp_path / "checkpoint_last.pt"
-    source.write_bytes(b"new" * 1000)
-    target.write_bytes(b"old")
-    assert not patient_train.atomic_copy(str(source), str(target))  # no overwrite asked
-    assert target.read_bytes() == b"old"
-
-    def cut_copy(src, dst):  # as a SIGTERM half-way through the copy
-        Path(dst).write_bytes(Path(src).read_bytes()[:100])
-        raise KeyboardInterrupt
-
-    with monkeypatch.context() as patch:
-        patch.setattr(patient_train.shutil, "copyfile", cut_copy)
-        with pytest.raises(KeyboardInterrupt):
-            patient_train.atomic_copy(str(source), str(target), overwrite=True)
-    assert target.read_bytes() == b"old"
-    assert patient_train.atomic_copy(str(source), str(target), overwrite=True)
-    assert target.read_bytes() == source.read_bytes()
-    # the cut copy's temporary file is the next copy's, renamed away
-    assert sorted(path.name for path in tmp_path.iterdir()) == [
-        "checkpoint_3_30.pt", "checkpoint_last.pt"]
 
 
 def test_a_training_stopped_half_way_stops_where_the_uninterrupted_one_stops(tmp_path):
