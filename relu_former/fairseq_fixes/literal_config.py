@@ -161,6 +161,18 @@ def code_in_config(config: Any, where: str) -> tuple[str, str] | None:
     return None
 
 
+def checkpoint_config_problem(state: Any) -> str | None:
+    """What is wrong with the config strings of a loaded checkpoint ``state``, or None."""
+    if not isinstance(state, dict):
+        return None
+    found = code_in_config(state.get("cfg"), "cfg") or code_in_config(state.get("args"), "args")
+    if found is None:
+        return None
+    where, text = found
+    return (f"in {where} the string {shortened(text)}, an expression fairseq would evaluate "
+            "that is not a plain list, dict, number or bool")
+
+
 def _refusing_code_in_config(original: Callable) -> Callable:
     """``load_checkpoint_to_cpu`` that refuses a checkpoint whose config holds code."""
 
