@@ -60,10 +60,9 @@ def _check_same_model(path: str, state: dict, first_path: str, first: dict) -> N
         flag = "--" + name.replace("_", "-")
         _mismatch(path, first_path, f"it was trained with {flag} {here}, {first_path} with "
                                     f"{there}")
-    theirs = state.get(KEY) or {}
+    theirs = state.get(KEY) or {}  # recorded by the plugin when it saves a checkpoint
     for side, symbols in (first.get(KEY) or {}).items():
-        problem = (dictionary_difference(symbols, theirs[side]) if side in theirs
-                   else "it records none")
+        problem = dictionary_difference(symbols, theirs[side]) if side in theirs else None
         if problem is not None:
             _mismatch(path, first_path, f"its {side} dictionary is not {first_path}'s: "
                                         f"{problem.replace('the checkpoint', first_path)}")
