@@ -73,8 +73,8 @@ def _backends() -> dict:
 
 SMALL_TILES = "tiled, small tiles"
 BACKENDS = _backends()
-# cpp (and auto on the CPU) computes bfloat16 in float32
-DTYPES = (torch.float32, torch.float64, torch.bfloat16)
+# cpp (and auto on the CPU) computes bfloat16 and float16 in float32
+DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 # FlexAttention's eager implementation takes a second a call: its cases are cut to float32
 # (the dtype changes nothing in its score modifiers) and the gradients of U, S and T at once
 SLOW = {"flex": ((torch.float32,), (True,))}
