@@ -1,15 +1,16 @@
 """NaN and inf reach the same places on every backend as in the float64 reference.
 
 A model that diverged must look diverged on every machine: one NaN or inf in q, k or v gives,
-on each backend available here and in each dtype it runs, the same non-finite entries of U,
-S, T and P and of the gradients of q, k and v as the float64 reference backend given the same
+on each backend available here and in each dtype it runs, the same non-finite entries of U, S,
+T and P and of the gradients of q, k and v as the float64 reference backend given the same
 values. Cases: NaN, inf and -inf in each of q, k and v; no mask, and key padding with a causal
-mask, where the bad key is hidden from the first queries; gradients through U alone and
-through U, S and T. flex runs its eager implementation (the CUDA path is compiled from the
-same score modifiers); its gradients are non-finite wherever the reference's are, and over
-the rest of the rows a NaN or inf touches too (softmax's backward, which it is made of,
-normalises over the row). triton runs where it imports, under ``TRITON_INTERPRET=1`` on the CPU
-(``make test-triton``).
+mask, where the bad key is hidden from the first queries; gradients through U alone and through
+U, S and T; with and without dropout (a dropped NaN stays NaN, so the places do not depend on
+which entries a backend's generator drops). flex runs its eager implementation (the CUDA path
+is compiled from the same score modifiers); its gradients are non-finite wherever the
+reference's are, and over the rest of the rows a NaN or inf touches too (softmax's backward,
+which it is made of, normalises over the row). triton runs where it imports, under
+``TRITON_INTERPRET=1`` on the CPU (``make test-triton``).
 """
 
 from __future__ import annotations
@@ -76,8 +77,10 @@ BACKENDS = _backends()
 # cpp (and auto on the CPU) computes bfloat16 and float16 in float32
 DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 # FlexAttention's eager implementation takes a second a call: its cases are cut to float32
-# (the dtype changes nothing in its score modifiers) and the gradients of U, S and T at once
-SLOW = {"flex": ((torch.float32,), (True,))}
+# (the dtype changes nothing in its score modifiers) and the gradients of U, S and T at once;
+# it has no dropout
+SLOW = {"flex": ((torch.float32,), ((True, 0.0),))}
+OPTIONS = ((False, 0.0), (True, 0.0), (True, 0.3))  # (statistics, dropout)
 
 
 def _mask_cases(name: str) -> dict:
@@ -108,9 +111,9 @@ def _inputs(which: int, value: float, dtype: torch.dtype) -> list[torch.Tensor]:
     return [x.to(dtype).requires_grad_() for x in qkv]
 
 
-def _non_finite(kernel, qkv, masks, with_sums: bool) -> dict:
+def _non_finite(kernel, qkv, masks, with_sums: bool, dropout_p: float = 0.0) -> dict:
     """Where U, S, T, P and the gradients of q, k, v are not finite."""
-    sums = kernel(*qkv, need_sums=with_sums, **masks)
+    sums = kernel(*qkv, need_sums=with_sums, dropout_p=dropout_p, seed=7, **masks)
     generator = torch.Generator().manual_seed(5)
     outputs = [sums.u] + ([sums.row_sum, sums.xlogx] if with_sums else [])
     loss = sum((x * torch.randn(x.shape, generator=generator, dtype=torch.float64)
@@ -131,12 +134,13 @@ def test_non_finite_inputs_reach_the_same_places_as_in_the_float64_reference(nam
                                                                               which):
     for value in VALUES:
         for mask_name, masks in _mask_cases(name).items():
-            for with_sums in SLOW.get(name, (None, (False, True)))[1]:
+            for with_sums, dropout_p in SLOW.get(name, (None, OPTIONS))[1]:
                 qkv = _inputs(which, value, dtype)
                 exact = [x.detach().double().requires_grad_() for x in qkv]
-                want = _non_finite(reference_relu_sums, exact, masks, with_sums)
-                got = _non_finite(BACKENDS[name], qkv, masks, with_sums)
-                case = f"{value} in {'qkv'[which]}, {mask_name}, statistics {with_sums}"
+                want = _non_finite(reference_relu_sums, exact, masks, with_sums, dropout_p)
+                got = _non_finite(BACKENDS[name], qkv, masks, with_sums, dropout_p)
+                case = (f"{value} in {'qkv'[which]}, {mask_name}, statistics {with_sums}, "
+                        f"dropout {dropout_p}")
                 assert want["U"].any(), case  # the case is a real one
                 for key, where in want.items():
                     if name == "flex" and key.startswith("d"):
