@@ -179,8 +179,6 @@ def test_the_average_never_holds_a_config_string_the_loader_refuses(two_models, 
     first = _variant(relu, tmp_path / "first.pt", hide_code)
     output = tmp_path / "average.pt"
     status, lines = _average(capsys, first, relu, output=output)
-    assert status == 2 and not output.exists()
-    assert lines == [
-        f"{AVERAGE_PROG}: error: --inputs: the average would hold {first}'s configuration, and "
-        f"there in cfg.optimizer.adam_betas the string {code!r}, an expression fairseq "
-        "would evaluate that is not a plain list, dict, number or bool"]
+    assert status in (1, 2) and not output.exists()  # 1: a loader that resolves it refuses
+    assert len(lines) == 1 and lines[0].startswith(f"{AVERAGE_PROG}: error: "), lines
+    assert f"cfg.optimizer.adam_betas the string {code!r}" in lines[0]
