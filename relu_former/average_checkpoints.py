@@ -8,11 +8,20 @@ command loads every input the way ``fairseq-generate --user-dir relu_former`` do
 fairseq's loader with the plugin imported, so the ``weights_only`` allowlist, the check of
 every file's zip checksums and the refusal of code apply, and a bad file is named in one line.
 
+The inputs must be checkpoints of one model: the same ``--arch``, attention activations and
+every other model flag that says what the weights mean (those a resume compares,
+``fairseq_fixes.resume_check``: dropouts, kernels and length limits may differ), the same
+dictionaries where they are recorded, the same parameter names and shapes, equal integer
+tensors. The first difference refuses the average in one line naming it (a ReLUFormer
+averaged with a softmax Transformer of the same sizes would load as a ReLUFormer made of
+half softmax-trained weights).
+
 The output is the first input with its model weights replaced by the element-wise mean of
 all inputs' (computed in float64, stored in each weight's own dtype); its other fields
 (configuration, optimizer state, training progress) are the first input's, as in fairseq's
-script. Integer tensors must be equal in every input. The output is written to a temporary name
-and renamed, so an existing file of that name is replaced whole or not at all.
+script. Its configuration, as it will be stored, passes the loader's check of config strings
+(``fairseq_fixes.literal_config``) before anything is written. The output is written to a
+temporary name and renamed, so an existing file of that name is replaced whole or not at all.
 """
 
 from __future__ import annotations
@@ -20,17 +29,43 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Dict, Sequence
+from typing import Any, Dict, Sequence
 
 import torch
 
 PROG = "python -m relu_former.average_checkpoints"
 
 
-def _mismatch(path: str, message: str) -> None:
-    from relu_former.errors import CorruptCheckpointError
+def _mismatch(path: str, first: str, message: str) -> None:
+    from relu_former.errors import OptionError
 
-    raise CorruptCheckpointError(path, f"it cannot be averaged with the first input: {message}")
+    raise OptionError("--inputs", f"{path} cannot be averaged with {first}: {message}; "
+                                  "average checkpoints of one run")
+
+
+def _model_args(state: dict) -> Any:
+    """The model arguments a checkpoint was trained with (a config or namespace), or None."""
+    cfg = state.get("cfg")
+    return cfg.get("model") if cfg is not None else state.get("args")
+
+
+def _check_same_model(path: str, state: dict, first_path: str, first: dict) -> None:
+    """Refuse ``state`` (from ``path``) unless it is a checkpoint of ``first``'s model."""
+    from relu_former.fairseq_fixes.dictionary_check import KEY, dictionary_difference
+    from relu_former.fairseq_fixes.resume_check import model_differences
+
+    differences = model_differences(_model_args(state), _model_args(first))
+    if differences:
+        name, here, there = differences[0]
+        flag = "--" + name.replace("_", "-")
+        _mismatch(path, first_path, f"it was trained with {flag} {here}, {first_path} with "
+                                    f"{there}")
+    theirs = state.get(KEY) or {}  # recorded by the plugin when it saves a checkpoint
+    for side, symbols in (first.get(KEY) or {}).items():
+        problem = dictionary_difference(symbols, theirs[side]) if side in theirs else None
+        if problem is not None:
+            _mismatch(path, first_path, f"its {side} dictionary is not {first_path}'s: "
+                                        f"{problem.replace('the checkpoint', first_path)}")
 
 
 def average_checkpoints(inputs: Sequence[str]) -> dict:
@@ -49,16 +84,18 @@ def average_checkpoints(inputs: Sequence[str]) -> dict:
             totals = {name: t.double() if t.is_floating_point() else t.clone()
                       for name, t in model.items()}
             continue
+        _check_same_model(path, state, inputs[0], first)
         if set(model) != set(totals):
-            _mismatch(path, f"its weights differ by name ({sorted(set(model) ^ set(totals))[0]})")
+            name = sorted(set(model) ^ set(totals))[0]
+            _mismatch(path, inputs[0], f"the weight {name} is in only one of them")
         for name, tensor in model.items():
             if tensor.shape != totals[name].shape:
-                _mismatch(path, f"{name} has shape {tuple(tensor.shape)}, not "
-                                f"{tuple(totals[name].shape)}")
+                _mismatch(path, inputs[0], f"{name} has shape {tuple(tensor.shape)}, not "
+                                           f"{tuple(totals[name].shape)}")
             if tensor.is_floating_point():
                 totals[name] += tensor.double()
             elif not torch.equal(tensor, totals[name]):
-                _mismatch(path, f"the integer tensor {name} differs")
+                _mismatch(path, inputs[0], f"the integer tensor {name} differs")
     assert first is not None
     first["model"] = {
         name: (total / len(inputs)).to(first["model"][name].dtype)
@@ -68,14 +105,23 @@ def average_checkpoints(inputs: Sequence[str]) -> dict:
     return first
 
 
-def save_checkpoint(state: dict, path: str) -> None:
+def save_checkpoint(state: dict, path: str, source: str) -> None:
     """Write ``state`` as fairseq does: to ``PATH.tmp``, then a rename; the configuration is
-    stored as plain containers, as fairseq's trainer saves it."""
+    stored as plain containers, as fairseq's trainer saves it, after the loader's check of its
+    strings (resolving an interpolation can bring in a string the loader refuses; ``source``
+    is the input the configuration comes from)."""
     from fairseq import checkpoint_utils
     from omegaconf import OmegaConf
 
+    from relu_former.errors import OptionError
+    from relu_former.fairseq_fixes.literal_config import checkpoint_config_problem
+
     if OmegaConf.is_config(state.get("cfg")):
         state["cfg"] = OmegaConf.to_container(state["cfg"], resolve=True, enum_to_str=True)
+    problem = checkpoint_config_problem(state)
+    if problem is not None:
+        raise OptionError("--inputs", f"the average would hold {source}'s configuration, "
+                                      f"and there {problem}")
     checkpoint_utils.torch_persistent_save(state, path)
 
 
@@ -109,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         state = average_checkpoints(args.inputs)
-        save_checkpoint(state, args.output)
+        save_checkpoint(state, args.output, args.inputs[0])
     except CommandLineError as error:
         sys.stderr.write(f"{PROG}: error: {error}\n")
         return error.exit_status

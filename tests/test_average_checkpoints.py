@@ -1,5 +1,6 @@
 """``python -m relu_former.average_checkpoints``: the element-wise mean of real checkpoints,
-loaded safely, written whole, and decodable by fairseq-generate."""
+loaded safely, written whole, and decodable by fairseq-generate; checkpoints of two models are
+never averaged."""
 
 from __future__ import annotations
 
@@ -8,9 +9,16 @@ import sys
 import pytest
 import torch
 
-from helpers import REPO_ROOT, assert_generation_output, fairseq_command, run_command
+from helpers import (
+    REPO_ROOT,
+    FairseqRun,
+    assert_generation_output,
+    fairseq_command,
+    run_command,
+)
 
 AVERAGE = [sys.executable, "-m", "relu_former.average_checkpoints"]
+AVERAGE_PROG = "python -m relu_former.average_checkpoints"
 
 
 def test_help_names_the_flags():
@@ -59,3 +67,118 @@ def test_average_of_two_checkpoints_is_their_mean_and_decodes(fairseq_run):
                        check=False)
     assert proc.returncode == 2 and "is one of the --inputs" in proc.stderr.splitlines()[-1]
     assert inputs[0].read_bytes() == before
+
+
+@pytest.fixture(scope="module")
+def two_models(toy_data_bin, tmp_path_factory):
+    """A ReLUFormer's checkpoint and a stock softmax ``transformer``'s of the same sizes, two
+    updates each."""
+    run = FairseqRun(data_bin=toy_data_bin, work=tmp_path_factory.mktemp("two_models"))
+    short = ("--max-update", "2", "--save-interval-updates", "2",
+             "--validate-interval-updates", "2")
+    run.train(*short, arch="relu_former", save_dir="relu")
+    run.train(*short, arch="transformer", save_dir="softmax")
+    return run.work / "relu" / "checkpoint_last.pt", run.work / "softmax" / "checkpoint_last.pt"
+
+
+def _variant(source, target, change):
+    """A copy of the checkpoint ``source`` at ``target`` with ``change(state)`` applied."""
+    import relu_former.plugin  # noqa: F401  (the allowlist of torch.load)
+
+    state = torch.load(source)
+    change(state)
+    torch.save(state, target)
+    return target
+
+
+def _average(capsys, *inputs, output):
+    from relu_former.average_checkpoints import main
+
+    status = main(["--inputs", *map(str, inputs), "--output", str(output)])
+    return status, capsys.readouterr().err.splitlines()
+
+
+@pytest.mark.slow
+def test_a_relu_former_is_not_averaged_with_a_softmax_transformer(two_models, tmp_path):
+    relu, softmax = two_models
+    output = tmp_path / "average.pt"
+    proc = run_command([*AVERAGE, "--inputs", relu, softmax, "--output", output],
+                       cwd=REPO_ROOT, check=False)
+    assert proc.returncode == 2 and not output.exists()
+    assert proc.stderr.splitlines() == [
+        f"python -m relu_former.average_checkpoints: error: --inputs: {softmax} cannot be "
+        f"averaged with {relu}: it was trained with --arch transformer, {relu} with "
+        "relu_former; average checkpoints of one run"]
+
+
+def _set_model(field, value):
+    def change(state):
+        setattr(state["cfg"]["model"], field, value)  # fairseq stores it as a Namespace
+
+    return change
+
+
+def _reorder_dictionary(state):
+    symbols = state["relu_former_dictionaries"]["target"]
+    symbols[4], symbols[5] = symbols[5], symbols[4]
+
+
+def _drop_weight(state):
+    del state["model"]["decoder.output_projection.weight"]
+
+
+def _grow_weight(state):
+    state["model"]["encoder.layers.0.fc1.bias"] = torch.zeros(33)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("change,named", [
+    (_set_model("attention_activation", "softmax"),
+     "it was trained with --attention-activation softmax, {relu} with relu"),
+    (_set_model("relu_gamma", 2.0), "it was trained with --relu-gamma 2.0, {relu} with 1.0"),
+    (_set_model("encoder_ffn_embed_dim", 64),
+     "it was trained with --encoder-ffn-embed-dim 64, {relu} with 32"),
+    (_reorder_dictionary, "its target dictionary is not {relu}'s: it holds the same symbols "
+                          "in another order: 2 of"),
+    (_drop_weight, "the weight decoder.output_projection.weight is in only one of them"),
+    (_grow_weight, "encoder.layers.0.fc1.bias has shape (33,), not (32,)"),
+], ids=["activation", "relu_gamma", "size", "dictionary", "names", "shapes"])
+def test_inputs_of_another_model_are_refused_naming_the_difference(two_models, tmp_path,
+                                                                   capsys, change, named):
+    relu, _ = two_models
+    other = _variant(relu, tmp_path / "other.pt", change)
+    output = tmp_path / "average.pt"
+    status, lines = _average(capsys, relu, other, output=output)
+    assert status == 2 and not output.exists()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"{AVERAGE_PROG}: error: --inputs: {other} cannot be averaged "
+                               f"with {relu}: " + named.format(relu=relu)), lines[0]
+
+
+@pytest.mark.slow
+def test_flags_that_leave_the_weights_meaning_alone_may_differ(two_models, tmp_path, capsys):
+    relu, _ = two_models
+    other = _variant(relu, tmp_path / "other.pt", lambda state: vars(state["cfg"]["model"])
+                     .update(dropout=0.3, attention_backend="tiled", max_source_positions=64))
+    output = tmp_path / "average.pt"
+    assert _average(capsys, relu, other, output=output) == (0, [])
+    assert output.is_file()
+
+
+@pytest.mark.slow
+def test_the_average_never_holds_a_config_string_the_loader_refuses(two_models, tmp_path,
+                                                                     capsys):
+    """An interpolation is stored resolved (as fairseq's trainer stores configs): one that
+    resolves to code is refused before anything is written."""
+    relu, _ = two_models
+    code = "__import__('os').getpid() and [4]"
+
+    def hide_code(state):
+        state["cfg"]["optimizer"].update(adam_betas="${optimizer.hidden}", hidden=code)
+
+    first = _variant(relu, tmp_path / "first.pt", hide_code)
+    output = tmp_path / "average.pt"
+    status, lines = _average(capsys, first, relu, output=output)
+    assert status in (1, 2) and not output.exists()  # 1: a loader that resolves it refuses
+    assert len(lines) == 1 and lines[0].startswith(f"{AVERAGE_PROG}: error: "), lines
+    assert f"cfg.optimizer.adam_betas the string {code!r}" in lines[0]

@@ -46,8 +46,9 @@ LOG_KEYS = ("attn_rows", "attn_entropy_sum", "attn_row_sum_sum", "attn_zero_coun
 
 
 def entropy_from_sums(row_sum: Tensor, xlogx: Tensor) -> Tensor:
-    """H_i = log S_i - T_i / S_i (section 4.2), 0 where S_i = 0, with finite gradients."""
-    positive = row_sum > 0
+    """H_i = log S_i - T_i / S_i (section 4.2), 0 where S_i = 0, with finite gradients; NaN
+    where S_i is NaN (a diverged row is not an empty one)."""
+    positive = ~(row_sum <= 0)
     safe = torch.where(positive, row_sum, torch.ones_like(row_sum))
     return torch.where(positive, torch.log(safe) - xlogx / safe, torch.zeros_like(safe))
 

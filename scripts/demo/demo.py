@@ -42,7 +42,6 @@ import multiprocessing
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Dict, List
 
@@ -53,10 +52,11 @@ from scripts.common.parallel_runs import in_parallel, machine_line, threads_per_
 from scripts.common.plotting import markdown_table
 from scripts.common.registered_names import registered_names
 from scripts.common.run_args import add_run_args, check_run_args
-from scripts.common.run_record import Budget, Run
+from scripts.common.run_record import Run
 from scripts.common.translation_data import SRC, TGT, Say, make_corpus, prepare
 from scripts.common.work_folder import WorkFolder, open_work_folder
 from scripts.demo.attention_figures import analyse_attention, heatmap_sentence
+from scripts.demo.out_folder import claim
 from scripts.demo.report import (
     SUMMARY_HEADERS,
     TABLE_HEADERS,
@@ -67,6 +67,7 @@ from scripts.demo.report import (
     translation_table,
     write_report,
 )
+from scripts.demo.scales import SCALES, Scale
 from scripts.demo.summarization import SummaryReferences
 from scripts.demo.summary_data import SOURCE as DOC
 from scripts.demo.summary_data import TARGET as SUM
@@ -75,81 +76,6 @@ from scripts.demo.translation_references import measure_translation_references
 from scripts.demo.try_it import try_it_report
 from scripts.recipes.lib.prepare_text import read_lines, write_lines
 from scripts.recipes.lib.score import rouge_scores
-
-# ----------------------------------------------------------------------------- sizes
-
-@dataclass(frozen=True)
-class Scale:
-    """Everything that makes a demo run bigger or smaller."""
-
-    name: str
-    max_train: int | None      # training pairs kept (None: all)
-    max_test: int              # test sentences decoded
-    bpe_merges: int
-    layers: int
-    dim: int
-    ffn: int
-    heads: int
-    max_tokens: int            # tokens per batch
-    max_update: int            # update budget of a translation model, trained to the end
-    # A safety net, not a budget: several times what the model needs on 2 quiet cores, so
-    # that only a broken or hopelessly slow machine hits it; the table then marks the model
-    # "not finished" and the comparisons leave it out.
-    safety_cap_s: float
-    finetune_update: int       # updates of each continuation of the softmax Transformer
-    beam: int
-    warmup: int
-    lr: float
-    analysis_sentences: int
-    generated_train: int       # training pairs of the generated fallback task
-    summary: SummaryScale
-    heldout_per_mille: int = 15  # share of catalog pairs in valid, and again in test
-    sparse_from_scratch: bool = True  # the continuations always run
-
-    def budget(self, run: Run) -> Budget:
-        """The size and training budget of one of the demo's runs."""
-        if run.data == "summaries":
-            s = self.summary
-            return Budget(s.layers, s.dim, s.ffn, s.heads, s.max_tokens, s.max_update,
-                          s.safety_cap_s, s.warmup, s.lr)
-        budget = Budget(self.layers, self.dim, self.ffn, self.heads, self.max_tokens,
-                        self.max_update, self.safety_cap_s, self.warmup, self.lr)
-        if run.parent is None:
-            return budget
-        # a continuation: its own update budget and the matching share of the safety cap
-        return replace(budget, max_update=self.finetune_update,
-                       time_budget_s=self.safety_cap_s * self.finetune_update
-                       / self.max_update)
-
-
-SCALES = {
-    # tiny holds out more, so that a fixture catalog of a few hundred pairs has a test set
-    "tiny": Scale("tiny", 400, 40, 150, 1, 32, 64, 2, 1200, 20, 600.0, 10, 2, 10, 3e-3, 20,
-                  400,
-                  SummaryScale(source_tokens=64, target_tokens=16, vocab=200, layers=2, dim=32,
-                               ffn=64, heads=2, max_tokens=512, max_update=10,
-                               safety_cap_s=600.0, warmup=5, lr=3e-3, max_test=20,
-                               min_train_docs=30, heldout_per_mille=150, generated_docs=120),
-                  heldout_per_mille=80),
-    # safety caps of an hour: 800 updates take about 190 s on 2 quiet cores (0.22 CPU s an
-    # update), the summaries' 700 about 210 s; even a machine loaded six times over finishes
-    "default": Scale("default", 30000, 500, 3000, 2, 128, 256, 4, 2048, 800, 3600.0, 300, 4,
-                     300, 2e-3, 300, 20000,
-                     SummaryScale(source_tokens=512, target_tokens=40, vocab=1000, layers=2,
-                                  dim=64, ffn=128, heads=4, max_tokens=4096, max_update=700,
-                                  safety_cap_s=3600.0, warmup=80, lr=5e-3, max_test=250,
-                                  min_train_docs=200, heldout_per_mille=40,
-                                  generated_docs=400, transpooler=False),
-                     sparse_from_scratch=False),
-    "full": Scale("full", None, 1000, 6000, 3, 256, 1024, 4, 4096, 3000, 6 * 3600.0, 1000, 5,
-                  1000, 1e-3, 500, 60000,
-                  SummaryScale(source_tokens=2048, target_tokens=48, vocab=8000, layers=3,
-                               dim=128, ffn=256, heads=4, max_tokens=8192, max_update=1500,
-                               safety_cap_s=6 * 3600.0, warmup=150, lr=1e-3, max_test=200,
-                               min_train_docs=200, heldout_per_mille=60,
-                               generated_docs=2000)),
-}
-
 
 # ----------------------------------------------------------------------------- the runs
 
@@ -280,7 +206,9 @@ class Demo(WorkFolder):
 
 
 def start(args: argparse.Namespace) -> Demo:
-    """Check ``--resume`` against the work folder's settings, or empty it."""
+    """Claim ``--out`` (``out_folder.py``); check ``--resume`` against the work folder's
+    settings, or empty it."""
+    claim(args.out)
     scale = SCALES[args.scale]
     work = args.out / "work"
     settings = {"scale": scale.name, "locale_dir": str(args.locale_dir), "lang": args.lang,

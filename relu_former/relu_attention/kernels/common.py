@@ -14,6 +14,10 @@ section 4.1). The backends (reference.py, tiled.py, flex.py) import only this mo
 
 Masks: ``key_padding_mask`` (B, Tk) bool, True = padding; ``attn_mask`` bool, True = blocked,
 (Tq, Tk) or (B|1, H|1, Tq, Tk). Masks zero scores; nothing adds -inf.
+
+NaN and inf: a NaN score is kept by ReLU (it is not <= 0) and is a NaN in U, S, T and P and in
+the gradient of its entry (``relu_backward``), on every backend, so a model that diverged
+shows it; a hidden entry is 0 whatever q and k hold there.
 """
 
 from __future__ import annotations
@@ -149,8 +153,16 @@ def xlogx_sum(s: Tensor) -> Tensor:
 
 
 def count_positive(s: Tensor, dtype: torch.dtype) -> Tensor:
-    """P_i: how many entries of each row of s >= 0 are positive (sign is 0 or 1 here)."""
-    return torch.sign(s).sum(-1, dtype=dtype)
+    """P_i: how many entries of each row of s >= 0 are positive; NaN where one is NaN
+    (``torch.sign`` would count a NaN as 0)."""
+    return torch.where(s > 0, 1.0, s).sum(-1, dtype=dtype)
+
+
+def relu_backward(grad_s: Tensor, s: Tensor) -> Tensor:
+    """ReLU's and the masks' derivative applied to ``grad_s`` in place: it flows where
+    s > 0, is 0 where s = 0 and NaN where s is NaN (``threshold_backward`` and a product with
+    ``sign(s)`` would let a finite gradient through there, or none)."""
+    return torch.where(s > 0, grad_s, s, out=grad_s)
 
 
 def dropout_keep(shape: Tuple[int, ...], p: float, seed: int, block: int,

@@ -18,7 +18,9 @@ positive terms:
         = exp(lse[log s + log log s]) - exp(lse[log s + log(-log s)])
     P_i = #{s > 0} = exp(lse[0 where s > 0])        (no gradient)
 
-so training with statistics costs three more passes over the scores (measure it with
+A NaN score is kept (``keep`` is "not <= 0", which NaN passes, where ``> 0`` would drop it to
+weight 0) and gives NaN terms, so a NaN reaches U, S, T and P as on the other backends.
+Training with statistics costs three more passes over the scores (measure it with
 ``scripts/benchmarks/bench_attention_gpu.py``). FlexAttention has no dropout of the weights:
 with dropout the ``auto`` backend picks the tiled kernel, which runs on CUDA too.
 
@@ -97,7 +99,7 @@ def _score_mod(visible: Callable[..., Tensor] | None,
     """log of a positive ``term(s)`` where s > 0 and the key is visible, else -inf."""
 
     def score_mod(score, b, h, i, j):
-        keep = score > 0
+        keep = ~(score <= 0)  # NaN kept: see the module docstring
         if visible is not None:
             keep = keep & visible(b, h, i, j)
         safe = torch.where(keep, score, torch.ones_like(score))
@@ -111,8 +113,9 @@ def _log(s: Tensor) -> Tensor:
 
 
 def _log_s_log_s(s: Tensor) -> Tensor:
-    """log(s log s) for s > 1, -inf elsewhere (s log s <= 0 is summed by the other term)."""
-    big = s > 1
+    """log(s log s) for s > 1 (and NaN), -inf elsewhere (s log s <= 0 is summed by the other
+    term)."""
+    big = ~(s <= 1)
     safe = torch.where(big, s, torch.full_like(s, 2.0))
     return torch.where(big, torch.log(safe) + torch.log(torch.log(safe)),
                        torch.full_like(s, float("-inf")))
@@ -127,7 +130,8 @@ def _log_s_minus_log_s(s: Tensor) -> Tensor:
 
 
 def _zero(s: Tensor) -> Tensor:
-    return torch.zeros_like(s)
+    """log 1 = 0, each score counting once; NaN for a NaN score."""
+    return torch.where(torch.isnan(s), s, torch.zeros_like(s))
 
 
 def flex_relu_sums(q: Tensor, k: Tensor, v: Tensor, *,

@@ -34,6 +34,7 @@ from relu_former.relu_attention.kernels.common import (
     count_positive,
     dropout_keep,
     dropout_seed,
+    relu_backward,
     safe_log,
     stat_dtype,
     visible_keys,
@@ -129,7 +130,7 @@ class _ReLUAttentionSums(torch.autograd.Function):
                 shift = grad_xlogx if shift is None else shift + grad_xlogx
             if shift is not None:
                 grad_s.add_(shift.to(s.dtype).unsqueeze(-1))
-            grad_s.mul_(torch.sign(s))  # ReLU's and the masks' derivative: 0 where s = 0
+            relu_backward(grad_s, s)  # 0 where s = 0, NaN where s is NaN
             grad_q.add_(torch.matmul(grad_s, k_b))
             grad_k[..., start:end, :] = torch.matmul(grad_s.transpose(-1, -2), q)
         return grad_q, grad_k, grad_v, None, None, None, None, None, None

@@ -7,8 +7,14 @@
 //
 //   forward   U_i = sum_j keep_ij s_ij v_j   S_i = sum_j s_ij
 //             T_i = sum_j s_ij log s_ij      P_i = #{j: s_ij > 0}       (the last three on request)
-//   backward  g_ij = keep_ij gU_i . v_j + gS_i + gT_i (log s_ij + 1)   where s_ij > 0, else 0
+//   backward  g_ij = keep_ij gU_i . v_j + gS_i + gT_i (log s_ij + 1)   where s_ij > 0, else s_ij
 //             dq_i = scale sum_j g_ij k_j   dk_j = scale sum_i g_ij q_i   dv_j = sum_i keep_ij s_ij gU_i
+//
+// NaN is a value here, never a zero: ReLU keeps a NaN score (max(x, 0) and a `> 0` mask would
+// turn it into 0), which then counts in U, S, T and P and sets g_ij to NaN, as in the
+// reference backend, so a model that diverged shows it on every backend. Each test is written
+// so that NaN falls on the propagating side of one compare-and-select, which keeps the loops
+// branch-free.
 //
 // Like the CPU flash kernel of torch's scaled_dot_product_attention, a tile of scores lives
 // only in a per-thread buffer (bq x bk, in the caches) between two matrix products (torch's
@@ -202,8 +208,8 @@ struct Visibility {
 };
 
 // s = f ReLU(scale q k^T) of one tile into buf (bq x bk, leading dim bk), hidden keys
-// zeroed; f the rows' scale (``rows``, from row q0 on) or 1. Branch-free loops, so that the
-// compiler vectorises them.
+// zeroed, NaN kept; f the rows' scale (``rows``, from row q0 on) or 1. Branch-free loops, so
+// that the compiler vectorises them.
 template <typename T>
 void tile_scores(const T* q, int64_t sq, const T* k, int64_t sk, int64_t d, T scale,
                  int64_t q0, int64_t q1, int64_t k0, int64_t k1, uint8_t state,
@@ -214,7 +220,7 @@ void tile_scores(const T* q, int64_t sq, const T* k, int64_t sk, int64_t d, T sc
   for (int64_t i = 0; i < bq; ++i) {
     T* row = buf + i * bk;
     const T f = rows ? rows[i] : T(1);
-    for (int64_t j = 0; j < bk; ++j) row[j] = row[j] > T(0) ? row[j] * f : T(0);
+    for (int64_t j = 0; j < bk; ++j) row[j] = row[j] < T(0) ? T(0) : row[j] * f;
     if (prow) {
       for (int64_t j = 0; j < bk; ++j) row[j] = prow[j] ? T(0) : row[j];
     }
@@ -264,10 +270,10 @@ void forward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
             T s_sum = 0, t_sum = 0, p_sum = 0;
             for (int64_t j = 0; j < bk; ++j) {
               T s = row[j];
-              if (s > T(0)) {
+              if (s != T(0)) {  // positive or NaN
                 s_sum += s;
                 t_sum += s * std::log(s);
-                p_sum += 1;
+                p_sum += s == s ? T(1) : s;
               }
             }
             const int64_t r = bh * tq + q0 + i;
@@ -357,7 +363,7 @@ void backward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
                             (has_t ? gtp[r] * std::log(srow[j]) : T(0));
                   srow[j] *= keep;
                 } else {
-                  grow[j] = T(0);
+                  grow[j] = srow[j];  // 0, or NaN
                 }
               }
               continue;
@@ -368,9 +374,10 @@ void backward_impl(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
                 grow[j] += g_t * std::log(std::max(srow[j], std::numeric_limits<T>::min()));
               }
             }
-            // ReLU's (and the mask's) derivative: nothing flows where s = 0; branch-free
+            // ReLU's (and the mask's) derivative: nothing flows where s = 0, NaN where s is
+            // NaN; branch-free
             for (int64_t j = 0; j < bk; ++j) {
-              grow[j] = srow[j] > T(0) ? grow[j] * f + shift : T(0);
+              grow[j] = srow[j] > T(0) ? grow[j] * f + shift : srow[j];
             }
           }
           if (has_u) {  // dv (bk x dv) += s^T gU

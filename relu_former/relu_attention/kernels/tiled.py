@@ -57,8 +57,10 @@ from relu_former.relu_attention.kernels.common import (
     ReLUSums,
     as_4d_mask,
     check_qkv,
+    count_positive,
     dropout_keep,
     dropout_seed,
+    relu_backward,
     safe_log,
     stat_dtype,
 )
@@ -139,8 +141,8 @@ def _tile_scores(q: Tensor, k: Tensor, tile: _Tile, heads: int, scale: float) ->
     k = k[tile.b0 * heads:tile.b1 * heads, tile.k0:tile.k1]
     # the scale rides on the matrix product (alpha), so q is never copied scaled
     s = torch.baddbmm(q.new_empty(()), q, k.transpose(1, 2), beta=0, alpha=scale).relu_()
-    if tile.visible is not None:
-        s.view(tile.b1 - tile.b0, -1, s.size(1), s.size(2)).mul_(tile.visible)
+    if tile.visible is not None:  # a fill, not a product: NaN * 0 would stay NaN
+        s.view(tile.b1 - tile.b0, -1, s.size(1), s.size(2)).masked_fill_(~tile.visible, 0.0)
     return s
 
 
@@ -184,7 +186,7 @@ class _TiledReLUSums(torch.autograd.Function):
             if need_sums:
                 row_sum[rows] += s.sum(-1, dtype=sums_dtype)
                 xlogx[rows] += safe_log(s).mul_(s).sum(-1)
-                positives[rows] += torch.sign(s).sum(-1, dtype=sums_dtype)
+                positives[rows] += count_positive(s, sums_dtype)
             if dropout_p:
                 s.mul_(dropout_keep(s.shape, dropout_p, seed, tile.index, s))
             _accumulate(u[rows], s, vf[rows[0], tile.k0:tile.k1])
@@ -240,8 +242,7 @@ class _TiledReLUSums(torch.autograd.Function):
                 grad_s = term.expand_as(s).clone() if grad_s is None else grad_s.add_(term)
             if grad_s is None:
                 continue
-            # ReLU's and the mask's derivative: nothing flows where s = 0 (in place)
-            torch.ops.aten.threshold_backward.grad_input(grad_s, s, 0, grad_input=grad_s)
+            relu_backward(grad_s, s)  # nothing flows where s = 0, NaN where s is NaN
             if grad_q is not None:
                 _accumulate(grad_q[rows], grad_s, kf[keys], scale)
             if grad_k is not None:

@@ -40,6 +40,9 @@ score's position. Both backward passes draw the same r_ij from the same counters
 is replayed exactly and never stored; ``dropout_keep_mask`` runs the same generator to show
 it (tests).
 
+NaN and inf go where they go in the reference backend (``kernels.common``): ReLU keeps a NaN
+score, which then counts in U, S, T and P and makes its gradient NaN.
+
 Masks are those of ``relu_former.relu_attention.kernels.reference``: ``key_padding_mask``
 (B, Tk) bool, True = padding; ``attn_mask`` bool, True = blocked, (Tq, Tk) or
 (B|1, H|1, Tq, Tk) (a causal mask is one of these). Broadcast dimensions are read with
@@ -147,7 +150,8 @@ if triton is not None:
                               + offs_m[:, None] * masks[4] + offs_n[None, :] * masks[5],
                               mask=visible, other=1)
             visible = visible & (blocked == 0)
-        return tl.where(visible & (s > 0), s, 0.0)
+        s = tl.where(visible, s, 0.0)
+        return tl.where(s < 0, 0.0, s)  # ReLU that keeps NaN (not `s > 0`, which drops it)
 
     @triton.jit
     def _dropped(s, seed, bh, offs_m, offs_n, src_len, dropout_p, keep_scale):
@@ -156,7 +160,7 @@ if triton is not None:
         keep = s > 0
         if dropout_p is not None:
             keep = _keep(seed, bh, offs_m, offs_n, src_len, dropout_p)
-            s = tl.where(keep, s * keep_scale, 0.0)
+            s = s * tl.where(keep, keep_scale, 0.0)  # a product: a dropped NaN stays NaN
         return s, keep
 
     @triton.jit
@@ -170,18 +174,19 @@ if triton is not None:
     @triton.jit
     def _grad_scores(s, gu, v, gt, shift, keep, dropout_p, keep_scale,
                      DOT_PRECISION: tl.constexpr):
-        """dL/ds of one tile (zero where s = 0: ReLU's and the masks' derivative)."""
+        """dL/ds of one tile (zero where s = 0: ReLU's and the masks' derivative; NaN where
+        s is NaN)."""
         ds = tl.zeros_like(s)
         if gu is not None:
             ds = _dot(gu, tl.trans(v), DOT_PRECISION).to(s.dtype)
             if dropout_p is not None:
-                ds = tl.where(keep, ds * keep_scale, 0.0)
+                ds = ds * tl.where(keep, keep_scale, 0.0)
         positive = s > 0
         if gt is not None:
             ds += gt[:, None] * tl.log(tl.where(positive, s, 1.0))
         if shift is not None:
             ds += shift[:, None]
-        return tl.where(positive, ds, 0.0)
+        return tl.where(positive, ds, s)
 
     @triton.jit
     def _backward_tile(q, k, v, gu, gt, shift, bh, offs_m, offs_n, tgt_len, src_len, heads,
@@ -220,7 +225,7 @@ if triton is not None:
                 row_sum += tl.sum(s, 1)
                 # 0 log 0 = 0: log of 1 where s = 0, so no -inf is ever multiplied
                 xlogx += tl.sum(s * tl.log(tl.where(positive, s, 1.0)), 1)
-                positives += tl.sum(positive.to(acc_dtype), 1)
+                positives += tl.sum(tl.where(positive, 1.0, s).to(acc_dtype), 1)  # NaN kept
             s, _keep_mask = _dropped(s, seed, bh, offs_m, offs_n, src_len, dropout_p,
                                      keep_scale)
             v = tl.load(v_ptr + kv_at, mask=kv_in, other=0.0)
