@@ -100,18 +100,37 @@ def config_problem(config: Any, where: str) -> tuple[str, str, str] | None:
     """The first field under ``config`` (a config, namespace or dict called ``where``) that
     fairseq parses and that does not hold what it expects, as (dotted name, string, what it
     should be); None when every such field is plain data."""
-    from omegaconf import OmegaConf
-
-    if OmegaConf.is_config(config):
-        config = OmegaConf.to_container(config, resolve=False)
-    for name, text in _string_fields(config, where):
+    resolved = _resolved(config)
+    for name, text in _string_fields(config if resolved is None else resolved, where):
         field = name.rsplit(".", 1)[-1]
+        if field not in EVALUATED_FIELDS and field not in NUMBER_LIST_FIELDS:
+            continue
+        if resolved is None and "${" in text:
+            # fairseq resolves an interpolation when it reads the field, then parses what it
+            # finds: one that cannot be resolved here cannot be checked
+            return name, text, "plain data (an interpolation that does not resolve)"
         if field in EVALUATED_FIELDS and not is_plain_expression(text):
             return name, text, "a plain list, dict, number or bool (fairseq evaluates it)"
         if field in NUMBER_LIST_FIELDS and text and \
                 not re.fullmatch(number_list_pattern(field), text):
             return name, text, "a list of numbers (fairseq splits it)"
     return None
+
+
+def _resolved(config: Any) -> Any:
+    """``config`` as plain data with its OmegaConf interpolations (``${model.x}``) resolved,
+    as fairseq reads it, or None where they do not resolve. Code can hide behind an
+    interpolation in a field fairseq never reads, so the resolved values are the ones checked."""
+    from omegaconf import OmegaConf
+
+    try:
+        if not OmegaConf.is_config(config):
+            if not isinstance(config, dict):
+                return config
+            config = OmegaConf.create(config, flags={"allow_objects": True})
+        return OmegaConf.to_container(config, resolve=True)
+    except Exception:  # any resolution failure: omegaconf raises several kinds
+        return None
 
 
 def checkpoint_config_problem(state: Any) -> str | None:
