@@ -36,10 +36,18 @@ def synthetic_kind(calls: list, fail: set):
 
     def steps(spec, row, seed, scale, settings, data, folder, parent):
         def compute() -> None:
-            calls.append((row.key, seed))
+            # kept in the work folder too, for a call whose jobs run in processes of their own
+            log = folder.parents[3] / "calls.log"
+
+            def called(*what) -> None:
+                calls.append(what)
+                with log.open("a") as out:
+                    out.write(json.dumps(what) + "\n")
+
+            called(row.key, seed)
             if row.key in fail and "slow" in fail:
-                time.sleep(0.5)
-                calls.append(("finished", row.key, seed))
+                time.sleep(2.0)  # longer than a job process takes to start
+                called("finished", row.key, seed)
             start = 0.0
             if parent is not None:  # a child reads its parent's output, as fine-tuning does
                 start = json.loads((parent / "out.json").read_text())["score"] - 10.0
@@ -128,11 +136,17 @@ def test_a_failing_cell_stops_the_run_and_keeps_finished_cells(kind, tmp_path):
 
 
 def test_a_child_starts_when_its_parent_is_done_not_its_parents_wave(kind, tmp_path):
-    kind.fail.update({"bad", "slow"})  # bad's cells take 0.5 s each, good's none
-    run_table(SPEC, options(tmp_path, jobs=2))
+    kind.fail.update({"bad", "slow"})  # bad's cells take 2 s each, good's none
+    said = []
+    cells, _ = run_table(SPEC, options(tmp_path, jobs=2, say=said.append))
+    # two jobs at a time, each in a process of its own (submitit's local executor): what
+    # they did is in the work folder, what they said comes back to the call
+    calls = [tuple(json.loads(line)) for line in (tmp_path / "calls.log").open()]
+    assert kind.calls == [] and len(calls) == 12 and all(cell.result for cell in cells)
+    assert sum(line.startswith("  done ") for line in said) == 9
     # good's cells are done at once; the children use the slot a finished bad cell frees
     # while the last bad cell is still running
-    assert kind.calls.index(("child", 1)) < kind.calls.index(("finished", "bad", 3))
+    assert calls.index(("child", 1)) < calls.index(("finished", "bad", 3))
 
 
 def test_a_changed_setting_invalidates_only_its_cells(kind, tmp_path):
