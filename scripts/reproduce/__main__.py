@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import shlex
 import signal
 import sys
@@ -263,6 +264,8 @@ def stopped_by_hand(finished: Sequence[str], say) -> int | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # fairseq's logging, set up in this process by the data steps, would show every lock taken
+    logging.getLogger("filelock").setLevel(logging.WARNING)
     args = parse_args(argv)
     if args.list:
         for name, spec in TABLES.items():

@@ -113,11 +113,10 @@ def _watch_runner(pid: int, started: str | None) -> None:
 
 class CellJob(Checkpointable):
     """One cell's run, as a submitit job. In a process of its own what the cell says is kept,
-    to be said by the runner; a local one (``runner`` given) watches the runner's end, and
-    SIGTERM stops its step as a stop by hand does (on Slurm, SIGTERM is submitit's: a job
-    pre-empted waits there for its requeue, and one cancelled is killed). submitit's
-    ``checkpoint`` (inherited) resubmits the same call, which resumes the cell where it
-    stopped."""
+    to be said by the runner, SIGTERM stops its step as a stop by hand does, and a local one
+    (``runner`` given) watches the runner's end. submitit's ``checkpoint`` (inherited; called
+    on Slurm's signal before the time limit) resubmits the same call, which resumes the cell
+    where it stopped."""
 
     def __init__(self, separate: bool, runner: tuple[int, str | None] | None = None) -> None:
         self.separate, self.runner = separate, runner
@@ -126,9 +125,11 @@ class CellJob(Checkpointable):
         table = cell.owner
         said: List[str] = []
         if self.separate:
-            if self.runner is not None:  # a local job: the runner stops it with SIGTERM
+            if self.runner is not None:
                 _watch_runner(*self.runner)
-                signal.signal(signal.SIGTERM, lambda *_: stop_children("SIGTERM"))
+            # the runner's stop (a local job), scancel or a pre-emption (Slurm): the step is
+            # stopped as a stop by hand does, its CPU seconds so far kept
+            signal.signal(signal.SIGTERM, lambda *_: stop_children("SIGTERM"))
 
             def say(message: str) -> None:
                 said.append(message)
@@ -230,28 +231,40 @@ class Jobs:
                 continue
             del self.running[key]
             self.gpu_of.pop(key, None)
-            if self.slurm:
-                (cell.folder / JOB_ID).unlink(missing_ok=True)
-            error = None if self.slurm and not job.paths.result_pickle.exists() else (
-                job.exception())
-            if error is not None and not self.call.separate:
-                raise error
-            if error is None and job.paths.result_pickle.exists() or not self.call.separate:
-                ended.append((cell, job.result()))
-                continue
-            ended.append((cell, {"error": "CellFailed", "said": [], "message": (
+            ended.append((cell, self.outcome(cell, job)))
+        return ended
+
+    def outcome(self, cell: Cell, job: Any) -> Dict[str, Any]:
+        """What the ended ``job`` of ``cell`` returned, or the error it ended with."""
+        error = job.exception() if job.paths.result_pickle.exists() or not (
+            self.call.separate) else None
+        if error is not None and not self.call.separate:
+            raise error
+        found = job.result() if error is None and (
+            job.paths.result_pickle.exists() or not self.call.separate) else {
+            "error": "CellFailed", "said": [], "message": (
                 f"{cell.folder.name}: its job {job.job_id} failed or was cancelled (its log: "
                 f"{job.paths.stderr}); the same command resumes it from its last checkpoint"
-                + (f":\n{str(error)[-1500:]}" if error is not None else ""))}))
-        return ended
+                + (f":\n{str(error)[-1500:]}" if error is not None else ""))}
+        if self.slurm and found.get("error") == "StoppedByHand":
+            # scancel, or a pre-emption that Slurm may requeue: the next call waits for a
+            # requeued job (its id stays), and reads the result of its next run
+            found["message"] = (f"{cell.folder.name}: its Slurm job {job.job_id} was stopped "
+                                "(SIGTERM: scancel, or pre-emption); the same command "
+                                "resumes it from its last checkpoint")
+            job.paths.result_pickle.unlink()
+        elif self.slurm:
+            (cell.folder / JOB_ID).unlink(missing_ok=True)
+        return found
 
     def stop(self) -> None:
         """Stop the running local jobs as a stop by hand does, and wait for them; Slurm's go
         on (the next call waits for them)."""
         if self.slurm:
             if self.running:
-                self.options.say(f"  {len(self.running)} Slurm jobs go on: "
-                                 "the same command waits for them")
+                self.options.say(f"  {len(self.running)} Slurm job(s) go on: the same "
+                                 "command waits for them")
+            self.running.clear()
             return
         for _, job in self.running.values():
             if getattr(job, "_process", None) is not None:

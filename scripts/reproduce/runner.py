@@ -10,9 +10,10 @@ their commands, or, with ``collect_only``, reads their logs (the options:
 
 Order: the rate grids, then rows without a parent (every seed), then the rows that start from
 them, ...; the cells at a chosen rate may train longer than the grid (``plateau_max_epoch``),
-seed 1's from its grid cell's checkpoints (:mod:`~scripts.reproduce.continuation`); up to
-``jobs`` cells run at once, each process with ``threads`` threads, and a cell starts as soon as
-its own parent has finished. A finished cell's figures are stored at once
+seed 1's from its grid cell's checkpoints (:mod:`~scripts.reproduce.continuation`); each
+cell runs as a job, here or on Slurm, once its parent has finished
+(:mod:`~scripts.reproduce.cell_jobs`), its processes with ``threads`` threads. A finished
+cell's figures are stored at once
 (:class:`~scripts.reproduce.cell_cache.CellCache`) and, with ``records``, kept beside the
 report (:class:`~scripts.reproduce.cell_records.CellRecords`); one already stored under the
 same key, here or in the records, is not run again, so a killed run resumes where it stopped,

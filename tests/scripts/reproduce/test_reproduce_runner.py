@@ -5,6 +5,7 @@ only the cells whose settings change, and builds the table from the stored figur
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import time
@@ -44,10 +45,14 @@ def synthetic_kind(calls: list, fail: set):
                 with log.open("a") as out:
                     out.write(json.dumps(what) + "\n")
 
+            began = time.time()
             called(row.key, seed)
             if row.key in fail and "slow" in fail:
                 time.sleep(2.0)  # longer than a job process takes to start
                 called("finished", row.key, seed)
+            with (log.parent / "gpus.log").open("a") as out:  # the GPU it saw, and when
+                out.write(json.dumps([os.environ.get("CUDA_VISIBLE_DEVICES"), began,
+                                      time.time()]) + "\n")
             start = 0.0
             if parent is not None:  # a child reads its parent's output, as fine-tuning does
                 start = json.loads((parent / "out.json").read_text())["score"] - 10.0
@@ -147,6 +152,22 @@ def test_a_child_starts_when_its_parent_is_done_not_its_parents_wave(kind, tmp_p
     # good's cells are done at once; the children use the slot a finished bad cell frees
     # while the last bad cell is still running
     assert calls.index(("child", 1)) < calls.index(("finished", "bad", 3))
+
+
+def test_with_cuda_each_running_job_sees_a_gpu_no_other_running_job_has(kind, tmp_path,
+                                                                        monkeypatch):
+    from scripts.reproduce import cell_jobs
+
+    monkeypatch.setattr(cell_jobs, "_gpu_count", lambda: 2)  # a machine with 2 GPUs
+    kind.fail.update({"bad", "slow"})
+    cells, _ = run_table(SPEC, options(tmp_path, jobs=2, device="cuda"))
+    assert all(cell.result for cell in cells)
+    seen = [json.loads(line) for line in (tmp_path / "gpus.log").open()]
+    assert len(seen) == 9 and {gpu for gpu, _, _ in seen} == {"0", "1"}
+    for i, (gpu, began, ended) in enumerate(seen):
+        for other, other_began, other_ended in seen[i + 1:]:
+            if began < other_ended and other_began < ended:  # side by side
+                assert gpu != other
 
 
 def test_a_changed_setting_invalidates_only_its_cells(kind, tmp_path):

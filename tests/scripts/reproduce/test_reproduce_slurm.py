@@ -28,9 +28,10 @@ from helpers import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 TABLE = "relu_former_table4"
-# one rate, 20 epochs of 4 updates (validated every 2): one cell
+# one rate, 4 epochs of 4 updates (validated every 2), then the chosen rate's cell up to its
+# larger cap
 BUDGET = ["--set", "lr_grid=[0.01]", "--set", "lr_limits=[0.01,0.01]", "--set",
-          "max_epoch=20", "--set", "patience=1000"]
+          "max_epoch=4", "--set", "patience=1000"]
 
 
 def _cluster_answers() -> bool:
@@ -83,40 +84,69 @@ def test_a_table_on_slurm_records_what_the_local_executor_does(slurm, tmp_path):
     assert main(arguments(tmp_path, "local")) == 0
     assert main(arguments(tmp_path, "slurm", "--executor", "slurm")) == 0
     local, on_slurm = records(tmp_path, "local"), records(tmp_path, "slurm")
-    assert list(local) == list(on_slurm) and len(local) == 1
-    (name,) = local
-    assert learnt(on_slurm[name]) == learnt(local[name])
-    assert on_slurm[name]["figures"]["bleu"] == local[name]["figures"]["bleu"]
+    # the grid cell, and the cell at the chosen rate that continues it to a larger cap
+    assert sorted(local) == sorted(on_slurm) and len(local) == 2
+    for name in local:
+        assert learnt(on_slurm[name]) == learnt(local[name])
+    (decoded,) = [name for name, record in local.items() if not record["search"]]
+    assert on_slurm[decoded]["figures"]["bleu"] == local[decoded]["figures"]["bleu"]
     # the job ran under Slurm: its log is in the work folder's jobs
     assert list((tmp_path / "slurm" / "work" / "jobs").rglob("*_log.out"))
 
 
-def test_a_job_cancelled_mid_training_resumes_when_submitted_again(slurm, tmp_path):
-    argv = arguments(tmp_path, "run", "--executor", "slurm")
-    runner = subprocess.Popen([sys.executable, "-m", "scripts.reproduce", *argv],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              cwd=REPO_ROOT)
-    try:  # scancel the job once its training has validated and saved
-        began, log = time.monotonic(), None
-        while time.monotonic() - began < 300 and runner.poll() is None:
-            log = next((tmp_path / "run" / "work").rglob("train.log"), None)
-            if (log is not None and (log.parent / "checkpoint_last.pt").is_file()
-                    and "valid_num_updates" in log.read_text()):
-                break
-            time.sleep(0.1)
-        assert runner.poll() is None and log is not None, runner.communicate()
-        job = (log.parent / JOB_ID).read_text().strip()
-        subprocess.run(["scancel", job], check=True)
+def start(argv: list) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "scripts.reproduce", *argv],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=REPO_ROOT)
+
+
+def wait_for(test, what: str, runner: subprocess.Popen, seconds: float = 300) -> None:
+    began = time.monotonic()
+    while not test():
+        assert runner.poll() is None, (what, runner.communicate())
+        assert time.monotonic() - began < seconds, f"waited {seconds} s for {what}"
+        time.sleep(0.1)
+
+
+def test_a_cancelled_job_resumes_and_a_stopped_runner_leaves_its_job_to_the_next(
+        slurm, tmp_path, capsys):
+    argv = arguments(tmp_path, "run", "--executor", "slurm", "--set", "max_epoch=20")
+    work = tmp_path / "run" / "work"
+
+    def log() -> Path | None:
+        return next(work.rglob("train.log"), None)
+
+    def saved() -> bool:  # validated and saved: a cut training resumes from there
+        found = log()
+        return (found is not None and (found.parent / "checkpoint_last.pt").is_file()
+                and "valid_num_updates" in found.read_text())
+
+    runner = start(argv)
+    try:  # scancel the job mid-training: the call ends in one line
+        wait_for(saved, "a checkpoint", runner)
+        first = (log().parent / JOB_ID).read_text().strip()
+        subprocess.run(["scancel", first], check=True)
         _, err = runner.communicate(timeout=120)
+        assert runner.returncode == 1 and "Traceback" not in err, err
+        assert f"its Slurm job {first} was stopped (SIGTERM: scancel" in err, err
+        stopped = log().read_text()
+        # the same command submits it again; its runner stopped (SIGTERM), the job goes on
+        runner = start(argv)
+        wait_for(lambda: (log().parent / JOB_ID).is_file()
+                 and (log().parent / JOB_ID).read_text().strip() != first, "a new job", runner)
+        second = (log().parent / JOB_ID).read_text().strip()
+        runner.terminate()
+        _, err = runner.communicate(timeout=120)
+        assert runner.returncode == 143 and "1 Slurm job(s) go on" in err, err
     finally:
         if runner.poll() is None:
             runner.kill()
-    assert runner.returncode == 1, err
-    assert "Traceback" not in err, err
-    stopped = log.read_text()
-    assert "done training" not in stopped and records(tmp_path, "run") == {}
-    assert main(argv) == 0  # the same command submits it again: it resumes
-    assert log.read_text().startswith(stopped) and "Loaded checkpoint" in log.read_text()
+    assert subprocess.run(["squeue", "-h", "-j", second, "-o", "%T"], capture_output=True,
+                          text=True).stdout.strip() in ("PENDING", "RUNNING")
+    # the next call waits for that job instead of submitting the cell a third time
+    assert main(argv) == 0
+    assert f"its Slurm job {second} still runs: waiting for it" in capsys.readouterr().err
+    assert log().read_text().startswith(stopped) and "Loaded checkpoint" in log().read_text()
     (record,) = records(tmp_path, "run").values()
     assert [update for update, _ in record["curve"]] == list(range(2, 81, 2))
 
