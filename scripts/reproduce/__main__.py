@@ -30,6 +30,7 @@ import argparse
 import json
 import logging
 import shlex
+import shutil
 import signal
 import sys
 import time
@@ -157,9 +158,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "docs" / "reproduction.md",
                         help="the report to update (default: docs/reproduction.md); plots go "
                              "beside it in reproduction/")
-    for flag, what in (("--jobs", "cells run at the same time"),
-                       ("--threads", "threads of each cell's processes")):
-        parser.add_argument(flag, type=int, default=1, help=f"{what} (default 1)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="cells run at the same time here (--executor local; default 1: "
+                             "one after the other in this process; N: each in a process of "
+                             "its own, with --device cuda each seeing a GPU that no other "
+                             "running cell has)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="threads of each cell's processes (default 1)")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                         help="where fairseq trains and decodes: cpu (default: its commands "
                              "carry --cpu) or cuda (the same commands without --cpu, on the "
@@ -215,6 +220,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("TABLE is required (see --list)")
     if args.seeds < 1 or args.jobs < 1 or args.threads < 1:
         parser.error("--seeds, --jobs and --threads must be at least 1")
+    for flag, value, least in (("--gpus-per-job", args.gpus_per_job, 0),
+                               ("--cpus-per-job", args.cpus_per_job, 1),
+                               ("--time-minutes", args.time_minutes, 1)):
+        if value is not None and value < least:
+            parser.error(f"{flag} must be at least {least}")
+    if args.executor == "slurm" and not (args.dry_run or args.collect_only) and (
+            shutil.which("sbatch") is None):
+        parser.exit(2, "python -m scripts.reproduce: --executor slurm, but there is no sbatch "
+                       "here: run it on a Slurm login node, or see the jobs with --dry-run\n")
     if args.budget_minutes is not None and not args.budget_minutes >= 0:
         parser.error("--budget-minutes must be 0 or more")
     if args.device == "cuda" and not (args.dry_run or args.collect_only):

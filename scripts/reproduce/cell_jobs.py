@@ -163,9 +163,10 @@ class Jobs:
         # with --device cuda here: this machine's GPUs, and the one each running cell has
         self.gpus = _gpu_count() if options.device == "cuda" and not self.slurm else 0
         self.gpu_of: Dict[int, int] = {}
-        # the tree's own modules in the jobs, wherever they start
-        os.environ["PYTHONPATH"] = os.pathsep.join(
-            [str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+        # the tree's own modules in the jobs, wherever they start (they get this environment)
+        paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        if str(REPO_ROOT) not in paths:
+            os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), *paths]))
         if self.slurm:
             self.executor = submitit.SlurmExecutor(folder=self.folder, max_num_timeout=10)
             self.executor.update_parameters(**options.resources.slurm_parameters(name))
@@ -200,7 +201,15 @@ class Jobs:
         they inherit), so that Ctrl-C in a terminal reaches the runner alone, which stops
         them (:meth:`stop`) as a spent budget does, not submitit's controller, which would
         kill them a second later."""
-        if self.slurm or not self.call.separate:
+        if self.slurm:
+            try:
+                return self.executor.submit(self.call, cell)
+            except submitit.core.utils.FailedJobError as error:  # sbatch's refusal
+                last = str(error).strip().splitlines()[-1]
+                raise SystemExit(f"--executor slurm: sbatch refused {cell.folder.name}'s job "
+                                 f"({last}): check --partition, --time-minutes, "
+                                 "--gpus-per-job, --mem-gb or --slurm-config") from None
+        if not self.call.separate:
             return self.executor.submit(self.call, cell)
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
