@@ -161,8 +161,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=1,
                         help="cells run at the same time here (--executor local; default 1: "
                              "one after the other in this process; N: each in a process of "
-                             "its own, with --device cuda each seeing a GPU that no other "
-                             "running cell has)")
+                             "its own, with --device cuda each seeing one GPU, its own "
+                             "where the machine has N)")
     parser.add_argument("--threads", type=int, default=1,
                         help="threads of each cell's processes (default 1)")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",

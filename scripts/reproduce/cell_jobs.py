@@ -4,14 +4,15 @@ has finished.
 
 Locally, ``--jobs 1`` runs each job in this process, one after the other (submitit's
 ``DebugExecutor``, without its debugger); ``--jobs N`` runs up to N at once, each in a process
-of its own (submitit's ``LocalExecutor``), where the cells train on CUDA each seeing one GPU
-of this machine that no other running cell has. A local job ends with the runner, however
-the runner ends (:func:`_watch_runner`). On Slurm each job asks for the resources of
-:class:`Resources` (one GPU with ``--device cuda`` or at paper scale); one that Slurm
-pre-empts or times out is requeued by submitit and resumes from its ``checkpoint_last.pt``
-(:class:`CellJob` is ``Checkpointable``: the cell's steps resume by themselves), and one
-still queued or running when the runner is stopped goes on: the next call waits for it (its
-id is kept in the cell's folder, :data:`JOB_ID`) instead of submitting it again.
+of its own (submitit's ``LocalExecutor``), where the cells train on CUDA each seeing one GPU of
+this machine, one that no other running cell has while there are as many GPUs as jobs. A local
+job ends with the runner, however the runner ends (:func:`_watch_runner`). On Slurm each job
+asks for the resources of :class:`Resources` (one GPU with ``--device cuda`` or at paper
+scale); one that Slurm pre-empts or times out is requeued by submitit and resumes from its
+``checkpoint_last.pt`` (:class:`CellJob` is ``Checkpointable``: the cell's steps resume by
+themselves), and one still queued or running when the runner is stopped goes on: the next call
+waits for it (its id is kept in the cell's folder, :data:`JOB_ID`) instead of submitting it
+again.
 
 A job's result is the cell's stored result (``result.json``, and its record); a failure, a
 spent budget or a stop comes back as the error the runner raises, with the messages the job
@@ -186,14 +187,18 @@ class Jobs:
             self.options.say(f"  {cell.folder.name}: its Slurm job {job.job_id} still runs: "
                              "waiting for it")
         else:
-            if self.gpus and self.call.separate:  # the first GPU no running cell has
-                free = min(set(range(self.gpus)) - set(self.gpu_of.values()), default=0)
+            if self.gpus and self.call.separate:  # the GPU fewest running cells have
+                taken = list(self.gpu_of.values())
+                free = min(range(self.gpus), key=lambda gpu: (taken.count(gpu), gpu))
                 self.gpu_of[id(cell)] = free
                 self.executor.update_parameters(gpus_per_node=1, visible_gpus=[free])
             cell.folder.mkdir(parents=True, exist_ok=True)
             job = self.started_ignoring_ctrl_c(cell)
             if self.slurm:
                 (cell.folder / JOB_ID).write_text(f"{job.job_id}\n")
+            if self.call.separate:  # what it says comes when it ends; its log says it now
+                self.options.say(f"  {cell.folder.name}: job {job.job_id}, its log "
+                                 f"{job.paths.stderr}")
         self.running[id(cell)] = (cell, job)
 
     def started_ignoring_ctrl_c(self, cell: Cell) -> Any:
