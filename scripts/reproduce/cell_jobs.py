@@ -88,6 +88,14 @@ def times_alone(executor: str, jobs: int) -> bool:
     return executor == "slurm" or jobs == 1
 
 
+def timed_lock(options: Any) -> Path | None:
+    """The lock that runs the timed steps of ``--jobs N`` local jobs one at a time; none
+    where one cell runs at a time, or on Slurm, where a job's CPUs are its own."""
+    if options.executor == "local" and options.jobs > 1:
+        return options.work / "locks" / "timed-steps.lock"
+    return None
+
+
 def _start_time(pid: int) -> str | None:
     """When process ``pid`` started (``/proc``), to tell it from a later one with its id."""
     try:

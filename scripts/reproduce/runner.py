@@ -73,7 +73,7 @@ from scripts.common.child_processes import stopped_by
 from scripts.common.folder_lock import folder_lock
 from scripts.reproduce import continuation, stop_rule
 from scripts.reproduce.cell_cache import CellCache
-from scripts.reproduce.cell_jobs import job_words, run_cells, times_alone
+from scripts.reproduce.cell_jobs import job_words, run_cells, timed_lock, times_alone
 from scripts.reproduce.cell_plan import (
     Cell,
     at_rate,
@@ -586,7 +586,7 @@ class TableRun:
                     check_not_stopped()
                     cpu[step.log] = (cell.trained.get("cpu_seconds") or 0.0) / len(done) if (
                         step.log in done) else run_step(step, cell.folder, options.threads,
-                                                        options.deadline, self.timed_lock)
+                                                        options.deadline, timed_lock(options))
                 figures = self.figures(cell)
             except Diverged as stopped:
                 options.say(f"  {cell.row.key} seed {cell.seed} diverged: {stopped.reason}")
@@ -611,11 +611,6 @@ class TableRun:
         # this call's time (the record's counts the calls and the grid cell before it)
         options.say(f"  done {name} seed {cell.seed}{rate} in "
                     f"{round(time.monotonic() - started, 1)} s")
-
-    @property
-    def timed_lock(self) -> Path:
-        """The lock that runs the timed steps of a call's jobs one at a time."""
-        return self.options.work / "locks" / "timed-steps.lock"
 
     def run(self, todo: Sequence[Cell]) -> None:
         """Run ``todo`` as jobs (:mod:`~scripts.reproduce.cell_jobs`), a cell once its

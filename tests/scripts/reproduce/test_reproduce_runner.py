@@ -60,6 +60,11 @@ def synthetic_kind(calls: list, fail: set):
             (folder / "out.json").write_text(json.dumps({"score": score}))
 
         found = [Step("out.json", call=compute)]
+        if "timed" in fail:  # a decoding whose time is a figure: when it ran, kept beside
+            found.append(Step("timed.log", timed=True, argv=[
+                sys.executable, "-c", "import sys, time; began = time.time(); time.sleep(0.5); "
+                "open(sys.argv[1], 'a').write(f'{began} {time.time()}\\n')",
+                folder.parents[3] / "timed.log"]))
         if row.key in fail and "diverge" in fail:
             found.insert(0, Step("train.log", trains=True, argv=[
                 sys.executable, "-c",
@@ -168,6 +173,19 @@ def test_with_cuda_each_running_job_sees_a_gpu_no_other_running_job_has(kind, tm
         for other, other_began, other_ended in seen[i + 1:]:
             if began < other_ended and other_began < ended:  # side by side
                 assert gpu != other
+
+
+def test_timed_steps_of_local_jobs_run_one_at_a_time_and_say_they_ran_beside_others(
+        kind, tmp_path):
+    kind.fail.add("timed")
+    cells, _ = run_table(SPEC, options(tmp_path, jobs=2, seeds=2))
+    ran = sorted(tuple(map(float, line.split())) for line in (tmp_path / "timed.log").open())
+    assert len(ran) == 6
+    assert all(ended <= began for (_, ended), (began, _) in zip(ran, ran[1:]))
+    # one at a time, but beside the other cells' steps: not a time measured alone
+    assert not any(cell.result.get("timed_alone") for cell in cells)
+    again, _ = run_table(SPEC, options(tmp_path / "alone", jobs=1, seeds=1))
+    assert all(cell.result["timed_alone"] for cell in again)
 
 
 def test_a_changed_setting_invalidates_only_its_cells(kind, tmp_path):
