@@ -6,10 +6,10 @@ back from the kernel when it ends. :func:`stop_children` stops them all, and any
 after it (a stop by hand: the command line's SIGINT/SIGTERM handler), as a deadline stops
 one.
 
-Each child ends with the process that started it (:func:`_end_with_parent`: Linux's parent-death
-signal, set in the child before it runs the command), however that process ends, SIGKILL
-included; it runs in a process group of its own, which a stop ends whole (a recipe's shell
-script and the fairseq-train it started).
+Each child ends with the process that started it, however that process ends, SIGKILL
+included (:func:`_end_with_parent`: Linux's parent-death signal, set in the child before it
+runs its command). It stays in its parent's process group, so Ctrl-C in a terminal reaches it
+as it reaches its parent.
 
 glibc's malloc hands every block above 32 MiB straight back to the kernel when it is freed,
 so a CPU training step whose output layer allocates tensors of that size (tokens x
@@ -105,19 +105,15 @@ def stream(command: Sequence[object], log_path: Path, on_line: Callable[[str], N
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "a" if append else "w", encoding="utf-8") as log, subprocess.Popen(
             [str(c) for c in command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, env=env, cwd=REPO_ROOT, start_new_session=True,
-            preexec_fn=_end_with_parent) as proc:
+            text=True, env=env, cwd=REPO_ROOT, preexec_fn=_end_with_parent) as proc:
         guard, running = threading.RLock(), [True]
 
         def send(number: int) -> None:
-            with guard:  # never signal the group once its leader is reaped (ids are reused)
+            with guard:  # never signal the pid once it is reaped (it may be reused)
                 if running[0]:
                     # not proc.terminate(): its poll() would reap a child that has just
                     # exited, and wait4 below would find none
-                    try:
-                        os.killpg(proc.pid, number)
-                    except ProcessLookupError:  # it has just ended
-                        pass
+                    os.kill(proc.pid, number)
 
         def stop() -> None:
             send(signal.SIGTERM)

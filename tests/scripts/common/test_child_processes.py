@@ -1,6 +1,5 @@
 """Child processes: the log teed line by line, the exit status and the CPU time read back,
-the thread cap in the environment, the end of a child with its parent's, a stop that ends
-the child's own children."""
+the thread cap in the environment, the end of a child with its parent's."""
 
 from __future__ import annotations
 
@@ -120,24 +119,3 @@ def test_a_child_ends_with_its_parent_killed_by_sigkill(tmp_path):
     parent.send_signal(signal.SIGKILL)
     parent.wait()
     assert _gone(child), "the child outlived its parent"
-
-
-def test_a_stop_ends_the_childs_own_children_too(tmp_path, monkeypatch):
-    import threading
-
-    from scripts.common import child_processes
-
-    monkeypatch.setattr(child_processes, "_STOPPED", [])
-    lines, done = [], []
-    # a shell script whose own child (the sleep) would outlive a signal to the shell alone
-    thread = threading.Thread(target=lambda: done.append(stream(
-        ["sh", "-c", "sleep 60 & echo $!; wait"], tmp_path / "log", lines.append,
-        child_env(1))))
-    thread.start()
-    end = time.monotonic() + 30
-    while not lines and time.monotonic() < end:
-        time.sleep(0.01)
-    child_processes.stop_children("SIGTERM")
-    thread.join(30)
-    assert not thread.is_alive() and done[0][0] == -15
-    assert _gone(int(lines[0]))
