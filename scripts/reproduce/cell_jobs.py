@@ -81,16 +81,10 @@ class Resources:
                           f"{self.time_minutes} min"])
 
 
-def times_alone(executor: str, jobs: int) -> bool:
-    """Whether a cell's timed steps run alone: one cell at a time here, or on Slurm, where a
-    job has CPUs of its own; ``--jobs N`` here runs them one at a time, but beside
-    trainings."""
-    return executor == "slurm" or jobs == 1
-
-
 def timed_lock(options: Any) -> Path | None:
-    """The lock that runs the timed steps of ``--jobs N`` local jobs one at a time; none
-    where one cell runs at a time, or on Slurm, where a job's CPUs are its own."""
+    """The lock that runs the timed steps of ``--jobs N`` local jobs one at a time, beside
+    the other jobs' trainings; none where timed steps run alone: one cell at a time here, or
+    on Slurm, where a job's CPUs are its own."""
     if options.executor == "local" and options.jobs > 1:
         return options.work / "locks" / "timed-steps.lock"
     return None

@@ -73,7 +73,7 @@ from scripts.common.child_processes import stopped_by
 from scripts.common.folder_lock import folder_lock
 from scripts.reproduce import continuation, stop_rule
 from scripts.reproduce.cell_cache import CellCache
-from scripts.reproduce.cell_jobs import job_words, run_cells, timed_lock, times_alone
+from scripts.reproduce.cell_jobs import job_words, run_cells, timed_lock
 from scripts.reproduce.cell_plan import (
     Cell,
     at_rate,
@@ -603,8 +603,8 @@ class TableRun:
             "row": cell.row.key, "seed": cell.seed, "machine": platform.node(),
             "commit": root.commit_id, "load_average": [round(v, 1) for v in os.getloadavg()],
             **({"device": cell.device} if cell.device else {}),
-            # its timed steps ran with no other step beside them (cell_jobs.times_alone)
-            **({"timed_alone": True} if times_alone(options.executor, options.jobs) and any(
+            # its timed steps ran with no other step beside them (cell_jobs.timed_lock)
+            **({"timed_alone": True} if timed_lock(options) is None and any(
                 step.timed for step in cell.steps or ()) else {}),
             "finished_at": round(time.time(), 1), **self.learnt(cell)}))
         spent.unlink(missing_ok=True)  # stored: a later run of it starts its own count
