@@ -6,13 +6,10 @@ back from the kernel when it ends. :func:`stop_children` stops them all, and any
 after it (a stop by hand: the command line's SIGINT/SIGTERM handler), as a deadline stops
 one.
 
-A child whose time is a figure (a timed decoding) runs :func:`alone`: every other child
-(with the processes it started) is paused (SIGSTOP) while it runs and continued (SIGCONT)
-after, so that it times itself, not the trainings beside it: cores and caches are shared,
-so even the CPU clock reads the load. Measured on Table 4's models: sparsemax seed 1 decoded in
-7.47-7.67 CPU s alone and 7.75-8.02 beside two trainings (7.4-7.6 s on the wall against
-11.5-12.1), ReLUFormer seed 1 in 5.87 CPU s alone and 7.33 beside one training. A training
-paused for a decoding loses those seconds of wall time and nothing else.
+Each child ends with the process that started it, however that process ends, SIGKILL
+included (:func:`_end_with_parent`: Linux's parent-death signal, set in the child before it
+runs its command). It stays in its parent's process group, so Ctrl-C in a terminal reaches it
+as it reaches its parent.
 
 glibc's malloc hands every block above 32 MiB straight back to the kernel when it is freed,
 so a CPU training step whose output layer allocates tensors of that size (tokens x
@@ -25,15 +22,15 @@ environment sets them), which made the same 60 updates 1.42x faster in words per
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Sequence
+from typing import Callable, Dict, Sequence
 
 from scripts.common.repo_paths import REPO_ROOT
 
@@ -47,62 +44,29 @@ KEEP_BIG_BLOCKS = {"MALLOC_MMAP_THRESHOLD_": str(2 ** 31 - 1),
 _RUNNING: Dict[int, Callable[[int], None]] = {}
 _RUNNING_LOCK = threading.RLock()
 _STOPPED: list = []  # why stop_children() was called (e.g. "SIGTERM"), once it has been
-_ALONE = threading.Lock()  # one timed child at a time
-_PAUSER: List[int] = []  # the thread running alone(), while it does
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+# looked up here, not in the child: between fork and exec a child may only call, not load
+_PRCTL = ctypes.CDLL(None).prctl if sys.platform.startswith("linux") else None
 
 
 def stop_children(reason: str) -> None:
     """Terminate every child :func:`stream` is running, and each it starts from now on, as its
     deadline would: its caller still gets its exit status and CPU time (``reason`` is what
     :func:`stopped_by` says). Safe in a signal handler (run by the main thread, which it may
-    have interrupted in :func:`stream`): its locks are reentrant."""
+    have interrupted in :func:`stream`): its lock is reentrant."""
     _STOPPED.append(reason)
     with _RUNNING_LOCK:
         children = list(_RUNNING.values())
     for send in children:
-        _end(send)
+        send(signal.SIGTERM)
 
 
-def _end(send: Callable[[int], None]) -> None:
-    """Terminate a child through its ``send``; one paused by :func:`alone` must run to act on
-    it, so it is continued too."""
-    send(signal.SIGTERM)
-    send(signal.SIGCONT)
-
-
-@contextmanager
-def alone() -> Iterator[None]:
-    """Pause every child :func:`stream` runs for other threads (and each they start) while the
-    block runs, and continue them after: the block's own child, started in it, runs alone.
-    Blocks of several threads wait for each other."""
-    with _ALONE:
-        with _RUNNING_LOCK:
-            _PAUSER.append(threading.get_ident())
-            others = list(_RUNNING.values())
-        try:
-            for send in others:
-                send(signal.SIGSTOP)
-            yield
-        finally:
-            with _RUNNING_LOCK:
-                _PAUSER.clear()
-                others = list(_RUNNING.values())
-            for send in others:
-                send(signal.SIGCONT)
-
-
-def _family(pid: int) -> List[int]:
-    """``pid`` and, where ``/proc`` lists them (Linux), every process it started, and theirs
-    (a recipe's shell script and its fairseq-train): the processes to pause with it."""
-    found, todo = [], [pid]
-    while todo:
-        found.append(todo.pop())
-        for task in Path(f"/proc/{found[-1]}/task").glob("*/children"):
-            try:
-                todo += [int(child) for child in task.read_text().split()]
-            except OSError:  # that thread, or the process, has just ended
-                pass
-    return found
+def _end_with_parent() -> None:
+    """In the child, before it runs its command: SIGTERM when the thread that started it
+    ends (with its process, however it ends). Linux only; elsewhere a child outlives a
+    killed parent."""
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
 
 
 def stopped_by() -> str | None:
@@ -131,7 +95,8 @@ def stream(command: Sequence[object], log_path: Path, on_line: Callable[[str], N
            deadline: float | None = None) -> tuple[int, float]:
     """Run a command, tee its merged output to ``log_path`` (after what it holds, with
     ``append``), feed each line to ``on_line``; terminate it at ``deadline`` (a
-    ``time.monotonic()`` time), if it is still running then, or at :func:`stop_children`.
+    ``time.time()``, which a job in another process shares), if it is still running then,
+    or at :func:`stop_children`.
 
     Returns the exit status and the CPU seconds (user + system) the process used: unlike
     wall-clock time, the CPU time of a run hardly changes when other processes load the
@@ -140,7 +105,7 @@ def stream(command: Sequence[object], log_path: Path, on_line: Callable[[str], N
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "a" if append else "w", encoding="utf-8") as log, subprocess.Popen(
             [str(c) for c in command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, env=env, cwd=REPO_ROOT) as proc:
+            text=True, env=env, cwd=REPO_ROOT, preexec_fn=_end_with_parent) as proc:
         guard, running = threading.RLock(), [True]
 
         def send(number: int) -> None:
@@ -148,24 +113,17 @@ def stream(command: Sequence[object], log_path: Path, on_line: Callable[[str], N
                 if running[0]:
                     # not proc.terminate(): its poll() would reap a child that has just
                     # exited, and wait4 below would find none
-                    pause = number in (signal.SIGSTOP, signal.SIGCONT)
-                    for pid in _family(proc.pid) if pause else [proc.pid]:
-                        try:
-                            os.kill(pid, number)
-                        except ProcessLookupError:  # a grandchild that has just ended
-                            pass
+                    os.kill(proc.pid, number)
 
         def stop() -> None:
-            _end(send)
+            send(signal.SIGTERM)
 
         with _RUNNING_LOCK:
             _RUNNING[id(proc)] = send
-            if _PAUSER and _PAUSER[0] != threading.get_ident():
-                send(signal.SIGSTOP)  # started while another child runs alone
         if _STOPPED:  # stopped before it was registered
             stop()
         timer = None if deadline is None else threading.Timer(
-            max(0.0, deadline - time.monotonic()), stop)
+            max(0.0, deadline - time.time()), stop)
         if timer is not None:
             timer.daemon = True
             timer.start()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import threading
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Callable, List, Sequence
 
 from scripts.common.run_record import Run
@@ -21,52 +22,29 @@ def threads_per_job(args: argparse.Namespace) -> int:
 
 
 def in_parallel(step: Callable[[Run, int], None], runs: Sequence[Run], jobs: int) -> None:
-    """Run ``step(run, position)`` for every run, ``jobs`` at a time; re-raise the first error.
-
-    A free job takes the first run, in ``runs``' order, that is ready: a run with a
-    ``parent`` among ``runs`` is ready once its parent is done (it never holds a job while it
-    waits, so the cores stay busy with the runs that can go), and is skipped if its parent
-    failed. ``position`` (0 to jobs - 1) is the line of its progress bar.
+    """Run ``step(run, position)`` for every run, ``jobs`` at a time (a thread pool); re-raise
+    the first error after the others ran. A run whose ``parent`` is among ``runs`` is queued
+    once its parent is done (it holds no thread while it waits), and skipped if its parent
+    failed. ``position`` (0 to jobs - 1, the pool's thread) is the line of its progress bar.
     """
     keys = {run.key for run in runs}
-    pending, done, failed = list(runs), set(), set()
     errors: List[BaseException] = []
-    free = list(range(jobs))
-    changed = threading.Condition()
 
-    def waiting_on(run: Run) -> str | None:
-        parent = run.parent.key if run.parent is not None else None
-        return parent if parent in keys and parent not in done else None
+    def one(run: Run) -> None:
+        step(run, int(threading.current_thread().name.rsplit("_", 1)[1]))
 
-    def work(run: Run, position: int) -> None:
-        try:
-            step(run, position)
-        except BaseException as error:  # re-raised in the caller's thread
-            with changed:
-                errors.append(error)
-                failed.add(run.key)
-        finally:
-            with changed:
-                done.add(run.key)
-                free.append(position)
-                changed.notify_all()
-
-    threads = []
-    with changed:
-        while pending:
-            # runs whose parent failed never start
-            pending = [r for r in pending if r.parent is None or r.parent.key not in failed]
-            ready = next((r for r in pending if waiting_on(r) is None), None)
-            if ready is None or not free:
-                if pending:
-                    changed.wait()
-                continue
-            pending.remove(ready)
-            thread = threading.Thread(target=work, args=(ready, free.pop(0)), daemon=True)
-            thread.start()
-            threads.append(thread)
-    for thread in threads:
-        thread.join()
+    with ThreadPoolExecutor(jobs, thread_name_prefix="run") as pool:
+        running = {pool.submit(one, run): run for run in runs
+                   if run.parent is None or run.parent.key not in keys}
+        while running:
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                parent = running.pop(future)
+                if future.exception() is not None:
+                    errors.append(future.exception())
+                    continue
+                running.update({pool.submit(one, run): run for run in runs
+                                if run.parent is not None and run.parent.key == parent.key})
     if errors:
         raise errors[0]
 

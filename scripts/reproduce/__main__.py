@@ -7,8 +7,14 @@ cell by cell, written to ``docs/reproduction.md``.
     python -m scripts.reproduce relu_former_table6 --scale paper --dry-run   # the commands
     python -m scripts.reproduce relu_former_table6 --scale paper --collect-only  # from logs
     python -m scripts.reproduce relu_former_table4 --set lang=de --set max_update=400
-    python -m scripts.reproduce relu_former_table6 --device cuda --jobs 8   # on a GPU
+    python -m scripts.reproduce relu_former_table6 --device cuda --jobs 8   # 8 GPUs, one a cell
+    python -m scripts.reproduce relu_former_table4 --scale paper --device cuda \
+        --executor slurm --partition gpu --time-minutes 2880     # a Slurm job per cell
 
+Each cell runs as a job (submitit): here (``--executor local``), ``--jobs`` at a time, or on
+Slurm (``--executor slurm``), one job per cell, each asking for ``--gpus-per-job`` GPUs (1
+with ``--device cuda`` or at paper scale); a cell starts once the cell it starts from has
+finished.
 A killed or interrupted run resumes where it stopped (finished cells are read from the
 cache in WORK/cells, or from their records beside the report, docs/reproduction/cells/, on
 another machine or a fresh clone); a changed setting (``--set``) gives new cells only to what
@@ -22,7 +28,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import shlex
+import shutil
 import signal
 import sys
 import time
@@ -32,6 +40,7 @@ from typing import Sequence
 
 from scripts.common.child_processes import stop_children, stopped_by
 from scripts.common.repo_paths import REPO_ROOT
+from scripts.reproduce.cell_jobs import dry_run_jobs, read_resources
 from scripts.reproduce.cell_plan import selected_rows
 from scripts.reproduce.cell_steps import BudgetSpent, CellFailed
 from scripts.reproduce.claims import NOT_RUN, STALE
@@ -92,7 +101,8 @@ def update_summary(doc: Path, name: str, entry: dict) -> None:
 # options that say how one call runs, not what the table is: the report's command leaves them
 # out, so that it is the command that trains the table (flag -> how many values it takes)
 CALL_ONLY = {"--collect-only": 0, "--no-report": 0, "--budget-minutes": 1, "--max-new-cells": 1,
-             "--device": 1}
+             "--device": 1, "--executor": 1, "--partition": 1, "--time-minutes": 1,
+             "--gpus-per-job": 1, "--cpus-per-job": 1, "--mem-gb": 1, "--slurm-config": 1}
 
 
 def reproducing_argv(argv: Sequence[str]) -> list[str]:
@@ -148,9 +158,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "docs" / "reproduction.md",
                         help="the report to update (default: docs/reproduction.md); plots go "
                              "beside it in reproduction/")
-    for flag, what in (("--jobs", "cells run at the same time"),
-                       ("--threads", "threads of each cell's processes")):
-        parser.add_argument(flag, type=int, default=1, help=f"{what} (default 1)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="cells run at the same time here (--executor local; default 1: "
+                             "one after the other in this process; N: each in a process of "
+                             "its own, with --device cuda each seeing one GPU, its own "
+                             "where the machine has N)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="threads of each cell's processes (default 1)")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                         help="where fairseq trains and decodes: cpu (default: its commands "
                              "carry --cpu) or cuda (the same commands without --cpu, on the "
@@ -158,6 +172,30 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                              "so a cell trained on one counts on the other, and its record "
                              "says which (device); --dry-run prints the cuda commands on any "
                              "machine")
+    parser.add_argument("--executor", choices=["local", "slurm"], default="local",
+                        help="where the cells run, each as a job: local (default: this "
+                             "machine, --jobs at a time; with --device cuda each job sees one "
+                             "GPU of it) or slurm (one Slurm job per cell, submitted with "
+                             "sbatch from this machine; --work must be a folder the cluster's "
+                             "nodes share)")
+    slurm = parser.add_argument_group("Slurm jobs (--executor slurm), each cell's")
+    slurm.add_argument("--partition", default=None, help="the partition (default: the "
+                       "cluster's default)")
+    slurm.add_argument("--time-minutes", type=int, default=None,
+                       help="the time limit (default 1440); a job that reaches it, or is "
+                            "pre-empted, is requeued and resumes from its last checkpoint")
+    slurm.add_argument("--gpus-per-job", type=int, default=None,
+                       help="GPUs (default: 1 with --device cuda or --scale paper, whose "
+                            "recipes train on a GPU, else 0); more for a cell "
+                            "that trains on a node's GPUs (fairseq's distributed training)")
+    slurm.add_argument("--cpus-per-job", type=int, default=None,
+                       help="CPUs (default: --threads)")
+    slurm.add_argument("--mem-gb", type=float, default=None, help="memory in GB (default: "
+                       "the partition's)")
+    slurm.add_argument("--slurm-config", type=Path, default=None, metavar="FILE",
+                       help="a JSON object with any of partition, time_minutes, gpus_per_job, "
+                            "cpus_per_job, mem_gb, setup (shell lines run before each job, "
+                            "e.g. [\"module load cuda\"]); the flags above override it")
     parser.add_argument("--dry-run", action="store_true",
                         help="print every cell's commands (at paper scale the exact "
                              "fairseq commands the recipes run) and train nothing; at toy "
@@ -182,6 +220,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("TABLE is required (see --list)")
     if args.seeds < 1 or args.jobs < 1 or args.threads < 1:
         parser.error("--seeds, --jobs and --threads must be at least 1")
+    for flag, value, least in (("--gpus-per-job", args.gpus_per_job, 0),
+                               ("--cpus-per-job", args.cpus_per_job, 1),
+                               ("--time-minutes", args.time_minutes, 1)):
+        if value is not None and value < least:
+            parser.error(f"{flag} must be at least {least}")
+    if args.executor == "slurm" and not (args.dry_run or args.collect_only) and (
+            shutil.which("sbatch") is None):
+        parser.exit(2, "python -m scripts.reproduce: --executor slurm, but there is no sbatch "
+                       "here: run it on a Slurm login node, or see the jobs with --dry-run\n")
     if args.budget_minutes is not None and not args.budget_minutes >= 0:
         parser.error("--budget-minutes must be 0 or more")
     if args.device == "cuda" and not (args.dry_run or args.collect_only):
@@ -231,6 +278,8 @@ def stopped_by_hand(finished: Sequence[str], say) -> int | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # fairseq's logging, set up in this process by the data steps, would show every lock taken
+    logging.getLogger("filelock").setLevel(logging.WARNING)
     args = parse_args(argv)
     if args.list:
         for name, spec in TABLES.items():
@@ -245,7 +294,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(message, file=sys.stderr, flush=True)
 
     deadline = None if args.budget_minutes is None else (
-        time.monotonic() + 60 * args.budget_minutes)
+        time.time() + 60 * args.budget_minutes)
+    resources = read_resources(args.slurm_config, {
+        "partition": args.partition, "time_minutes": args.time_minutes,
+        "gpus_per_job": args.gpus_per_job, "cpus_per_job": args.cpus_per_job,
+        "mem_gb": args.mem_gb}, {"cpus_per_job": args.threads,
+                                 # the recipes of the paper scale train on a GPU
+                                 "gpus_per_job": int(args.device == "cuda"
+                                                     or args.scale == "paper")})
     # each finished cell is also kept beside the report, so that a table is completed over
     # sessions and machines (the checkpoints stay in --work)
     records = args.out.parent / "reproduction" / "cells" / args.scale
@@ -253,10 +309,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                          deadline=deadline, records=records,
                          threads=args.threads, dry_run=args.dry_run, device=args.device,
                          collect_only=args.collect_only, max_new_cells=args.max_new_cells,
-                         rows=args.rows, say=print if args.dry_run else say, tables=tables)
+                         rows=args.rows, say=print if args.dry_run else say, tables=tables,
+                         executor=args.executor, resources=resources)
     if args.dry_run and args.device == "cuda":
         print("# --device cuda: the commands below leave out --cpu (fairseq trains and decodes "
               "on the GPU); the cells' keys are the CPU's")
+    if args.dry_run:
+        print(dry_run_jobs(options))
     started = time.monotonic()
     status = 0
     try:

@@ -18,8 +18,10 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Callable, Dict
 
+from filelock import FileLock
+
 from scripts.common.atomic_files import write_text_atomic
-from scripts.common.child_processes import alone, child_env, stopped_by, stream
+from scripts.common.child_processes import child_env, stopped_by, stream
 from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce.cell_plan import Cell
 from scripts.reproduce.kinds import Step
@@ -72,7 +74,8 @@ def log_finished(log: Path) -> bool:
     return log.is_file() and finished(log.read_text(encoding="utf-8", errors="replace"))
 
 
-def run_step(step: Step, folder: Path, threads: int, deadline: float | None = None) -> float:
+def run_step(step: Step, folder: Path, threads: int, deadline: float | None = None,
+             timed_lock: Path | None = None) -> float:
     """Run one step; returns the CPU seconds its process (or, in-process, this thread) used.
 
     A training step whose log says it finished is not run again (a cell stopped while
@@ -80,10 +83,11 @@ def run_step(step: Step, folder: Path, threads: int, deadline: float | None = No
     no finish); one stopped half-way continues from the ``checkpoint_last.pt`` it saved
     (fairseq-train's own resumption), after the log it had written. A subprocess still
     running at ``deadline``, or at a stop by hand, is stopped (:class:`BudgetSpent`,
-    :class:`StoppedByHand`), its CPU seconds so far kept all the same. A ``timed`` step runs
-    with the call's other steps paused (:func:`~scripts.common.child_processes.alone`)."""
+    :class:`StoppedByHand`), its CPU seconds so far kept all the same (``deadline`` is a
+    ``time.time()``). A ``timed`` step holds ``timed_lock``, if given: the timed steps of
+    the call's jobs run one at a time."""
     check_not_stopped()
-    with alone() if step.timed else nullcontext():
+    with FileLock(timed_lock) if step.timed and timed_lock else nullcontext():
         return _run(step, folder, threads, deadline)
 
 
@@ -108,7 +112,7 @@ def _run(step: Step, folder: Path, threads: int, deadline: float | None) -> floa
         write_text_atomic(spent, f"{cpu:.2f}\n")
     if code:
         check_not_stopped()
-    if code and deadline is not None and time.monotonic() >= deadline:
+    if code and deadline is not None and time.time() >= deadline:
         raise BudgetSpent(TIME_SPENT)
     if code:
         text = log.read_text(encoding="utf-8", errors="replace")

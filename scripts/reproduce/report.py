@@ -11,7 +11,6 @@ each seed's stop reason, updates, validation curve and figures) and judged claim
 
 from __future__ import annotations
 
-import fcntl
 import json
 import math
 import os
@@ -19,6 +18,8 @@ import platform
 import re
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Sequence
+
+from filelock import FileLock
 
 from scripts.common.atomic_files import write_text_atomic
 from scripts.common.plotting import line_plot, markdown_table
@@ -218,8 +219,7 @@ def write_verdicts(store: Path, name: str, entry: Mapping[str, Any]) -> Dict[str
     rename, under a lock so that two tables finishing at once both land); returns every
     table's entries."""
     store.parent.mkdir(parents=True, exist_ok=True)
-    with open(store.parent / f".{store.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with FileLock(store.parent / f".{store.name}.lock"):
         found = json.loads(store.read_text()) if store.is_file() else {}
         found[name] = plain(entry)
         write_text_atomic(store, json.dumps(found, indent=1, sort_keys=True,

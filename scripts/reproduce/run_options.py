@@ -1,12 +1,13 @@
 """The options of one call of ``python -m scripts.reproduce``: what it plans (scale, seeds,
-rows, work folder: :mod:`~scripts.reproduce.cell_plan`) and how it runs them (jobs, threads,
-dry run, budgets, records: :mod:`~scripts.reproduce.runner`)."""
+rows, work folder: :mod:`~scripts.reproduce.cell_plan`) and how it runs them (executor,
+jobs, threads, dry run, budgets, records: :mod:`~scripts.reproduce.runner`,
+:mod:`~scripts.reproduce.cell_jobs`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, List, Mapping, Sequence
+from typing import Any, Callable, List, Mapping, Sequence
 
 from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce.spec import TableSpec
@@ -24,7 +25,7 @@ class RunOptions:
     max_new_cells: int | None = None
     rows: Sequence[str] | None = None   # only these shown rows (and their parents)
     say: Callable[[str], None] = print
-    deadline: float | None = None  # time.monotonic() at which the call stops (a budget)
+    deadline: float | None = None  # time.time() at which the call stops (a budget)
     records: Path | None = None  # finished cells kept in the repository (cell_records.py)
     # "cuda": fairseq trains and decodes on the GPU (its commands without --cpu:
     # kinds.on_device); in no cell's key, so a cell is the same on either device
@@ -32,5 +33,9 @@ class RunOptions:
     # the tables a "TABLE:ROW" parent names, with any settings changed for this call
     # (default: every table as defined)
     tables: Mapping[str, TableSpec] | None = None
+    # where the cells' jobs run: "local" (this machine) or "slurm"; what each Slurm job asks
+    # for (a cell_jobs.Resources)
+    executor: str = "local"
+    resources: Any = None
     # filled as the call runs: the folders of the cells it finished (every table's)
     finished: List[str] = field(default_factory=list)

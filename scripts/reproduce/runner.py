@@ -10,9 +10,10 @@ their commands, or, with ``collect_only``, reads their logs (the options:
 
 Order: the rate grids, then rows without a parent (every seed), then the rows that start from
 them, ...; the cells at a chosen rate may train longer than the grid (``plateau_max_epoch``),
-seed 1's from its grid cell's checkpoints (:mod:`~scripts.reproduce.continuation`); up to
-``jobs`` cells run at once, each process with ``threads`` threads, and a cell starts as soon as
-its own parent has finished. A finished cell's figures are stored at once
+seed 1's from its grid cell's checkpoints (:mod:`~scripts.reproduce.continuation`); each
+cell runs as a job, here or on Slurm, once its parent has finished
+(:mod:`~scripts.reproduce.cell_jobs`), its processes with ``threads`` threads. A finished
+cell's figures are stored at once
 (:class:`~scripts.reproduce.cell_cache.CellCache`) and, with ``records``, kept beside the
 report (:class:`~scripts.reproduce.cell_records.CellRecords`); one already stored under the
 same key, here or in the records, is not run again, so a killed run resumes where it stopped,
@@ -62,22 +63,20 @@ import contextlib
 import json
 import os
 import platform
-import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Dict, List, Sequence
 
 from scripts.common.atomic_files import write_text_atomic
+from scripts.common.child_processes import stopped_by
 from scripts.common.folder_lock import folder_lock
-from scripts.common.repo_paths import git_commit
 from scripts.reproduce import continuation, stop_rule
 from scripts.reproduce.cell_cache import CellCache
+from scripts.reproduce.cell_jobs import job_words, run_cells, timed_lock
 from scripts.reproduce.cell_plan import (
     Cell,
     at_rate,
-    cell_depth,
     foreign_parents,
     make_cell,
     plan,
@@ -85,8 +84,6 @@ from scripts.reproduce.cell_plan import (
 )
 from scripts.reproduce.cell_records import CellRecords, differs
 from scripts.reproduce.cell_steps import (
-    TIME_SPENT,
-    BudgetSpent,
     CellFailed,
     Diverged,
     add_cpu_figures,
@@ -159,9 +156,11 @@ class TableRun:
         self.started = 0
         self.commit_id = ""
         self.printed: set = set()  # keys of the cells a dry run printed
-        # set after an error or an interrupt: no cell, and no step of a running cell, starts
-        self.stopped = root.stopped if root else threading.Event()
         self.locks = root.locks if root else contextlib.ExitStack()
+
+    def __getstate__(self) -> Dict:
+        # what a job in another process needs: not the locks, which this call holds
+        return {**self.__dict__, "locks": None}
 
     def name_of(self, cell: Cell) -> str:
         """The cell's row as the call names it: ``TABLE:ROW`` for another table's."""
@@ -476,6 +475,7 @@ class TableRun:
                         continue
                     self.make_steps(cell)
                     print_dry_run(cell, self.options.say, self.name_of(cell))
+                    self.options.say(f"    (one job: {job_words(self.options)})")
                     if cell.stale is not None:
                         self.options.say(f"    (cached, but it would run again: it "
                                          f"{stale_words(cell.row, cell.stale)}; " + (
@@ -547,16 +547,11 @@ class TableRun:
 
     def run_cell(self, cell: Cell) -> None:
         options, root = self.options, self.root
-        if options.max_new_cells is not None and root.started >= options.max_new_cells:
-            raise BudgetSpent(f"stopped after {options.max_new_cells} new cells")
-        if options.deadline is not None and time.monotonic() >= options.deadline:
-            raise BudgetSpent(TIME_SPENT)
         check_not_stopped()
-        root.started += 1
         if cell.parent is not None and cell.parent.result is None:
             raise CellFailed(f"{cell.folder.name}: its parent {cell.parent.folder.name} has "
                              "no result")
-        if cell.stale is not None:
+        if cell.stale is not None and not self.restarted(cell):  # a requeued job set it aside
             self.set_aside(cell)
         cell.folder.mkdir(parents=True, exist_ok=True)
         earlier = self.start_from_screening(cell)
@@ -588,11 +583,10 @@ class TableRun:
                     self.settings_of(cell), self.data, cell.folder, None)}
             try:
                 for step in cell.steps:
-                    if self.stopped.is_set():
-                        raise CellFailed(f"{cell.folder.name}: stopped before {step.log}")
+                    check_not_stopped()
                     cpu[step.log] = (cell.trained.get("cpu_seconds") or 0.0) / len(done) if (
                         step.log in done) else run_step(step, cell.folder, options.threads,
-                                                        options.deadline)
+                                                        options.deadline, timed_lock(options))
                 figures = self.figures(cell)
             except Diverged as stopped:
                 options.say(f"  {cell.row.key} seed {cell.seed} diverged: {stopped.reason}")
@@ -609,51 +603,20 @@ class TableRun:
             "row": cell.row.key, "seed": cell.seed, "machine": platform.node(),
             "commit": root.commit_id, "load_average": [round(v, 1) for v in os.getloadavg()],
             **({"device": cell.device} if cell.device else {}),
-            # its timed steps ran with the call's other steps paused (cell_steps.run_step)
-            **({"timed_alone": True} if any(step.timed for step in cell.steps or ()) else {}),
+            # its timed steps ran with no other step beside them (cell_jobs.timed_lock)
+            **({"timed_alone": True} if timed_lock(options) is None and any(
+                step.timed for step in cell.steps or ()) else {}),
             "finished_at": round(time.time(), 1), **self.learnt(cell)}))
         spent.unlink(missing_ok=True)  # stored: a later run of it starts its own count
-        options.finished.append(cell.folder.name)
         # this call's time (the record's counts the calls and the grid cell before it)
         options.say(f"  done {name} seed {cell.seed}{rate} in "
                     f"{round(time.monotonic() - started, 1)} s")
 
     def run(self, todo: Sequence[Cell]) -> None:
-        """Run ``todo``, ``jobs`` at a time. A cell starts as soon as its parent has
-        finished, not after its parent's whole wave: parents are submitted first and the pool
-        starts cells in order, so a child waits only for a parent that is already running.
-        Another table's cell is run by that table's run (its ``owner``). After an error no
-        new cell starts."""
-        root = self.root
-        root.commit_id = root.commit_id or git_commit()  # the code the cells of this call run
-        submitted: Dict[int, Future] = {}
-        stopped = self.stopped
-
-        def after_parent(cell: Cell) -> None:
-            if cell.parent is not None and id(cell.parent) in submitted:
-                submitted[id(cell.parent)].exception()  # waits; its error is raised by its own
-            if stopped.is_set():
-                return
-            try:
-                (cell.owner or self).run_cell(cell)
-            except BaseException:
-                stopped.set()
-                raise
-
-        ordered = sorted(todo, key=cell_depth)
-        with ThreadPoolExecutor(max_workers=max(1, self.options.jobs)) as pool:
-            try:
-                for cell in ordered:
-                    submitted[id(cell)] = pool.submit(after_parent, cell)
-                for cell in ordered:
-                    submitted[id(cell)].result()
-            except BaseException:
-                # Ctrl-C reaches this thread only: without the flag the pool's exit would
-                # wait for every queued cell (a step's process got the interrupt too, but a
-                # worker between two steps would go on to the next ones)
-                stopped.set()
-                pool.shutdown(wait=True, cancel_futures=True)
-                raise
+        """Run ``todo`` as jobs (:mod:`~scripts.reproduce.cell_jobs`), a cell once its
+        parent has finished; another table's cell is run by that table's run (its
+        ``owner``)."""
+        run_cells(self, todo, stopped_by)
 
 
 def run_table(spec: TableSpec, options: RunOptions) -> tuple[List[Cell], Dict]:

@@ -59,8 +59,8 @@ class Step:
     ``--dry-run``), where there is one; ``env`` adds environment variables; a ``trains`` step
     that fairseq stops on a NaN or infinite loss makes the cell *diverged* (a result: the
     papers report models that fail to converge), not a failure of the run; a ``timed`` step,
-    whose time is a figure (a decoding), runs with the call's other steps paused
-    (:func:`~scripts.common.child_processes.alone`).
+    whose time is a figure (a decoding), runs one at a time, alone where one cell runs at a
+    time or on Slurm (:func:`~scripts.reproduce.cell_jobs.timed_lock`).
     """
 
     log: str

@@ -1,5 +1,5 @@
 """Child processes: the log teed line by line, the exit status and the CPU time read back,
-the thread cap in the environment."""
+the thread cap in the environment, the end of a child with its parent's."""
 
 from __future__ import annotations
 
@@ -83,79 +83,39 @@ def test_children_find_the_console_scripts_of_the_python_running_them(monkeypatc
     assert parts.count(os.path.dirname(sys.executable)) == 1 and "/usr/bin" in parts
 
 
-# a child that prints its pid, then waits for the file named by its argument
-WAITER = ("import os, sys, time\nprint(os.getpid(), flush=True)\n"
-          "while not os.path.exists(sys.argv[1]): time.sleep(0.01)\n")
-
-
-def _state(pid: int) -> str:
-    """The kernel's one-letter state of ``pid`` (``T``: stopped)."""
-    return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
-
-
-def _children() -> set:
-    return {int(pid) for task in os.listdir("/proc/self/task")
-            for pid in open(f"/proc/self/task/{task}/children").read().split()}
-
-
-def _in_thread(go, lines):
-    import threading
-
-    done = []
-    thread = threading.Thread(target=lambda: done.append(stream(
-        [sys.executable, "-c", WAITER, str(go)], go.with_suffix(".log"), lines.append,
-        child_env(1))))
-    thread.start()
-    return thread, done
-
-
-def _wait_for(test, what: str, seconds: float = 30):
+def _gone(pid: int, seconds: float = 10) -> bool:
+    """Whether ``pid`` has ended (or is a zombie) within ``seconds``."""
     end = time.monotonic() + seconds
-    while not test():
-        assert time.monotonic() < end, f"waited {seconds} s for {what}"
-        time.sleep(0.01)
+    while time.monotonic() < end:
+        try:
+            state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return True
+        if state in "ZX":
+            return True
+        time.sleep(0.05)
+    return False
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="reads /proc (Linux)")
-def test_a_timed_child_runs_alone_the_others_paused_then_continued(tmp_path):
-    from scripts.common.child_processes import alone
-
-    go, lines = tmp_path / "go", []
-    thread, done = _in_thread(go, lines)
-    _wait_for(lambda: lines, "the first child's pid")
-    first = int(lines[0])
-    assert _state(first) != "T"
-    with alone():
-        # the timed child sees the other one stopped
-        seen = []
-        stream([sys.executable, "-c", f"print(open('/proc/{first}/stat').read()"
-                ".rsplit(')', 1)[1].split()[0])"], tmp_path / "timed.log", seen.append,
-               child_env(1))
-        assert seen == ["T"]
-        # one started meanwhile by another thread starts paused
-        before = _children()
-        late_go, late_lines = tmp_path / "late", []
-        late, late_done = _in_thread(late_go, late_lines)
-        _wait_for(lambda: _children() - before, "the second child")
-        second = (_children() - before).pop()
-        _wait_for(lambda: _state(second) == "T", "the second child to be paused", 5)
-        assert _state(first) == "T" and not late_lines
-    _wait_for(lambda: _state(first) != "T" and _state(second) != "T", "both to continue", 5)
-    go.touch(), late_go.touch()
-    thread.join(30), late.join(30)
-    assert done[0][0] == late_done[0][0] == 0 and late_lines == [str(second)]
+# a process that runs, through stream(), a child that prints its pid and sleeps
+PARENT = ("import sys\nfrom pathlib import Path\n"
+          "from scripts.common.child_processes import child_env, stream\n"
+          "stream([sys.executable, '-c', 'import os, time; print(os.getpid(), flush=True); "
+          "time.sleep(60)'], Path(sys.argv[1]), lambda line: print(line, flush=True), "
+          "child_env(1))\n")
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="reads /proc (Linux)")
-def test_a_stop_by_hand_ends_a_child_paused_for_a_timed_one(tmp_path, monkeypatch):
-    from scripts.common import child_processes
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is "
+                    "Linux's")
+def test_a_child_ends_with_its_parent_killed_by_sigkill(tmp_path):
+    import signal
+    import subprocess
 
-    monkeypatch.setattr(child_processes, "_STOPPED", [])
-    go, lines = tmp_path / "go", []
-    thread, done = _in_thread(go, lines)  # never told to go: only a stop ends it
-    _wait_for(lambda: lines, "the child's pid")
-    with child_processes.alone():
-        _wait_for(lambda: _state(int(lines[0])) == "T", "the child to be paused", 5)
-        child_processes.stop_children("SIGTERM")
-        thread.join(30)
-        assert not thread.is_alive() and done[0][0] == -15  # ended by SIGTERM inside the block
+    from scripts.common.repo_paths import REPO_ROOT
+
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path / "log")],
+                              stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    child = int(parent.stdout.readline())
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    assert _gone(child), "the child outlived its parent"

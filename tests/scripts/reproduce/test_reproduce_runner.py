@@ -5,6 +5,7 @@ only the cells whose settings change, and builds the table from the stored figur
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import time
@@ -36,10 +37,22 @@ def synthetic_kind(calls: list, fail: set):
 
     def steps(spec, row, seed, scale, settings, data, folder, parent):
         def compute() -> None:
-            calls.append((row.key, seed))
+            # kept in the work folder too, for a call whose jobs run in processes of their own
+            log = folder.parents[3] / "calls.log"
+
+            def called(*what) -> None:
+                calls.append(what)
+                with log.open("a") as out:
+                    out.write(json.dumps(what) + "\n")
+
+            began = time.time()
+            called(row.key, seed)
             if row.key in fail and "slow" in fail:
-                time.sleep(0.5)
-                calls.append(("finished", row.key, seed))
+                time.sleep(2.0)  # longer than a job process takes to start
+                called("finished", row.key, seed)
+            with (log.parent / "gpus.log").open("a") as out:  # the GPU it saw, and when
+                out.write(json.dumps([os.environ.get("CUDA_VISIBLE_DEVICES"), began,
+                                      time.time()]) + "\n")
             start = 0.0
             if parent is not None:  # a child reads its parent's output, as fine-tuning does
                 start = json.loads((parent / "out.json").read_text())["score"] - 10.0
@@ -47,6 +60,11 @@ def synthetic_kind(calls: list, fail: set):
             (folder / "out.json").write_text(json.dumps({"score": score}))
 
         found = [Step("out.json", call=compute)]
+        if "timed" in fail:  # a decoding whose time is a figure: when it ran, kept beside
+            found.append(Step("timed.log", timed=True, argv=[
+                sys.executable, "-c", "import sys, time; began = time.time(); time.sleep(0.5); "
+                "open(sys.argv[1], 'a').write(f'{began} {time.time()}\\n')",
+                folder.parents[3] / "timed.log"]))
         if row.key in fail and "diverge" in fail:
             found.insert(0, Step("train.log", trains=True, argv=[
                 sys.executable, "-c",
@@ -128,11 +146,46 @@ def test_a_failing_cell_stops_the_run_and_keeps_finished_cells(kind, tmp_path):
 
 
 def test_a_child_starts_when_its_parent_is_done_not_its_parents_wave(kind, tmp_path):
-    kind.fail.update({"bad", "slow"})  # bad's cells take 0.5 s each, good's none
-    run_table(SPEC, options(tmp_path, jobs=2))
+    kind.fail.update({"bad", "slow"})  # bad's cells take 2 s each, good's none
+    said = []
+    cells, _ = run_table(SPEC, options(tmp_path, jobs=2, say=said.append))
+    # two jobs at a time, each in a process of its own (submitit's local executor): what
+    # they did is in the work folder, what they said comes back to the call
+    calls = [tuple(json.loads(line)) for line in (tmp_path / "calls.log").open()]
+    assert kind.calls == [] and len(calls) == 12 and all(cell.result for cell in cells)
+    assert sum(line.startswith("  done ") for line in said) == 9
     # good's cells are done at once; the children use the slot a finished bad cell frees
     # while the last bad cell is still running
-    assert kind.calls.index(("child", 1)) < kind.calls.index(("finished", "bad", 3))
+    assert calls.index(("child", 1)) < calls.index(("finished", "bad", 3))
+
+
+def test_with_cuda_each_running_job_sees_a_gpu_no_other_running_job_has(kind, tmp_path,
+                                                                        monkeypatch):
+    from scripts.reproduce import cell_jobs
+
+    monkeypatch.setattr(cell_jobs, "_gpu_count", lambda: 2)  # a machine with 2 GPUs
+    kind.fail.update({"bad", "slow"})
+    cells, _ = run_table(SPEC, options(tmp_path, jobs=2, device="cuda"))
+    assert all(cell.result for cell in cells)
+    seen = [json.loads(line) for line in (tmp_path / "gpus.log").open()]
+    assert len(seen) == 9 and {gpu for gpu, _, _ in seen} == {"0", "1"}
+    for i, (gpu, began, ended) in enumerate(seen):
+        for other, other_began, other_ended in seen[i + 1:]:
+            if began < other_ended and other_began < ended:  # side by side
+                assert gpu != other
+
+
+def test_timed_steps_of_local_jobs_run_one_at_a_time_and_say_they_ran_beside_others(
+        kind, tmp_path):
+    kind.fail.add("timed")
+    cells, _ = run_table(SPEC, options(tmp_path, jobs=2, seeds=2))
+    ran = sorted(tuple(map(float, line.split())) for line in (tmp_path / "timed.log").open())
+    assert len(ran) == 6
+    assert all(ended <= began for (_, ended), (began, _) in zip(ran, ran[1:]))
+    # one at a time, but beside the other cells' steps: not a time measured alone
+    assert not any(cell.result.get("timed_alone") for cell in cells)
+    again, _ = run_table(SPEC, options(tmp_path / "alone", jobs=1, seeds=1))
+    assert all(cell.result["timed_alone"] for cell in again)
 
 
 def test_a_changed_setting_invalidates_only_its_cells(kind, tmp_path):

@@ -294,7 +294,7 @@ def test_a_stale_child_runs_after_its_parent_is_trained_on(monkeypatch, tmp_path
     assert said.count("    (cached, but it would run again: it started from an older model of "
                       "a, trained on after it; its old folder is kept aside)") == 1, said
     del calls[:]  # (a dry run builds the steps it prints)
-    (a, b), _ = run_table(spec, replace(options, jobs=2))
+    (a, b), _ = run_table(spec, options)
     assert calls == ["a", "b"] and "the parent's model trained on" in log_of(b)
     assert (b.folder.with_name(b.folder.name + ".stale-1") / "train.log").is_file()
 

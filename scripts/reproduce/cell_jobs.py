@@ -1,0 +1,384 @@
+"""A call's cells as submitit jobs: on this machine (``--executor local``, the default) or on
+Slurm (``--executor slurm``), one job per cell, a cell submitted once the cell it starts from
+has finished.
+
+Locally, ``--jobs 1`` runs each job in this process, one after the other (submitit's
+``DebugExecutor``, without its debugger); ``--jobs N`` runs up to N at once, each in a process
+of its own (submitit's ``LocalExecutor``), where the cells train on CUDA each seeing one GPU of
+this machine, one that no other running cell has while there are as many GPUs as jobs. A local
+job ends with the runner, however the runner ends (:func:`_watch_runner`). On Slurm each job
+asks for the resources of :class:`Resources` (one GPU with ``--device cuda`` or at paper
+scale); one that Slurm pre-empts or times out is requeued by submitit and resumes from its
+``checkpoint_last.pt`` (:class:`CellJob` is ``Checkpointable``: the cell's steps resume by
+themselves), and one still queued or running when the runner is stopped goes on: the next call
+waits for it (its id is kept in the cell's folder, :data:`JOB_ID`) instead of submitting it
+again.
+
+A job's result is the cell's stored result (``result.json``, and its record); a failure, a
+spent budget or a stop comes back as the error the runner raises, with the messages the job
+said. Jobs write their logs under ``WORK/jobs``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Sequence
+
+import submitit
+from submitit.helpers import Checkpointable
+
+from scripts.common.child_processes import stop_children
+from scripts.common.repo_paths import REPO_ROOT, git_commit
+from scripts.reproduce.cell_plan import Cell, cell_depth
+from scripts.reproduce.cell_steps import TIME_SPENT, BudgetSpent, CellFailed, StoppedByHand
+
+JOB_ID = "slurm_job_id"  # in a cell's folder: its Slurm job, while it may still run
+POLL_SECONDS = 0.2
+ERRORS = {error.__name__: error for error in (CellFailed, BudgetSpent, StoppedByHand)}
+# what a job in another process changes in its cell, brought back to the runner's
+CELL_STATE = ("result", "stale", "overruled", "recorded", "trained", "device")
+
+
+@dataclass
+class Resources:
+    """What each Slurm job asks for (``--partition`` ... or ``--slurm-config FILE``, a JSON
+    object with these names as keys)."""
+
+    partition: str | None = None
+    time_minutes: int = 24 * 60
+    gpus_per_job: int = 0
+    cpus_per_job: int = 1
+    mem_gb: float | None = None
+    # shell lines run before each job (e.g. ``module load cuda``)
+    setup: Sequence[str] = ()
+
+    def slurm_parameters(self, name: str) -> Dict[str, Any]:
+        found = {"job_name": name, "time": self.time_minutes, "nodes": 1,
+                 "cpus_per_task": self.cpus_per_job, "setup": list(self.setup),
+                 # submitit's signal to checkpoint and requeue, before the time limit
+                 "signal_delay_s": 120}
+        if self.partition:
+            found["partition"] = self.partition
+        if self.gpus_per_job:
+            found["gpus_per_node"] = self.gpus_per_job
+        if self.mem_gb:
+            found["mem"] = f"{self.mem_gb:g}GB"
+        return found
+
+    def describe(self) -> str:
+        return ", ".join([f"partition {self.partition or '(default)'}",
+                          f"{self.gpus_per_job} GPU{'s' * (self.gpus_per_job != 1)}",
+                          f"{self.cpus_per_job} CPU{'s' * (self.cpus_per_job != 1)}",
+                          f"{self.mem_gb:g} GB" if self.mem_gb else "default memory",
+                          f"{self.time_minutes} min"])
+
+
+def timed_lock(options: Any) -> Path | None:
+    """The lock that runs the timed steps of ``--jobs N`` local jobs one at a time, beside
+    the other jobs' trainings; none where timed steps run alone: one cell at a time here, or
+    on Slurm, where a job's CPUs are its own."""
+    if options.executor == "local" and options.jobs > 1:
+        return options.work / "locks" / "timed-steps.lock"
+    return None
+
+
+def _start_time(pid: int) -> str | None:
+    """When process ``pid`` started (``/proc``), to tell it from a later one with its id."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _watch_runner(pid: int, started: str | None) -> None:
+    """In a local job's process: once the runner ``pid`` (that ``started``) has ended, SIGKILL
+    included, stop the cell's running step as a stop by hand does, and end this process 5 s
+    later if the step has not returned (its children end with it: child_processes)."""
+
+    def watch() -> None:
+        while _start_time(pid) == started:
+            time.sleep(0.5)
+        stop_children("the end of the runner")
+        time.sleep(5)
+        os._exit(1)
+
+    if started is not None:  # Linux (/proc)
+        threading.Thread(target=watch, daemon=True).start()
+
+
+class CellJob(Checkpointable):
+    """One cell's run, as a submitit job. In a process of its own what the cell says is kept,
+    to be said by the runner, SIGTERM stops its step as a stop by hand does, and a local one
+    (``runner`` given) watches the runner's end. submitit's ``checkpoint`` (inherited; called
+    on Slurm's signal before the time limit) resubmits the same call, which resumes the cell
+    where it stopped."""
+
+    def __init__(self, separate: bool, runner: tuple[int, str | None] | None = None) -> None:
+        self.separate, self.runner = separate, runner
+
+    def __call__(self, cell: Cell) -> Dict[str, Any]:
+        table = cell.owner
+        said: List[str] = []
+        if self.separate:
+            if self.runner is not None:
+                _watch_runner(*self.runner)
+            # the runner's stop (a local job), scancel or a pre-emption (Slurm): the step is
+            # stopped as a stop by hand does, its CPU seconds so far kept
+            signal.signal(signal.SIGTERM, lambda *_: stop_children("SIGTERM"))
+
+            def say(message: str) -> None:
+                said.append(message)
+                print(message, file=sys.stderr, flush=True)
+
+            table.options.say = say
+        try:
+            table.run_cell(cell)
+        except (CellFailed, BudgetSpent) as error:
+            return {"error": type(error).__name__, "message": str(error), "said": said}
+        return {"cell": {name: getattr(cell, name) for name in CELL_STATE}, "said": said}
+
+
+def _slurm_state(job_id: str) -> str | None:
+    """The Slurm job's state while Slurm lists it (queued, running, ending), else None."""
+    found = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True,
+                           text=True)
+    return found.stdout.strip() or None
+
+
+class Jobs:
+    """The jobs of one call: submitted as cells become ready, ``--jobs`` at a time here (all
+    that are ready, on Slurm), and waited for."""
+
+    def __init__(self, options: Any, name: str) -> None:
+        self.options = options
+        self.folder = options.work / "jobs" / name
+        self.slurm = options.executor == "slurm"
+        self.limit = 10 ** 6 if self.slurm else options.jobs
+        self.running: Dict[int, tuple[Cell, Any]] = {}  # id(cell) -> (cell, its job)
+        # with --device cuda here: this machine's GPUs, and the one each running cell has
+        self.gpus = _gpu_count() if options.device == "cuda" and not self.slurm else 0
+        self.gpu_of: Dict[int, int] = {}
+        # the tree's own modules in the jobs, wherever they start (they get this environment)
+        paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        if str(REPO_ROOT) not in paths:
+            os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), *paths]))
+        if self.slurm:
+            self.executor = submitit.SlurmExecutor(folder=self.folder, max_num_timeout=10)
+            self.executor.update_parameters(**options.resources.slurm_parameters(name))
+            self.call = CellJob(separate=True)
+        elif options.jobs == 1:
+            self.executor = submitit.DebugExecutor(folder=self.folder)
+            self.call = CellJob(separate=False)
+        else:
+            self.executor = submitit.LocalExecutor(folder=self.folder)
+            # a day per job: submitit's local timeout would requeue a long training
+            self.executor.update_parameters(timeout_min=10 ** 6)
+            pid = os.getpid()
+            self.call = CellJob(separate=True, runner=(pid, _start_time(pid)))
+
+    def submit(self, cell: Cell) -> None:
+        if self.slurm and (job := self.attached(cell)) is not None:
+            self.options.say(f"  {cell.folder.name}: its Slurm job {job.job_id} still runs: "
+                             "waiting for it")
+        else:
+            if self.gpus and self.call.separate:  # the GPU fewest running cells have
+                taken = list(self.gpu_of.values())
+                free = min(range(self.gpus), key=lambda gpu: (taken.count(gpu), gpu))
+                self.gpu_of[id(cell)] = free
+                self.executor.update_parameters(gpus_per_node=1, visible_gpus=[free])
+            cell.folder.mkdir(parents=True, exist_ok=True)
+            job = self.started_ignoring_ctrl_c(cell)
+            if self.slurm:
+                (cell.folder / JOB_ID).write_text(f"{job.job_id}\n")
+            if self.call.separate:  # what it says comes when it ends; its log says it now
+                self.options.say(f"  {cell.folder.name}: job {job.job_id}, its log "
+                                 f"{job.paths.stderr}")
+        self.running[id(cell)] = (cell, job)
+
+    def started_ignoring_ctrl_c(self, cell: Cell) -> Any:
+        """The cell's job, submitted; a local job's processes ignore SIGINT (a disposition
+        they inherit), so that Ctrl-C in a terminal reaches the runner alone, which stops
+        them (:meth:`stop`) as a spent budget does, not submitit's controller, which would
+        kill them a second later."""
+        if self.slurm:
+            try:
+                return self.executor.submit(self.call, cell)
+            except submitit.core.utils.FailedJobError as error:  # sbatch's refusal
+                last = str(error).strip().splitlines()[-1]
+                raise SystemExit(f"--executor slurm: sbatch refused {cell.folder.name}'s job "
+                                 f"({last}): check --partition, --time-minutes, "
+                                 "--gpus-per-job, --mem-gb or --slurm-config") from None
+        if not self.call.separate:
+            return self.executor.submit(self.call, cell)
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            return self.executor.submit(self.call, cell)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def attached(self, cell: Cell) -> Any:
+        """The cell's Slurm job that a stopped call left queued or running, if any."""
+        path = cell.folder / JOB_ID
+        if not path.is_file():
+            return None
+        job_id = path.read_text().strip()
+        if _slurm_state(job_id) not in ("PENDING", "RUNNING", "REQUEUED", "SUSPENDED"):
+            return None
+        return submitit.SlurmJob(folder=self.folder, job_id=job_id)
+
+    def finished(self) -> List[tuple[Cell, Dict[str, Any]]]:
+        """The cells whose jobs have ended, each with what its job returned (an in-process
+        job runs here, and its unexpected error is raised as it is)."""
+        ended = []
+        for key, (cell, job) in list(self.running.items()):
+            if self.slurm and not job.paths.result_pickle.exists():
+                if _slurm_state(job.job_id) is not None:
+                    continue
+                time.sleep(2)  # its result may land just after it leaves the queue
+            elif self.call.separate and not self.slurm and not job.done():
+                continue
+            del self.running[key]
+            self.gpu_of.pop(key, None)
+            ended.append((cell, self.outcome(cell, job)))
+        return ended
+
+    def outcome(self, cell: Cell, job: Any) -> Dict[str, Any]:
+        """What the ended ``job`` of ``cell`` returned, or the error it ended with."""
+        error = job.exception() if job.paths.result_pickle.exists() or not (
+            self.call.separate) else None
+        if error is not None and not self.call.separate:
+            raise error
+        found = job.result() if error is None and (
+            job.paths.result_pickle.exists() or not self.call.separate) else {
+            "error": "CellFailed", "said": [], "message": (
+                f"{cell.folder.name}: its job {job.job_id} failed or was cancelled (its log: "
+                f"{job.paths.stderr}); the same command resumes it from its last checkpoint"
+                + (f":\n{str(error)[-1500:]}" if error is not None else ""))}
+        if self.slurm and found.get("error") == "StoppedByHand":
+            # scancel, or a pre-emption that Slurm may requeue: the next call waits for a
+            # requeued job (its id stays), and reads the result of its next run
+            found["message"] = (f"{cell.folder.name}: its Slurm job {job.job_id} was stopped "
+                                "(SIGTERM: scancel, or pre-emption); the same command "
+                                "resumes it from its last checkpoint")
+            job.paths.result_pickle.unlink()
+        elif self.slurm:
+            (cell.folder / JOB_ID).unlink(missing_ok=True)
+        return found
+
+    def stop(self) -> None:
+        """Stop the running local jobs as a stop by hand does, and wait for them; Slurm's go
+        on (the next call waits for them)."""
+        if self.slurm:
+            if self.running:
+                self.options.say(f"  {len(self.running)} Slurm job(s) go on: the same "
+                                 "command waits for them")
+            self.running.clear()
+            return
+        for _, job in self.running.values():
+            if getattr(job, "_process", None) is not None:
+                job._process.send_signal(signal.SIGTERM)  # its controller passes it on
+        for _, job in self.running.values():
+            if getattr(job, "_process", None) is not None:
+                job._process.wait()
+
+
+def _gpu_count() -> int:
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def run_cells(table: Any, todo: Sequence[Cell], stopped: Callable[[], str | None]) -> None:
+    """Run ``todo`` as jobs, a cell once the cell it starts from (if in ``todo``) has
+    finished; ``stopped()`` says why the call was stopped by hand, if it was. After a failure,
+    a spent budget or a stop no cell is submitted; the running ones finish (or, stopped by
+    hand, are stopped) and the first error is raised."""
+    options, root = table.options, table.root
+    root.commit_id = root.commit_id or git_commit()  # the code the cells of this call run
+    jobs = Jobs(options, table.spec.name)
+    waiting = sorted(todo, key=cell_depth)
+    pending = {id(cell) for cell in waiting}
+    error: BaseException | None = None
+    try:
+        while waiting or jobs.running:
+            for cell, outcome in jobs.finished():
+                pending.discard(id(cell))
+                for line in outcome["said"]:
+                    options.say(line)
+                if "error" in outcome:
+                    error = error or ERRORS[outcome["error"]](outcome["message"])
+                else:
+                    for name, value in outcome["cell"].items():
+                        setattr(cell, name, value)
+                    options.finished.append(cell.folder.name)
+            if stopped() is not None and error is None:
+                error = StoppedByHand(f"stopped by {stopped()}")
+                jobs.stop()
+            if error is not None:
+                waiting = []
+            for cell in list(waiting):
+                if len(jobs.running) >= jobs.limit:
+                    break
+                if cell.parent is not None and id(cell.parent) in pending:
+                    continue
+                if options.max_new_cells is not None and root.started >= options.max_new_cells:
+                    error, waiting = BudgetSpent(
+                        f"stopped after {options.max_new_cells} new cells"), []
+                    break
+                if options.deadline is not None and time.time() >= options.deadline:
+                    error, waiting = BudgetSpent(TIME_SPENT), []
+                    break
+                waiting.remove(cell)
+                root.started += 1
+                cell.owner = cell.owner or table  # a grid cell: of the table that runs it
+                jobs.submit(cell)
+            if jobs.running:
+                time.sleep(POLL_SECONDS if jobs.slurm or options.jobs > 1 else 0)
+    except BaseException:
+        jobs.stop()
+        raise
+    if error is not None:
+        raise error
+
+
+def job_words(options: Any) -> str:
+    """What one cell's job asks for, as a dry run prints it under the cell's commands."""
+    if options.executor == "slurm":
+        return f"Slurm, {options.resources.describe()}"
+    return "here" + (", one GPU of this machine" if options.device == "cuda" else "")
+
+
+def dry_run_jobs(options: Any) -> str:
+    """The line a dry run prints before the cells: how each would run as a job."""
+    if options.executor == "slurm":
+        return (f"# --executor slurm: one Slurm job per cell ({options.resources.describe()}),"
+                " a cell submitted once the cell it starts from has finished")
+    gpus = "; each job sees one GPU of this machine" if options.device == "cuda" else ""
+    return f"# --executor local: {options.jobs} cell(s) at a time on this machine{gpus}"
+
+
+def read_resources(path: Path | None, flags: Dict[str, Any],
+                   defaults: Dict[str, Any]) -> Resources:
+    """The Slurm resources of ``--slurm-config FILE`` (JSON) over ``defaults``, with the
+    flags given over both; a file that cannot be read, or a key that is not a resource, is a
+    one-line exit."""
+    found: Dict[str, Any] = {}
+    if path is not None:
+        try:
+            found = json.loads(path.read_text())
+        except (OSError, ValueError) as error:
+            raise SystemExit(f"--slurm-config: cannot read {path} as JSON ({error})") from None
+        known = set(Resources.__dataclass_fields__)
+        if not isinstance(found, dict) or set(found) - known:
+            raise SystemExit(f"--slurm-config: {path} must be a JSON object with keys among "
+                             f"{', '.join(sorted(known))}")
+    return Resources(**{**defaults, **found,
+                        **{k: v for k, v in flags.items() if v is not None}})
