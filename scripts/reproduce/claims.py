@@ -18,6 +18,10 @@ while either of its rows
 - has a seed whose record lacks the claim's figure (finished before that figure was
   measured), or, for a time measured alone, has it from a timed step that ran beside other
   steps: *not resolved*, saying so;
+- in a table with one budget (:mod:`~scripts.reproduce.budget`), has seeds of another budget
+  than the other row's (or one row trained to its plateau): *not resolved: not one budget*;
+  has a seed stopped before the budget U, or whose valid loss still falls over its last 16
+  validations at U: *not resolved: still learning at U*;
 - or has fewer than :data:`~scripts.reproduce.direction.MIN_SEEDS` seeds.
 
 A claim on a cost is refused only for the first and the last two reasons. The claims left are
@@ -30,6 +34,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Sequence
 
+from scripts.reproduce.budget import BUDGET, TREND_VALIDATIONS, still_falling_at
 from scripts.reproduce.direction import (
     NOT_RESOLVED,
     Spread,
@@ -125,6 +130,8 @@ def still_learning(spec: TableSpec, cells: Sequence, row: str) -> str | None:
     that stops on the valid loss (``spec.valid_loss_stop``), stopped at one while its valid
     loss still fell: :func:`still_falling`), or None."""
     found = finished(cells, row)
+    if any(learning_field(cell, BUDGET) for cell in found):
+        return short_of_budget(spec.row(row).label, found)
     stops = [learning_field(cell, "stopped") for cell in found]
     capped = [cell for cell, stop in zip(found, stops) if stop != "plateau"]
     label = spec.row(row).label
@@ -151,6 +158,44 @@ def still_learning(spec: TableSpec, cells: Sequence, row: str) -> str | None:
             + (f"; {unrecorded} without a recorded stop (a fixed budget)" if unrecorded else ""))
 
 
+def short_of_budget(label: str, found: Sequence) -> str | None:
+    """Why the seeds ``found`` of a row trained at its table's budget U
+    (:mod:`~scripts.reproduce.budget`) may still be learning: seeds of different budgets,
+    seeds stopped before U, or seeds whose valid loss still falls over their last
+    :data:`~scripts.reproduce.budget.TREND_VALIDATIONS` validations at U; None where every
+    seed has stopped falling at U."""
+    budgets = sorted({int(learning_field(cell, BUDGET) or 0) for cell in found})
+    if len(budgets) > 1:
+        return (f"{NOT_RESOLVED}: {label}'s seeds trained different budgets "
+                f"({', '.join(str(b) for b in budgets)} updates; 0: none)")
+    (budget,) = budgets
+    short = [cell for cell in found if (learning_field(cell, "updates") or 0) < budget]
+    if short:
+        span = update_span([learning_field(cell, "updates") for cell in short])
+        return (f"{NOT_RESOLVED}: {label}, {len(short)} of {len(found)} seeds stopped before "
+                f"their budget of {budget} updates (at {span or 'an unrecorded update'})")
+    falling_seeds = [cell for cell in found
+                     if still_falling_at(learning_field(cell, "curve"))]
+    if not falling_seeds:
+        return None
+    return (f"{STILL_LEARNING} at {budget}: {label}, {len(falling_seeds)} of {len(found)} seeds' "
+            f"valid loss still falls over its last {TREND_VALIDATIONS} validations "
+            f"(least-squares slope, one-sided t-test at 5%, {TREND_VALIDATIONS - 2} df)")
+
+
+def budget_mismatch(spec: TableSpec, cells: Sequence, rows: Sequence[str]) -> str | None:
+    """Why two rows are not compared at one budget (one trained at a budget, the other to
+    its own plateau or at another budget), else None."""
+    budgets = {row: {learning_field(cell, BUDGET) or None for cell in finished(cells, row)}
+               for row in rows}
+    if len({frozenset(found) for found in budgets.values()}) == 1:
+        return None
+    words = [f"{spec.row(row).label} " + " and ".join(
+        f"{b} updates" if b else "to its plateau" for b in sorted(
+            found, key=lambda b: b or 0)) for row, found in budgets.items()]
+    return f"{NOT_RESOLVED}: not one budget ({'; '.join(words)})"
+
+
 def refusal(spec: TableSpec, claim: Comparison, cells: Sequence, ran: set,
             references: Mapping[str, Sequence[NoModel]]) -> str | None:
     """Why ``claim`` gets no verdict (the first reason in the module's order), or None."""
@@ -161,6 +206,8 @@ def refusal(spec: TableSpec, claim: Comparison, cells: Sequence, ran: set,
         if not finished(cells, row):
             return f"{NOT_RESOLVED}: {spec.row(row).label} diverged on every seed"
     if spec.metric(claim.metric).learned:
+        if why := budget_mismatch(spec, cells, rows):
+            return why
         for check in (lambda row: stale(spec, cells, row),
                       lambda row: below_no_model(spec, cells, row, references),
                       lambda row: still_learning(spec, cells, row)):
