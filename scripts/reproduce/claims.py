@@ -36,10 +36,16 @@ from typing import Any, Dict, List, Mapping, Sequence
 
 from scripts.reproduce.budget import BUDGET, TREND_VALIDATIONS, still_falling_at
 from scripts.reproduce.direction import (
+    ALPHA,
     NOT_RESOLVED,
+    PAIRED,
+    SIGN_FLIP,
     Spread,
+    Test,
     decide,
     holm,
+    paired,
+    seeds_needed,
     spread,
     too_few_seeds,
     welch,
@@ -83,6 +89,28 @@ def finished(cells: Sequence, row: str) -> List:
     """The cells of ``row`` that finished without diverging."""
     return [cell for cell in cells if cell.row.key == row and cell.result is not None
             and not cell.result["figures"].get("diverged")]
+
+
+def seed_values(cells: Sequence, row: str, key: str) -> Dict[int, float]:
+    """Seed -> ``row``'s finite figure ``key`` on it, over its finished cells."""
+    found = {}
+    for cell in finished(cells, row):
+        value = cell.result["figures"].get(key)
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            found[cell.seed] = float(value)
+    return found
+
+
+def diverged(spec: TableSpec, cells: Sequence, row: str) -> str | None:
+    """Why ``row`` is not judged on the seeds that did not diverge: some of its seeds did
+    (a result the table shows; the others' mean alone would hide it), else None."""
+    ran = [cell for cell in cells if cell.row.key == row and cell.result is not None]
+    failed = [cell for cell in ran if cell.result["figures"].get("diverged")]
+    if not failed:
+        return None
+    seeds = ", ".join(str(cell.seed) for cell in failed)
+    return (f"{NOT_RESOLVED}: {spec.row(row).label} diverged on {len(failed)} of {len(ran)} "
+            f"seeds (seed{'s' * (len(failed) > 1)} {seeds})")
 
 
 def row_spread(cells: Sequence, row: str, key: str) -> Spread:
@@ -205,6 +233,9 @@ def refusal(spec: TableSpec, claim: Comparison, cells: Sequence, ran: set,
     for row in rows:
         if not finished(cells, row):
             return f"{NOT_RESOLVED}: {spec.row(row).label} diverged on every seed"
+    for row in rows:
+        if why := diverged(spec, cells, row):
+            return why
     if spec.metric(claim.metric).learned:
         if why := budget_mismatch(spec, cells, rows):
             return why
@@ -217,7 +248,7 @@ def refusal(spec: TableSpec, claim: Comparison, cells: Sequence, ran: set,
     for row in rows:
         if why := unmeasured(spec, cells, row, claim.metric):
             return why
-    return too_few_seeds(*(row_spread(cells, row, claim.metric) for row in rows))
+    return too_few_seeds(*(row_spread(cells, row, claim.metric).n for row in rows))
 
 
 def unmeasured(spec: TableSpec, cells: Sequence, row: str, key: str) -> str | None:
@@ -243,27 +274,115 @@ def finite(value: float) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
+# the most seeds a row gets for a claim (:func:`seeds_wanted`); a claim that needs more says
+# how many
+SEEDS_CAP = 10
+
+
+def claim_test(spec: TableSpec, claim: Comparison, cells: Sequence) -> Test:
+    """The claim's test: paired over the seeds both rows finished where they finished the
+    same seeds, else Welch's."""
+    metric = spec.metric(claim.metric)
+    a, b = (seed_values(cells, row, claim.metric) for row in (claim.better, claim.worse))
+    if len(a) >= 2 and set(a) == set(b):
+        seeds = sorted(a)
+        return paired([a[s] for s in seeds], [b[s] for s in seeds], metric.higher_is_better,
+                      claim.margin)
+    return welch(list(a.values()), list(b.values()), metric.higher_is_better, claim.margin)
+
+
+def claim_spread(test: Test, spec: TableSpec, claim: Comparison,
+                 cells: Sequence) -> float | tuple:
+    """The spread :func:`~scripts.reproduce.direction.seeds_needed` reads: of the per-seed
+    differences (paired), or both rows' (Welch)."""
+    a, b = (seed_values(cells, row, claim.metric) for row in (claim.better, claim.worse))
+    if test.kind in (PAIRED, SIGN_FLIP):
+        return spread([a[s] - b[s] for s in sorted(a)]).std
+    return spread(list(a.values())).std, spread(list(b.values())).std
+
+
+def initial_weights(cells: Sequence, rows: Sequence[str]) -> str:
+    """Whether the same seed gave two rows the same initial weights: ``shared`` where their
+    parameter counts match (the same shapes, created in the same order), else ``differ``
+    with the counts (the data order is still the seed's)."""
+    counts = []
+    for row in rows:
+        found = {cell.result["figures"].get("params") for cell in finished(cells, row)}
+        counts.append(found.pop() if len(found) == 1 else None)
+    if None in counts:
+        return "not recorded"
+    if counts[0] == counts[1]:
+        return "shared"
+    return f"differ ({int(counts[0]):,} and {int(counts[1]):,} parameters)"
+
+
+def needs(needed: int | None, n: int) -> str | None:
+    """A claim's need when it is not resolved: ``not resolved: needs about N seeds a side``
+    where ``needed`` is more than its ``n`` seeds; None otherwise."""
+    if needed is None:
+        return f"{NOT_RESOLVED}: no difference observed"
+    return f"{NOT_RESOLVED}: needs about {needed} seeds a side" if needed > n else None
+
+
 def judge(spec: TableSpec, cells: Sequence, data: Mapping[str, Any]) -> List[Dict[str, Any]]:
     """Per claim of ``spec``: ``claim``, ``rows``, ``metric``, ``margin``, our ``difference``
-    (in the paper's favour), Welch's ``t``, ``df`` and ``p``, Holm's ``p_holm`` and the
-    ``verdict``. Figures that cannot be computed are None."""
+    (in the paper's favour; paired: the mean per-seed difference), the ``test``
+    (:data:`~scripts.reproduce.direction.PAIRED`, ``WELCH`` or an exact test), its ``t``,
+    ``df`` and ``p``, Holm's ``p_holm`` over the table's ``family`` (every claim of the spec,
+    tested yet or not: a claim not tested counts as p = 1), the ``verdict``, the ``budget``
+    (U, or None for rows trained to their plateaus), the ``seeds`` of each row, how the
+    rows' ``initial_weights`` compare, and the ``seeds_needed`` a side for 80% power at the
+    claim's Bonferroni level 5% / family (which Holm's never asks more than). Figures that
+    cannot be computed are None."""
     references = data.get("no_model", {})
     ran = {cell.row.key for cell in cells if cell.result is not None}
+    family = len(spec.comparisons)
     judged, tests = [], []
     for claim in spec.comparisons:
-        metric = spec.metric(claim.metric)
-        test = welch(row_spread(cells, claim.better, claim.metric),
-                     row_spread(cells, claim.worse, claim.metric),
-                     metric.higher_is_better, claim.margin)
+        test = claim_test(spec, claim, cells)
         why = refusal(spec, claim, cells, ran, references)
         tests.append(None if why else test)
-        judged.append({"claim": claim.claim, "rows": [claim.better, claim.worse],
-                       "metric": claim.metric, "margin": claim.margin,
+        rows = (claim.better, claim.worse)
+        budgets = {learning_field(cell, BUDGET) for row in rows
+                   for cell in finished(cells, row)} - {None, 0}
+        needed = None
+        if not why and test.n >= 2:
+            needed = seeds_needed(test, claim_spread(test, spec, claim, cells),
+                                  ALPHA / family)
+        judged.append({"claim": claim.claim, "rows": list(rows),
+                       "metric": claim.metric, "margin": claim.margin, "test": test.kind,
                        "difference": finite(test.d), "t": finite(test.t),
                        "df": finite(test.df), "p": finite(test.p), "p_holm": None,
-                       "verdict": why})
-    tested = [i for i, test in enumerate(tests) if test is not None]
-    for i, adjusted in zip(tested, holm([tests[i].p for i in tested])):
-        judged[i]["p_holm"] = adjusted
-        judged[i]["verdict"] = decide(tests[i], adjusted)
+                       "family": family, "verdict": why,
+                       "budget": budgets.pop() if len(budgets) == 1 else None,
+                       "seeds": {row: sorted(cell.seed for cell in cells if cell.row.key == row
+                                             and cell.result is not None) for row in rows},
+                       "initial_weights": initial_weights(cells, rows)
+                       if test.kind in (PAIRED, SIGN_FLIP) else None,
+                       "seeds_needed": needed})
+    # the family is every claim of the table: one not tested counts with p = 1
+    adjusted = holm([1.0 if test is None else test.p for test in tests])
+    for i, test in enumerate(tests):
+        if test is None:
+            continue
+        judged[i]["p_holm"] = adjusted[i]
+        verdict = decide(test, adjusted[i])
+        if verdict == NOT_RESOLVED:
+            verdict = needs(judged[i]["seeds_needed"], test.n) or verdict
+        judged[i]["verdict"] = verdict
     return judged
+
+
+def seeds_wanted(spec: TableSpec, cells: Sequence, data: Mapping[str, Any],
+                 cap: int = SEEDS_CAP) -> Dict[str, int]:
+    """Row -> the seeds it should have for the claims not resolved yet whose need is within
+    ``cap`` (both rows of each such claim, so that they stay paired); empty when no claim
+    within reach asks for more."""
+    wanted: Dict[str, int] = {}
+    for claim in judge(spec, cells, data):
+        needed = claim["seeds_needed"]
+        have = min(len(seeds) for seeds in claim["seeds"].values())
+        if claim["verdict"].startswith(NOT_RESOLVED) and needed and have < needed <= cap:
+            for row in claim["rows"]:
+                wanted[row] = max(wanted.get(row, 0), needed)
+    return wanted

@@ -94,8 +94,12 @@ def claims_table(spec: TableSpec, judged: Sequence[Mapping[str, Any]],
     for claim in judged:
         metric = spec.metric(claim["metric"])
         margin = claim["margin"]
-        line = [claim["claim"], metric.label,
-                "superiority" if margin is None else f"parity within {margin:g}",
+        kind = "superiority" if margin is None else f"parity within {margin:g}"
+        if claim.get("verdict") and claim.get("p") is not None and claim.get("test"):
+            kind += f", {claim['test']}"  # records before paired tests name none
+        if claim.get("initial_weights", "shared") not in ("shared", None):
+            kind += f" (initial weights {claim['initial_weights']})"
+        line = [claim["claim"], metric.label, kind,
                 number(claim["difference"], metric.digits, "+"), number(claim["t"], 2),
                 number(claim["df"], 2), "-" if claim["p"] is None else f"{claim['p']:.3g}",
                 "-" if claim["p_holm"] is None else f"{claim['p_holm']:.3g}", claim["verdict"]]
@@ -341,11 +345,16 @@ def section(spec: TableSpec, cells: Sequence, data: Dict, scale: str, seeds: int
                     + ("" if claim.margin is None else f", parity within {claim.margin:g}")
                     + ")" for claim in spec.comparisons], ""]
     elif spec.comparisons:
-        lines += ["Each claim by the protocol at the top of this page: the difference of seed "
-                  "means in the paper's favour, Welch's t-test (two-sided at 5%; a parity "
-                  "claim one-sided at 2.5% against its margin), p Holm-corrected over the "
-                  "table's tested claims; a claim whose rows have not finished learning, read "
-                  "no model, or have fewer than 3 seeds is refused with the reason.\n",
+        lines += ["Each claim by the protocol at the top of this page: the difference in the "
+                  "paper's favour, tested on the per-seed differences (paired t-test) where "
+                  "both rows ran the same seeds, else Welch's t-test (an exact sign-flip or "
+                  "permutation test where the spread is zero); two-sided at 5%, a parity "
+                  f"claim one-sided at 2.5% against its margin; p Holm-corrected over the "
+                  f"table's {len(spec.comparisons)} claims, tested or not. A claim whose rows "
+                  "have not finished learning, read no model, diverged on a seed or have "
+                  "fewer than 3 seeds is refused with the reason; one not resolved says the "
+                  "seeds a side that 80% power would need at its observed difference and "
+                  "spread.\n",
                   claims_table(spec, judge(spec, cells, data), previous), ""]
     if plot_dir is not None and done:
         plotted = curve_plot(spec, table, plot_dir / f"{spec.name}.png")

@@ -52,7 +52,8 @@ def budget_cells(curves: dict, updates: int = 142 * 40, budget=142 * 40) -> list
     found = []
     for key, score in (("a", 10.0), ("b", 8.0)):
         for seed in (1, 2, 3):
-            result = {"figures": {"score": score + 0.1 * (seed - 2)}, "stopped": "cap",
+            wobble = 0.1 * (seed - 2) * (1 if key == "a" else -1)  # paired spread 0.2
+            result = {"figures": {"score": score + wobble}, "stopped": "cap",
                       "curve": curves.get((key, seed), FLAT), "updates": updates,
                       "budget_updates": budget(key) if callable(budget) else budget}
             found.append(SimpleNamespace(row=SPEC.row(key), seed=seed, result=result,
