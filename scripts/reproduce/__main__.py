@@ -35,6 +35,7 @@ from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce.cell_plan import selected_rows
 from scripts.reproduce.cell_steps import BudgetSpent, CellFailed
 from scripts.reproduce.claims import NOT_RUN, STALE
+from scripts.reproduce.more_seeds import add_seeds
 from scripts.reproduce.report import (
     section,
     summary_section,
@@ -92,7 +93,7 @@ def update_summary(doc: Path, name: str, entry: dict) -> None:
 # options that say how one call runs, not what the table is: the report's command leaves them
 # out, so that it is the command that trains the table (flag -> how many values it takes)
 CALL_ONLY = {"--collect-only": 0, "--no-report": 0, "--budget-minutes": 1, "--max-new-cells": 1,
-             "--device": 1}
+             "--device": 1, "--add-seeds": 0}
 
 
 def reproducing_argv(argv: Sequence[str]) -> list[str]:
@@ -175,6 +176,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="stop after running this many new cells (a budget)")
     parser.add_argument("--no-report", action="store_true",
                         help="do not write the report")
+    parser.add_argument("--add-seeds", action="store_true",
+                        help="after the cells finish, give the rows of each claim not "
+                             "resolved the seeds that 80%% power needs at its observed "
+                             "difference and spread, up to 10 a row, and judge again "
+                             "(scripts/reproduce/more_seeds.py)")
     args = parser.parse_args(argv)
     if args.list:
         return args
@@ -259,8 +265,11 @@ def main(argv: Sequence[str] | None = None) -> int:
               "on the GPU); the cells' keys are the CPU's")
     started = time.monotonic()
     status = 0
+    seeds = args.seeds
     try:
         cells, data = run_table(spec, options)
+        if args.add_seeds and not (args.dry_run or args.collect_only):
+            cells, data, seeds = add_seeds(spec, options, cells, data)  # seeds from power
     except BaseException as error:
         stopped = stopped_by_hand(options.finished, say)  # whatever the stop made it raise
         if stopped is not None:
@@ -274,9 +283,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.dry_run or args.no_report:
         return stopped_by_hand(options.finished, say) or status
     command = "python -m scripts.reproduce " + shlex.join(reproducing_argv(argv))
-    entry = verdicts(spec, cells, data, args.scale, args.seeds)
+    entry = verdicts(spec, cells, data, args.scale, seeds)
     replaced = note_replaced(args.out, spec.name, entry)
-    text = section(spec, cells, data, args.scale, args.seeds, command,
+    text = section(spec, cells, data, args.scale, seeds, command,
                    plot_dir=args.out.parent / "reproduction", previous=replaced or None)
     write_section(args.out, spec.name, text, DOC_HEADER)
     update_summary(args.out, spec.name, entry)

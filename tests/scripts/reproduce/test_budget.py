@@ -79,3 +79,25 @@ def test_a_seed_short_of_its_budget_or_rows_of_two_budgets_get_no_verdict():
                                         updates=5680), {})
     assert claim["verdict"] == ("not resolved: not one budget (A 5680 updates; B to its "
                                 "plateau)")
+
+
+def test_claims_within_the_cap_ask_for_seeds_and_those_beyond_say_how_many():
+    from scripts.reproduce.claims import SEEDS_CAP, seeds_wanted
+
+    # paired spread 0.2 around a difference of 2: resolved; around 0.3: a few seeds more
+    assert seeds_wanted(SPEC, budget_cells({}), {}) == {}
+    close = budget_cells({})
+    for cell in close[3:]:  # b, 0.3 behind a on average instead of 2
+        cell.result["figures"]["score"] += 1.7
+    (claim,) = judge(SPEC, close, {})
+    wanted = seeds_wanted(SPEC, close, {})
+    needed = claim["seeds_needed"]
+    assert 3 < needed <= SEEDS_CAP and wanted == {"a": needed, "b": needed}
+    assert claim["verdict"] == f"not resolved: needs about {needed} seeds a side"
+    # a difference far below its spread needs more than the cap: said, not asked for
+    far = budget_cells({})
+    for cell in far[3:]:
+        cell.result["figures"]["score"] += 1.99
+    (claim,) = judge(SPEC, far, {})
+    assert claim["seeds_needed"] > SEEDS_CAP and seeds_wanted(SPEC, far, {}) == {}
+    assert claim["verdict"] == f"not resolved: needs about {claim['seeds_needed']} seeds a side"
