@@ -301,10 +301,15 @@ def claim_spread(test: Test, spec: TableSpec, claim: Comparison,
     return spread(list(a.values())).std, spread(list(b.values())).std
 
 
-def initial_weights(cells: Sequence, rows: Sequence[str]) -> str:
-    """Whether the same seed gave two rows the same initial weights: ``shared`` where their
-    parameter counts match (the same shapes, created in the same order), else ``differ``
-    with the counts (the data order is still the seed's)."""
+def initial_weights(spec: TableSpec, cells: Sequence, rows: Sequence[str]) -> str:
+    """Whether the same seed gave two rows the same initial weights: rows that start from
+    other models start from those (``shared`` only where it is the same one); rows trained
+    from scratch ``shared`` where their parameter counts match (the same shapes, created in
+    the same order), else ``differ`` with the counts (the data order is still the seed's)."""
+    parents = [spec.row(row).parent or spec.row(row).same_as for row in rows]
+    if any(parents):
+        return ("shared (the same starting model)" if parents[0] == parents[1] else
+                "differ (each row starts from its own model)")
     counts = []
     for row in rows:
         found = {cell.result["figures"].get("params") for cell in finished(cells, row)}
@@ -357,7 +362,7 @@ def judge(spec: TableSpec, cells: Sequence, data: Mapping[str, Any]) -> List[Dic
                        "budget": budgets.pop() if len(budgets) == 1 else None,
                        "seeds": {row: sorted(cell.seed for cell in cells if cell.row.key == row
                                              and cell.result is not None) for row in rows},
-                       "initial_weights": initial_weights(cells, rows)
+                       "initial_weights": initial_weights(spec, cells, rows)
                        if test.kind in (PAIRED, SIGN_FLIP) else None,
                        "seeds_needed": needed})
     # the family is every claim of the table: one not tested counts with p = 1

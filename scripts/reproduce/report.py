@@ -97,7 +97,7 @@ def claims_table(spec: TableSpec, judged: Sequence[Mapping[str, Any]],
         kind = "superiority" if margin is None else f"parity within {margin:g}"
         if claim.get("verdict") and claim.get("p") is not None and claim.get("test"):
             kind += f", {claim['test']}"  # records before paired tests name none
-        if claim.get("initial_weights", "shared") not in ("shared", None):
+        if (claim.get("initial_weights") or "shared").startswith("differ"):
             kind += f" (initial weights {claim['initial_weights']})"
         line = [claim["claim"], metric.label, kind,
                 number(claim["difference"], metric.digits, "+"), number(claim["t"], 2),

@@ -430,3 +430,23 @@ def test_a_plateau_stop_while_the_loss_still_falls_refuses_quality_claims():
         cell.result["curve"] = [[step, loss, 100.0] for step, loss in falling_curve]
     score_stop = replace(SPEC, valid_loss_stop=False)
     assert verdict_of(judge(score_stop, found, {}), "a beats b") == "holds"
+
+
+def test_a_paired_claim_says_where_the_same_seed_gave_other_initial_weights():
+    found = cells()
+    for cell in found:  # c has more parameters than a: its weights start elsewhere
+        cell.result["figures"]["params"] = 1000.0 + 24 * (cell.row.key == "c")
+    judged = judge(SPEC, found, {})
+    assert judged[0]["initial_weights"] == "shared"
+    assert judged[2]["initial_weights"] == "differ (1,000 and 1,024 parameters)"
+    assert "paired t-test (initial weights differ (1,000 and 1,024 parameters))" in section(
+        SPEC, found, {}, "toy", 3, "cmd")
+    started = replace(SPEC, rows=(Row("a", "A", parent="x:a"), Row("b", "B", parent="x:b"),
+                                  Row("c", "C", parent="x:a")))
+    judged = judge(started, [replace_row(cell, started) for cell in found], {})
+    assert judged[0]["initial_weights"] == "differ (each row starts from its own model)"
+    assert judged[2]["initial_weights"] == "shared (the same starting model)"
+
+
+def replace_row(cell, spec):
+    return SimpleNamespace(**{**vars(cell), "row": spec.row(cell.row.key)})
