@@ -55,8 +55,9 @@ DOC_HEADER = """# Reproduction tables
 Each section below is one table or figure of the three papers, rebuilt by one command,
 `python -m scripts.reproduce NAME`. Numbers are as measured, never tuned away; a section whose
 table has not been run says so and shows only the paper's figures. How rows are trained and
-claims tested (rate grid, plateau, refusals, Welch's test with Holm's correction) is
-described at the top of the project's docs/reproduction.md.
+claims tested (rate grid, plateau or one budget, refusals, paired or Welch tests with Holm's
+correction over every claim of a table) is described at the top of the project's
+docs/reproduction.md.
 """
 
 

@@ -308,8 +308,8 @@ def initial_weights(spec: TableSpec, cells: Sequence, rows: Sequence[str]) -> st
     the same order), else ``differ`` with the counts (the data order is still the seed's)."""
     parents = [spec.row(row).parent or spec.row(row).same_as for row in rows]
     if any(parents):
-        return ("shared (the same starting model)" if parents[0] == parents[1] else
-                "differ (each row starts from its own model)")
+        return ("shared: the same starting model" if parents[0] == parents[1] else
+                "differ: each row starts from its own model")
     counts = []
     for row in rows:
         found = {cell.result["figures"].get("params") for cell in finished(cells, row)}
@@ -318,7 +318,7 @@ def initial_weights(spec: TableSpec, cells: Sequence, rows: Sequence[str]) -> st
         return "not recorded"
     if counts[0] == counts[1]:
         return "shared"
-    return f"differ ({int(counts[0]):,} and {int(counts[1]):,} parameters)"
+    return f"differ: {int(counts[0]):,} and {int(counts[1]):,} parameters"
 
 
 def needs(needed: int | None, n: int) -> str | None:

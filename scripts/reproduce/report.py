@@ -98,7 +98,7 @@ def claims_table(spec: TableSpec, judged: Sequence[Mapping[str, Any]],
         if claim.get("verdict") and claim.get("p") is not None and claim.get("test"):
             kind += f", {claim['test']}"  # records before paired tests name none
         if (claim.get("initial_weights") or "shared").startswith("differ"):
-            kind += f" (initial weights {claim['initial_weights']})"
+            kind += f"; initial weights {claim['initial_weights']}"
         line = [claim["claim"], metric.label, kind,
                 number(claim["difference"], metric.digits, "+"), number(claim["t"], 2),
                 number(claim["df"], 2), "-" if claim["p"] is None else f"{claim['p']:.3g}",

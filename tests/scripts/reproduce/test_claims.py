@@ -438,14 +438,14 @@ def test_a_paired_claim_says_where_the_same_seed_gave_other_initial_weights():
         cell.result["figures"]["params"] = 1000.0 + 24 * (cell.row.key == "c")
     judged = judge(SPEC, found, {})
     assert judged[0]["initial_weights"] == "shared"
-    assert judged[2]["initial_weights"] == "differ (1,000 and 1,024 parameters)"
-    assert "paired t-test (initial weights differ (1,000 and 1,024 parameters))" in section(
+    assert judged[2]["initial_weights"] == "differ: 1,000 and 1,024 parameters"
+    assert "paired t-test; initial weights differ: 1,000 and 1,024 parameters" in section(
         SPEC, found, {}, "toy", 3, "cmd")
     started = replace(SPEC, rows=(Row("a", "A", parent="x:a"), Row("b", "B", parent="x:b"),
                                   Row("c", "C", parent="x:a")))
     judged = judge(started, [replace_row(cell, started) for cell in found], {})
-    assert judged[0]["initial_weights"] == "differ (each row starts from its own model)"
-    assert judged[2]["initial_weights"] == "shared (the same starting model)"
+    assert judged[0]["initial_weights"] == "differ: each row starts from its own model"
+    assert judged[2]["initial_weights"] == "shared: the same starting model"
 
 
 def replace_row(cell, spec):
