@@ -334,13 +334,14 @@ def section(spec: TableSpec, cells: Sequence, data: Dict, scale: str, seeds: int
         stop = loss if loss == grid else own_criterion(loss)
         lines += [f"How each row learnt: its learning rate (chosen on seed 1 from the grid by "
                   f"{own_criterion(grid)}), how its seeds stopped (`plateau`: {stop} stopped "
-                  "improving; `cap`: its update or epoch cap came first) and their updates.\n",
+                  "improving; `cap`: its update or epoch cap came first, at a table's budget the "
+                  "budget's end) and their updates.\n",
                   learning, ""]
     if data.get("references"):
         lines += [data["references"], ""]
     if spec.comparisons and not done:
-        lines += ["Claims the table tests (each needs its rows run to a plateau on at least "
-                  "three seeds):\n",
+        lines += ["Claims the table tests (each needs its rows to have finished learning, at "
+                  "a plateau or at the table's budget, on at least three seeds):\n",
                   *[f"- {claim.claim} ({spec.metric(claim.metric).label}"
                     + ("" if claim.margin is None else f", parity within {claim.margin:g}")
                     + ")" for claim in spec.comparisons], ""]
