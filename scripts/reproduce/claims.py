@@ -355,7 +355,8 @@ def judge(spec: TableSpec, cells: Sequence, data: Mapping[str, Any]) -> List[Dic
             needed = seeds_needed(test, claim_spread(test, spec, claim, cells),
                                   ALPHA / family)
         judged.append({"claim": claim.claim, "rows": list(rows),
-                       "metric": claim.metric, "margin": claim.margin, "test": test.kind,
+                       "metric": claim.metric, "margin": claim.margin,
+                       "test": test.kind if test.n >= 2 else None,
                        "difference": finite(test.d), "t": finite(test.t),
                        "df": finite(test.df), "p": finite(test.p), "p_holm": None,
                        "family": family, "verdict": why,
