@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from scripts.reproduce.budget import TREND_VALIDATIONS, at_budget, without_budget
 from scripts.reproduce.cell_plan import at_rate
 from scripts.reproduce.claims import judge
@@ -101,3 +103,43 @@ def test_claims_within_the_cap_ask_for_seeds_and_those_beyond_say_how_many():
     (claim,) = judge(SPEC, far, {})
     assert claim["seeds_needed"] > SEEDS_CAP and seeds_wanted(SPEC, far, {}) == {}
     assert claim["verdict"] == f"not resolved: needs about {claim['seeds_needed']} seeds a side"
+
+
+def test_add_seeds_runs_the_seeds_a_claim_within_reach_needs(monkeypatch, tmp_path):
+    import json
+    from dataclasses import replace as copy
+
+    from scripts.reproduce import cell_plan, runner
+    from scripts.reproduce.kinds import Step
+    from scripts.reproduce.more_seeds import add_seeds
+    from scripts.reproduce.run_options import RunOptions
+
+    trained = []
+
+    def steps(spec, row, seed, scale, settings, data, folder, parent):
+        def train() -> None:  # each seed moves both rows alike: paired, no spread
+            trained.append((row.key, seed))
+            score = {"a": 10.0, "b": 5.0}[row.key] + 0.1 * seed
+            (folder / "out.json").write_text(json.dumps(score))
+        return [Step("out.json", call=train)]
+
+    kind = SimpleNamespace(
+        prepare=lambda *_: {"description": "synthetic"}, steps=steps,
+        cell_settings=lambda spec, row, seed, *_: {"row": row.key, "seed": seed},
+        collect=lambda spec, row, folder: {"score": json.loads((folder / "out.json")
+                                                             .read_text()),
+                                           "stopped": "plateau"})
+    for module in (runner, cell_plan):
+        monkeypatch.setattr(module, "kind_module", lambda name: kind)
+    spec = copy(SPEC, name="s")
+    options = RunOptions(seeds=3, work=tmp_path, say=lambda _: None)
+    cells, data = runner.run_table(spec, options)
+    (claim,) = judge(spec, cells, data)
+    # the exact sign-flip test at 3 seeds: p 0.25; 2 / 2^6 < 5% needs 6 seeds a side
+    assert claim["verdict"] == "not resolved: needs about 6 seeds a side"
+    trained.clear()
+    cells, data, seeds = add_seeds(spec, options, cells, data)
+    assert seeds == 6 and sorted(trained) == [(row, s) for row in "ab" for s in (4, 5, 6)]
+    (claim,) = judge(spec, cells, data)
+    assert claim["verdict"] == "holds" and claim["p"] == pytest.approx(2 / 2 ** 6)
+    assert claim["seeds"] == {"a": [1, 2, 3, 4, 5, 6], "b": [1, 2, 3, 4, 5, 6]}
