@@ -290,7 +290,9 @@ def falling(points: Sequence[Sequence[float]]) -> Trend:
 def holm(p_values: Sequence[float]) -> List[float]:
     """Holm's step-down adjusted p-values (each compared with :data:`ALPHA`): the i-th
     smallest of the m tests is multiplied by m - i (i from 0), kept monotone and capped at
-    1. A NaN (a test that could not be run) stays NaN and is not one of the m."""
+    1. A NaN (a test that could not be run) stays NaN and is not one of the m (the claims
+    pass 1 for a claim not tested, to keep it in the family). Written here: scipy.stats has
+    no Holm (its ``false_discovery_control`` is Benjamini-Hochberg's)."""
     order = sorted((i for i, p in enumerate(p_values) if not math.isnan(p)),
                    key=lambda i: p_values[i])
     adjusted = [math.nan] * len(p_values)
