@@ -98,7 +98,7 @@ class SummaryReferences:
                 f"**The comparison is not meaningful at this budget**: no finished model's "
                 f"ROUGE-1 beats the trivial output's {trivial:.2f}, so the ROUGE columns "
                 "measure which frequent words each model settled on, not which summarises "
-                "better. The speed columns still hold.")
+                "better. The speed columns are this run's measurements, not a ranking.")
             return lines
         lines.append("ROUGE-1 above the trivial output's "
                      f"{trivial:.2f}: " + ", ".join(str(m["label"]) for m in beating)

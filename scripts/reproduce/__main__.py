@@ -44,6 +44,7 @@ from scripts.reproduce.cell_jobs import dry_run_jobs, read_resources
 from scripts.reproduce.cell_plan import selected_rows
 from scripts.reproduce.cell_steps import BudgetSpent, CellFailed
 from scripts.reproduce.claims import NOT_RUN, STALE
+from scripts.reproduce.more_seeds import add_seeds
 from scripts.reproduce.report import (
     section,
     summary_section,
@@ -63,8 +64,9 @@ DOC_HEADER = """# Reproduction tables
 Each section below is one table or figure of the three papers, rebuilt by one command,
 `python -m scripts.reproduce NAME`. Numbers are as measured, never tuned away; a section whose
 table has not been run says so and shows only the paper's figures. How rows are trained and
-claims tested (rate grid, plateau, refusals, Welch's test with Holm's correction) is
-described at the top of the project's docs/reproduction.md.
+claims tested (rate grid, plateau or one budget, refusals, paired or Welch tests with Holm's
+correction over every claim of a table) is described at the top of the project's
+docs/reproduction.md.
 """
 
 
@@ -102,7 +104,8 @@ def update_summary(doc: Path, name: str, entry: dict) -> None:
 # out, so that it is the command that trains the table (flag -> how many values it takes)
 CALL_ONLY = {"--collect-only": 0, "--no-report": 0, "--budget-minutes": 1, "--max-new-cells": 1,
              "--device": 1, "--executor": 1, "--partition": 1, "--time-minutes": 1,
-             "--gpus-per-job": 1, "--cpus-per-job": 1, "--mem-gb": 1, "--slurm-config": 1}
+             "--gpus-per-job": 1, "--cpus-per-job": 1, "--mem-gb": 1, "--slurm-config": 1,
+             "--add-seeds": 0}
 
 
 def reproducing_argv(argv: Sequence[str]) -> list[str]:
@@ -213,6 +216,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="stop after running this many new cells (a budget)")
     parser.add_argument("--no-report", action="store_true",
                         help="do not write the report")
+    parser.add_argument("--add-seeds", action="store_true",
+                        help="after the cells finish, give the rows of each claim not "
+                             "resolved the seeds that 80%% power needs at its observed "
+                             "difference and spread, up to 10 a row, and judge again "
+                             "(scripts/reproduce/more_seeds.py)")
     args = parser.parse_args(argv)
     if args.list:
         return args
@@ -318,8 +326,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(dry_run_jobs(options))
     started = time.monotonic()
     status = 0
+    seeds = args.seeds
     try:
         cells, data = run_table(spec, options)
+        if args.add_seeds and not (args.dry_run or args.collect_only):
+            cells, data, seeds = add_seeds(spec, options, cells, data)  # seeds from power
     except BaseException as error:
         stopped = stopped_by_hand(options.finished, say)  # whatever the stop made it raise
         if stopped is not None:
@@ -333,9 +344,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.dry_run or args.no_report:
         return stopped_by_hand(options.finished, say) or status
     command = "python -m scripts.reproduce " + shlex.join(reproducing_argv(argv))
-    entry = verdicts(spec, cells, data, args.scale, args.seeds)
+    entry = verdicts(spec, cells, data, args.scale, seeds)
     replaced = note_replaced(args.out, spec.name, entry)
-    text = section(spec, cells, data, args.scale, args.seeds, command,
+    text = section(spec, cells, data, args.scale, seeds, command,
                    plot_dir=args.out.parent / "reproduction", previous=replaced or None)
     write_section(args.out, spec.name, text, DOC_HEADER)
     update_summary(args.out, spec.name, entry)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Sequence
 
+from scripts.reproduce.budget import at_budget
 from scripts.reproduce.cell_cache import CellCache, settings_key
 from scripts.reproduce.kinds import Step, kind_module
 from scripts.reproduce.run_options import RunOptions
@@ -85,11 +86,11 @@ def at_rate(settings: Dict, lr: float | None, search: bool = False) -> Dict:
     chooses one per row (``lr_grid``); a cell at the chosen rate (not a ``search`` cell of the
     grid) at most ``plateau_max_epoch`` epochs where the table sets a larger one."""
     if lr is None:
-        return settings
+        return at_budget(settings, search)
     found = {**{k: v for k, v in settings.items() if k not in SEARCH_KEYS}, "lr": lr}
     if not search and settings.get("plateau_max_epoch", 0) > settings.get("max_epoch", 0):
         found["max_epoch"] = settings["plateau_max_epoch"]
-    return found
+    return at_budget(found, search)  # a table's budget (budget.py): exactly U updates
 
 
 def make_cell(spec: TableSpec, options: RunOptions, data: Dict, row: Row, seed: int,

@@ -29,16 +29,18 @@ REPRODUCED = ("curve", "updates", "stopped")
 
 class CellRecords:
     """The records under ``root``, one file per table, row, seed, (if chosen) rate and (for
-    a cell at its row's chosen rate with a larger cap than the grid's) epoch cap."""
+    a cell at its row's chosen rate with a larger cap than the grid's) epoch cap, or (for a
+    cell at its table's budget, :mod:`~scripts.reproduce.budget`) update budget."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
 
     def path(self, table: str, row: str, seed: int, lr: float | None,
-             max_epoch: int | None = None) -> Path:
+             max_epoch: int | None = None, budget: int | None = None) -> Path:
         rate = "" if lr is None else f"-lr{lr:g}"
         cap = "" if max_epoch is None else f"-max_epoch{max_epoch}"
-        return self.root / table / f"{row}-seed{seed}{rate}{cap}.json"
+        updates = "" if budget is None else f"-budget{budget}"
+        return self.root / table / f"{row}-seed{seed}{rate}{cap}{updates}.json"
 
     def get(self, path: Path, key: str) -> dict | None:
         """The record at ``path`` if it is of the cell ``key``."""

@@ -23,6 +23,7 @@ from filelock import FileLock
 from scripts.common.atomic_files import write_text_atomic
 from scripts.common.child_processes import child_env, stopped_by, stream
 from scripts.common.repo_paths import REPO_ROOT
+from scripts.reproduce.budget import BUDGET
 from scripts.reproduce.cell_plan import Cell
 from scripts.reproduce.kinds import Step
 from scripts.reproduce.log_figures import NLL, training_record
@@ -142,7 +143,7 @@ def training(folder: Path, settings: Dict, metric: str = NLL) -> Dict:
     """A finished cell's learning rate and patience and, from its fairseq-train log, its
     validation curve (of the loss ``metric`` it stops on), its updates and why it stopped
     (:func:`~scripts.reproduce.log_figures.training_record`)."""
-    found = {key: settings[key] for key in ("lr", "patience") if key in settings}
+    found = {key: settings[key] for key in ("lr", "patience", BUDGET) if key in settings}
     log = folder / "train.log"
     if log.is_file():
         found.update(training_record(log, settings.get("patience"), metric))

@@ -18,6 +18,10 @@ while either of its rows
 - has a seed whose record lacks the claim's figure (finished before that figure was
   measured), or, for a time measured alone, has it from a timed step that ran beside other
   steps: *not resolved*, saying so;
+- in a table with one budget (:mod:`~scripts.reproduce.budget`), has seeds of another budget
+  than the other row's (or one row trained to its plateau): *not resolved: not one budget*;
+  has a seed stopped before the budget U, or whose valid loss still falls over its last 16
+  validations at U: *not resolved: still learning at U*;
 - or has fewer than :data:`~scripts.reproduce.direction.MIN_SEEDS` seeds.
 
 A claim on a cost is refused only for the first and the last two reasons. The claims left are
@@ -30,11 +34,18 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Sequence
 
+from scripts.reproduce.budget import BUDGET, TREND_VALIDATIONS, still_falling_at
 from scripts.reproduce.direction import (
+    ALPHA,
     NOT_RESOLVED,
+    PAIRED,
+    SIGN_FLIP,
     Spread,
+    Test,
     decide,
     holm,
+    paired,
+    seeds_needed,
     spread,
     too_few_seeds,
     welch,
@@ -78,6 +89,28 @@ def finished(cells: Sequence, row: str) -> List:
     """The cells of ``row`` that finished without diverging."""
     return [cell for cell in cells if cell.row.key == row and cell.result is not None
             and not cell.result["figures"].get("diverged")]
+
+
+def seed_values(cells: Sequence, row: str, key: str) -> Dict[int, float]:
+    """Seed -> ``row``'s finite figure ``key`` on it, over its finished cells."""
+    found = {}
+    for cell in finished(cells, row):
+        value = cell.result["figures"].get(key)
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            found[cell.seed] = float(value)
+    return found
+
+
+def diverged(spec: TableSpec, cells: Sequence, row: str) -> str | None:
+    """Why ``row`` is not judged on the seeds that did not diverge: some of its seeds did
+    (a result the table shows; the others' mean alone would hide it), else None."""
+    ran = [cell for cell in cells if cell.row.key == row and cell.result is not None]
+    failed = [cell for cell in ran if cell.result["figures"].get("diverged")]
+    if not failed:
+        return None
+    seeds = ", ".join(str(cell.seed) for cell in failed)
+    return (f"{NOT_RESOLVED}: {spec.row(row).label} diverged on {len(failed)} of {len(ran)} "
+            f"seeds (seed{'s' * (len(failed) > 1)} {seeds})")
 
 
 def row_spread(cells: Sequence, row: str, key: str) -> Spread:
@@ -125,6 +158,8 @@ def still_learning(spec: TableSpec, cells: Sequence, row: str) -> str | None:
     that stops on the valid loss (``spec.valid_loss_stop``), stopped at one while its valid
     loss still fell: :func:`still_falling`), or None."""
     found = finished(cells, row)
+    if any(learning_field(cell, BUDGET) for cell in found):
+        return short_of_budget(spec.row(row).label, found)
     stops = [learning_field(cell, "stopped") for cell in found]
     capped = [cell for cell, stop in zip(found, stops) if stop != "plateau"]
     label = spec.row(row).label
@@ -151,6 +186,44 @@ def still_learning(spec: TableSpec, cells: Sequence, row: str) -> str | None:
             + (f"; {unrecorded} without a recorded stop (a fixed budget)" if unrecorded else ""))
 
 
+def short_of_budget(label: str, found: Sequence) -> str | None:
+    """Why the seeds ``found`` of a row trained at its table's budget U
+    (:mod:`~scripts.reproduce.budget`) may still be learning: seeds of different budgets,
+    seeds stopped before U, or seeds whose valid loss still falls over their last
+    :data:`~scripts.reproduce.budget.TREND_VALIDATIONS` validations at U; None where every
+    seed has stopped falling at U."""
+    budgets = sorted({int(learning_field(cell, BUDGET) or 0) for cell in found})
+    if len(budgets) > 1:
+        return (f"{NOT_RESOLVED}: {label}'s seeds trained different budgets "
+                f"({', '.join(str(b) for b in budgets)} updates; 0: none)")
+    (budget,) = budgets
+    short = [cell for cell in found if (learning_field(cell, "updates") or 0) < budget]
+    if short:
+        span = update_span([learning_field(cell, "updates") for cell in short])
+        return (f"{NOT_RESOLVED}: {label}, {len(short)} of {len(found)} seeds stopped before "
+                f"their budget of {budget} updates (at {span or 'an unrecorded update'})")
+    falling_seeds = [cell for cell in found
+                     if still_falling_at(learning_field(cell, "curve"))]
+    if not falling_seeds:
+        return None
+    return (f"{STILL_LEARNING} at {budget}: {label}, {len(falling_seeds)} of {len(found)} seeds' "
+            f"valid loss still falls over its last {TREND_VALIDATIONS} validations "
+            f"(least-squares slope, one-sided t-test at 5%, {TREND_VALIDATIONS - 2} df)")
+
+
+def budget_mismatch(spec: TableSpec, cells: Sequence, rows: Sequence[str]) -> str | None:
+    """Why two rows are not compared at one budget (one trained at a budget, the other to
+    its own plateau or at another budget), else None."""
+    budgets = {row: {learning_field(cell, BUDGET) or None for cell in finished(cells, row)}
+               for row in rows}
+    if len({frozenset(found) for found in budgets.values()}) == 1:
+        return None
+    words = [f"{spec.row(row).label} " + " and ".join(
+        f"{b} updates" if b else "to its plateau" for b in sorted(
+            found, key=lambda b: b or 0)) for row, found in budgets.items()]
+    return f"{NOT_RESOLVED}: not one budget ({'; '.join(words)})"
+
+
 def refusal(spec: TableSpec, claim: Comparison, cells: Sequence, ran: set,
             references: Mapping[str, Sequence[NoModel]]) -> str | None:
     """Why ``claim`` gets no verdict (the first reason in the module's order), or None."""
@@ -160,7 +233,12 @@ def refusal(spec: TableSpec, claim: Comparison, cells: Sequence, ran: set,
     for row in rows:
         if not finished(cells, row):
             return f"{NOT_RESOLVED}: {spec.row(row).label} diverged on every seed"
+    for row in rows:
+        if why := diverged(spec, cells, row):
+            return why
     if spec.metric(claim.metric).learned:
+        if why := budget_mismatch(spec, cells, rows):
+            return why
         for check in (lambda row: stale(spec, cells, row),
                       lambda row: below_no_model(spec, cells, row, references),
                       lambda row: still_learning(spec, cells, row)):
@@ -170,7 +248,7 @@ def refusal(spec: TableSpec, claim: Comparison, cells: Sequence, ran: set,
     for row in rows:
         if why := unmeasured(spec, cells, row, claim.metric):
             return why
-    return too_few_seeds(*(row_spread(cells, row, claim.metric) for row in rows))
+    return too_few_seeds(*(row_spread(cells, row, claim.metric).n for row in rows))
 
 
 def unmeasured(spec: TableSpec, cells: Sequence, row: str, key: str) -> str | None:
@@ -196,27 +274,121 @@ def finite(value: float) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
+# the most seeds a row gets for a claim (:func:`seeds_wanted`); a claim that needs more says
+# how many
+SEEDS_CAP = 10
+
+
+def claim_test(spec: TableSpec, claim: Comparison, cells: Sequence) -> Test:
+    """The claim's test: paired over the seeds both rows finished where they finished the
+    same seeds, else Welch's."""
+    metric = spec.metric(claim.metric)
+    a, b = (seed_values(cells, row, claim.metric) for row in (claim.better, claim.worse))
+    if len(a) >= 2 and set(a) == set(b):
+        seeds = sorted(a)
+        return paired([a[s] for s in seeds], [b[s] for s in seeds], metric.higher_is_better,
+                      claim.margin)
+    return welch(list(a.values()), list(b.values()), metric.higher_is_better, claim.margin)
+
+
+def claim_spread(test: Test, spec: TableSpec, claim: Comparison,
+                 cells: Sequence) -> float | tuple:
+    """The spread :func:`~scripts.reproduce.direction.seeds_needed` reads: of the per-seed
+    differences (paired), or both rows' (Welch)."""
+    a, b = (seed_values(cells, row, claim.metric) for row in (claim.better, claim.worse))
+    if test.kind in (PAIRED, SIGN_FLIP):
+        return spread([a[s] - b[s] for s in sorted(a)]).std
+    return spread(list(a.values())).std, spread(list(b.values())).std
+
+
+def initial_weights(spec: TableSpec, cells: Sequence, rows: Sequence[str]) -> str:
+    """Whether the same seed gave two rows the same initial weights: rows that start from
+    other models start from those (``shared`` only where it is the same one); rows trained
+    from scratch ``shared`` where their parameter counts match (the same shapes, created in
+    the same order), else ``differ`` with the counts (the data order is still the seed's)."""
+    parents = [spec.row(row).parent or spec.row(row).same_as for row in rows]
+    if any(parents):
+        return ("shared: the same starting model" if parents[0] == parents[1] else
+                "differ: each row starts from its own model")
+    counts = []
+    for row in rows:
+        found = {cell.result["figures"].get("params") for cell in finished(cells, row)}
+        counts.append(found.pop() if len(found) == 1 else None)
+    if None in counts:
+        return "not recorded"
+    if counts[0] == counts[1]:
+        return "shared"
+    return f"differ: {int(counts[0]):,} and {int(counts[1]):,} parameters"
+
+
+def needs(needed: int | None, n: int) -> str | None:
+    """A claim's need when it is not resolved: ``not resolved: needs about N seeds a side``
+    where ``needed`` is more than its ``n`` seeds; None otherwise."""
+    if needed is None:
+        return f"{NOT_RESOLVED}: no difference observed"
+    return f"{NOT_RESOLVED}: needs about {needed} seeds a side" if needed > n else None
+
+
 def judge(spec: TableSpec, cells: Sequence, data: Mapping[str, Any]) -> List[Dict[str, Any]]:
     """Per claim of ``spec``: ``claim``, ``rows``, ``metric``, ``margin``, our ``difference``
-    (in the paper's favour), Welch's ``t``, ``df`` and ``p``, Holm's ``p_holm`` and the
-    ``verdict``. Figures that cannot be computed are None."""
+    (in the paper's favour; paired: the mean per-seed difference), the ``test``
+    (:data:`~scripts.reproduce.direction.PAIRED`, ``WELCH`` or an exact test), its ``t``,
+    ``df`` and ``p``, Holm's ``p_holm`` over the table's ``family`` (every claim of the spec,
+    tested yet or not: a claim not tested counts as p = 1), the ``verdict``, the ``budget``
+    (U, or None for rows trained to their plateaus), the ``seeds`` of each row, how the
+    rows' ``initial_weights`` compare, and the ``seeds_needed`` a side for 80% power at the
+    claim's Bonferroni level 5% / family (which Holm's never asks more than). Figures that
+    cannot be computed are None."""
     references = data.get("no_model", {})
     ran = {cell.row.key for cell in cells if cell.result is not None}
+    family = len(spec.comparisons)
     judged, tests = [], []
     for claim in spec.comparisons:
-        metric = spec.metric(claim.metric)
-        test = welch(row_spread(cells, claim.better, claim.metric),
-                     row_spread(cells, claim.worse, claim.metric),
-                     metric.higher_is_better, claim.margin)
+        test = claim_test(spec, claim, cells)
         why = refusal(spec, claim, cells, ran, references)
         tests.append(None if why else test)
-        judged.append({"claim": claim.claim, "rows": [claim.better, claim.worse],
+        rows = (claim.better, claim.worse)
+        budgets = {learning_field(cell, BUDGET) for row in rows
+                   for cell in finished(cells, row)} - {None, 0}
+        needed = None
+        if not why and test.n >= 2:
+            needed = seeds_needed(test, claim_spread(test, spec, claim, cells),
+                                  ALPHA / family)
+        judged.append({"claim": claim.claim, "rows": list(rows),
                        "metric": claim.metric, "margin": claim.margin,
+                       "test": test.kind if test.n >= 2 else None,
                        "difference": finite(test.d), "t": finite(test.t),
                        "df": finite(test.df), "p": finite(test.p), "p_holm": None,
-                       "verdict": why})
-    tested = [i for i, test in enumerate(tests) if test is not None]
-    for i, adjusted in zip(tested, holm([tests[i].p for i in tested])):
-        judged[i]["p_holm"] = adjusted
-        judged[i]["verdict"] = decide(tests[i], adjusted)
+                       "family": family, "verdict": why,
+                       "budget": budgets.pop() if len(budgets) == 1 else None,
+                       "seeds": {row: sorted(cell.seed for cell in cells if cell.row.key == row
+                                             and cell.result is not None) for row in rows},
+                       "initial_weights": initial_weights(spec, cells, rows)
+                       if test.kind in (PAIRED, SIGN_FLIP) else None,
+                       "seeds_needed": needed})
+    # the family is every claim of the table: one not tested counts with p = 1
+    adjusted = holm([1.0 if test is None else test.p for test in tests])
+    for i, test in enumerate(tests):
+        if test is None:
+            continue
+        judged[i]["p_holm"] = adjusted[i]
+        verdict = decide(test, adjusted[i])
+        if verdict == NOT_RESOLVED:
+            verdict = needs(judged[i]["seeds_needed"], test.n) or verdict
+        judged[i]["verdict"] = verdict
     return judged
+
+
+def seeds_wanted(spec: TableSpec, cells: Sequence, data: Mapping[str, Any],
+                 cap: int = SEEDS_CAP) -> Dict[str, int]:
+    """Row -> the seeds it should have for the claims not resolved yet whose need is within
+    ``cap`` (both rows of each such claim, so that they stay paired); empty when no claim
+    within reach asks for more."""
+    wanted: Dict[str, int] = {}
+    for claim in judge(spec, cells, data):
+        needed = claim["seeds_needed"]
+        have = min(len(seeds) for seeds in claim["seeds"].values())
+        if claim["verdict"].startswith(NOT_RESOLVED) and needed and have < needed <= cap:
+            for row in claim["rows"]:
+                wanted[row] = max(wanted.get(row, 0), needed)
+    return wanted

@@ -1,24 +1,45 @@
 """The rule that says whether a paper's claim about two rows holds at our scale.
 
-Rows A (the paper's winner) and B are measured on n_A and n_B seeds, with means m and sample
-standard deviations s. A's advantage in the metric's good direction is d = m_A - m_B (sign
-flipped when lower is better), with Welch's standard error SE = sqrt(s_A^2/n_A + s_B^2/n_B)
-and the Welch-Satterthwaite degrees of freedom
+Rows A (the paper's winner) and B are measured on seeds. A's advantage in the metric's good
+direction is d = mean(A) - mean(B) (sign flipped when lower is better).
 
-    df = SE^4 / ((s_A^2/n_A)^2 / (n_A - 1) + (s_B^2/n_B)^2 / (n_B - 1)).
+*Paired* (:func:`paired`): where both rows ran the same seeds (the same seed gives them the
+same data order, and the same initial weights where their parameters have the same shapes),
+the test is on the per-seed differences D_i = A_i - B_i: t = (mean(D) + M) / (s_D / sqrt(n))
+on n - 1 degrees of freedom (scipy's one-sample t-test). Removing what a seed does to both
+rows, its spread is smaller than the rows' own, so it needs fewer seeds.
 
-A *superiority* claim ("A beats B") is the two-sided Welch t-test of d = 0 at 5%:
-t = d / SE, p = 2 P(T_df > |t|); it *holds* when p < 5% and t > 0, is *reversed* when
-p < 5% and t < 0, and is otherwise *not resolved*. A *parity* claim ("A matches B",
-"comparable", ">=") carries a margin M in the metric's units and is a non-inferiority
-test: t = (d + M) / SE, one-sided at 2.5%. It *holds* when A is shown to be no more than M
-behind (one-sided p = p/2 < 2.5% with t > 0), is *reversed* when A is shown to be more than
-M behind (t < 0), and is otherwise not resolved; p is reported two-sided for both kinds, so
-every claim of a table is read against the same 5%. Over a table's tested claims the
-p-values are Holm-corrected (:func:`holm`): the family of claims keeps a 5% chance of any
-false verdict. Fewer than :data:`MIN_SEEDS` seeds on a side resolves nothing.
+*Welch* (:func:`welch`): rows of different seeds, t = (d + M) / SE with
+SE = sqrt(s_A^2/n_A + s_B^2/n_B) on the Welch-Satterthwaite degrees of freedom (scipy's
+``ttest_ind`` with unequal variances).
+
+Where the spread is zero (every difference equal, or each row the same on every seed, to
+float64's rounding: :data:`ROUNDING`) t is not defined, and the test is exact instead: the
+sign-flip test of the differences, or the permutation test of the two rows' values (scipy's
+``permutation_test``, every rearrangement).
+Three seeds then give at best p = 0.25 (paired) or 0.10 (Welch), never 0.
+
+A *superiority* claim ("A beats B", M = 0) is two-sided at 5%: it *holds* when p < 5% and
+t > 0, is *reversed* when p < 5% and t < 0, and is otherwise *not resolved*. A *parity* claim
+("A matches B", "comparable", ">=") carries a margin M in the metric's units and is a
+non-inferiority test, one-sided at 2.5%: it *holds* when A is shown to be no more than M
+behind, is *reversed* when A is shown to be more than M behind; p is reported two-sided for
+both kinds, so every claim of a table is read against the same 5%. Over a table's claims the
+p-values are Holm-corrected (:func:`holm`). Fewer than :data:`MIN_SEEDS` seeds on a side
+resolves nothing.
+
+Every statistic is computed on the values divided by a power of two near their largest
+magnitude (exact in float64), so scaling every value (and the margin) by any positive factor
+gives the same verdict, t and p: values near 1e-320 do not lose their variance to underflow,
+nor do values near 1e200 overflow it.
+
+How many seeds a claim needs (:func:`seeds_needed`): the smallest n a side at which the test
+has 80% power at the claim's level, if the true difference were the observed one (for a
+parity claim, d + M) with the observed spread: scipy's noncentral t (the sign-flip or
+permutation test's smallest p where the spread is zero).
 
     python -m scripts.reproduce.direction --a 10.0 10.5 9.5 --b 9.0 9.6 8.4
+    python -m scripts.reproduce.direction --paired --a 10.0 10.5 9.5 --b 9.0 9.6 8.4
 """
 
 from __future__ import annotations
@@ -28,11 +49,18 @@ import math
 import statistics
 import sys
 from dataclasses import dataclass
-from typing import List, Sequence
+from typing import List, Sequence, Tuple
 
 HOLDS, REVERSED, NOT_RESOLVED = "holds", "reversed", "not resolved"
 ALPHA = 0.05     # two-sided level of every claim (a parity claim: 2.5% on its one side)
 MIN_SEEDS = 3    # two seeds give a spread, but one wild seed decides it
+POWER = 0.8      # the power :func:`seeds_needed` asks for
+# the tests, as the records name them
+PAIRED, WELCH = "paired t-test", "Welch t-test"
+SIGN_FLIP, PERMUTATION = "exact sign-flip test", "exact permutation test"
+# a spread below this share of the largest value is float64 rounding (e.g. 10.1 - 8.1 and
+# 9.1 - 7.1 differ in the 16th digit): the spread is zero, and the test exact
+ROUNDING = 1e-12
 
 
 @dataclass(frozen=True)
@@ -56,15 +84,42 @@ def spread(values: Sequence[float]) -> Spread:
     finite = [float(v) for v in values if v is not None and math.isfinite(float(v))]
     if not finite:
         return Spread(math.nan, math.nan, 0)
-    std = statistics.stdev(finite) if len(finite) > 1 else math.nan
-    return Spread(statistics.fmean(finite), std, len(finite))
+    (scaled,), _, power = unit_free([finite])
+    std = statistics.stdev(scaled) if len(finite) > 1 else math.nan
+    return Spread(statistics.fmean(finite), unscale(std, power), len(finite))
+
+
+def unit_free(groups: Sequence[Sequence[float]], margin: float | None = None
+              ) -> Tuple[List[List[float]], float | None, int]:
+    """``groups`` and ``margin`` divided by 2^e, the power of two just above their largest
+    magnitude (exact: only the exponents change), and e. Raises ``ValueError`` where the
+    margin is beyond float64's range in those units."""
+    biggest = max((abs(v) for group in groups for v in group), default=0.0)
+    power = math.frexp(biggest)[1] if biggest else 0
+    scaled = [[math.ldexp(v, -power) for v in group] for group in groups]
+    try:
+        shift = None if margin is None else math.ldexp(margin, -power)
+    except OverflowError:
+        raise ValueError(f"the margin {margin:g} is beyond float64's range in the units of "
+                         f"the values (largest {biggest:g})") from None
+    return scaled, shift, power
+
+
+def unscale(value: float, power: int) -> float:
+    """``value`` times 2^``power`` (back in the values' units), infinite beyond float64."""
+    try:
+        return math.ldexp(value, power)
+    except OverflowError:
+        return math.copysign(math.inf, value)
 
 
 @dataclass(frozen=True)
-class Welch:
-    """One claim's test: ``d`` A's advantage (good direction), ``se`` its standard error,
-    ``t`` = (d + margin) / se, ``df`` Welch-Satterthwaite, ``p`` two-sided; NaN where a side
-    has fewer than two seeds."""
+class Test:
+    """One claim's test: ``d`` A's advantage (good direction; paired: the mean per-seed
+    difference), ``se`` its standard error, ``t`` = (d + margin) / se (infinite, with the
+    sign of d + margin, for an exact test of zero spread), ``df``, ``p`` two-sided, ``kind``
+    (:data:`PAIRED`, :data:`WELCH`, :data:`SIGN_FLIP`, :data:`PERMUTATION`), ``n`` the seeds
+    (pairs) a side; NaN where a side has fewer than two seeds."""
 
     d: float
     se: float
@@ -72,25 +127,127 @@ class Welch:
     df: float
     p: float
     margin: float | None = None
+    kind: str = WELCH
+    n: int = 0
 
 
-def welch(a: Spread, b: Spread, higher_is_better: bool = True,
-          margin: float | None = None) -> Welch:
-    """The Welch t-test of A's advantage over B (against -``margin`` for a parity claim)."""
+def exact_p(groups: Sequence[Sequence[float]]) -> float:
+    """The two-sided p of an exact test of zero mean (one group: every sign flip) or of equal
+    means (two groups: every split), by scipy's ``permutation_test``."""
+    import numpy as np
+    from scipy.stats import permutation_test
+
+    if len(groups) == 1:
+        found = permutation_test((np.asarray(groups[0]),), np.mean, vectorized=True,
+                                 permutation_type="samples", n_resamples=np.inf)
+    else:
+        found = permutation_test(
+            tuple(np.asarray(g) for g in groups),
+            lambda a, b, axis: np.mean(a, axis=axis) - np.mean(b, axis=axis),
+            vectorized=True, permutation_type="independent", n_resamples=np.inf)
+    return float(found.pvalue)
+
+
+def direction_sign(higher_is_better: bool) -> float:
+    return 1.0 if higher_is_better else -1.0
+
+
+def paired(a: Sequence[float], b: Sequence[float], higher_is_better: bool = True,
+           margin: float | None = None) -> Test:
+    """The paired t-test of A's per-seed advantage over B (``a[i]``, ``b[i]``: one seed),
+    against -``margin`` for a parity claim; the exact sign-flip test where every difference
+    is the same."""
+    from scipy.stats import ttest_1samp
+
+    if len(a) != len(b):
+        raise ValueError(f"paired values need one of each row a seed ({len(a)} and {len(b)})")
+    (sa, sb), shift, power = unit_free([a, b], margin)
+    sign = direction_sign(higher_is_better)
+    diffs = [sign * (x - y) for x, y in zip(sa, sb)]
+    n = len(diffs)
+    d = statistics.fmean(diffs) if diffs else math.nan
+    if n < 2:
+        return Test(unscale(d, power), math.nan, math.nan, math.nan, math.nan, margin, PAIRED, n)
+    shifted = [x + (shift or 0.0) for x in diffs]
+    sd = statistics.stdev(diffs)
+    if sd <= ROUNDING:
+        centre = statistics.fmean(shifted)
+        t = math.copysign(math.inf, centre) if centre else 0.0
+        return Test(unscale(d, power), 0.0, t, n - 1.0, exact_p([shifted]) if centre else 1.0,
+                    margin, SIGN_FLIP, n)
+    found = ttest_1samp(shifted, 0.0)
+    return Test(unscale(d, power), unscale(sd / math.sqrt(n), power), float(found.statistic),
+                float(found.df), float(found.pvalue), margin, PAIRED, n)
+
+
+def welch(a: Sequence[float], b: Sequence[float], higher_is_better: bool = True,
+          margin: float | None = None) -> Test:
+    """The Welch t-test of A's advantage over B (each a row's values over its seeds),
+    against -``margin`` for a parity claim; the exact permutation test where neither row
+    varies."""
+    from scipy.stats import ttest_ind
+
+    (sa, sb), shift, power = unit_free([a, b], margin)
+    sign = direction_sign(higher_is_better)
+    moved = [sign * x + (shift or 0.0) for x in sa]
+    other = [sign * x for x in sb]
+    d = sign * (statistics.fmean(sa) - statistics.fmean(sb)) if sa and sb else math.nan
+    n = min(len(sa), len(sb))
+    if n < 2:
+        return Test(unscale(d, power), math.nan, math.nan, math.nan, math.nan, margin, WELCH, n)
+    va, vb = statistics.variance(sa) / len(sa), statistics.variance(sb) / len(sb)
+    if max(va, vb) <= ROUNDING ** 2:
+        centre = statistics.fmean(moved) - statistics.fmean(other)
+        t = math.copysign(math.inf, centre) if centre else 0.0
+        return Test(unscale(d, power), 0.0, t, len(sa) + len(sb) - 2.0,
+                    exact_p([moved, other]) if centre else 1.0, margin, PERMUTATION, n)
+    found = ttest_ind(moved, other, equal_var=False)
+    return Test(unscale(d, power), unscale(math.sqrt(va + vb), power), float(found.statistic),
+                float(found.df), float(found.pvalue), margin, WELCH, n)
+
+
+def seeds_needed(test: Test, sd: float | Tuple[float, float], level: float = ALPHA,
+                 most: int = 10 ** 6) -> int | None:
+    """The seeds a side (pairs, for a paired test) at which ``test``'s kind has
+    :data:`POWER` power at the two-sided ``level`` (a parity claim: ``level``/2 on its side),
+    if the true difference were the observed one (a parity claim: d + M, its distance from
+    the margin) and the spread the observed ``sd`` (paired: of the differences; Welch: the
+    two rows' (s_A, s_B)): scipy's noncentral t. Where the spread is zero, the exact test's
+    smallest p decides. None where no difference was observed; at most ``most``."""
+    from scipy.special import comb
+    from scipy.stats import nct
     from scipy.stats import t as student_t
 
-    d = (a.mean - b.mean) * (1.0 if higher_is_better else -1.0)
-    if a.n < 2 or b.n < 2:
-        return Welch(d, math.nan, math.nan, math.nan, math.nan, margin)
-    va, vb = a.std ** 2 / a.n, b.std ** 2 / b.n
-    se = math.sqrt(va + vb)
-    shifted = d + (margin or 0.0)
-    if se == 0.0:  # every seed of both rows agrees: any difference is certain
-        t = math.copysign(math.inf, shifted) if shifted else 0.0
-        return Welch(d, se, t, a.n + b.n - 2.0, 0.0 if shifted else 1.0, margin)
-    df = (va + vb) ** 2 / (va ** 2 / (a.n - 1) + vb ** 2 / (b.n - 1))
-    t = shifted / se
-    return Welch(d, se, t, df, float(2.0 * student_t.sf(abs(t), df)), margin)
+    effect = abs(test.d + (test.margin or 0.0))
+    if not math.isfinite(effect) or effect == 0.0:
+        return None
+    sds = sd if isinstance(sd, tuple) else (sd,)
+    if test.kind in (SIGN_FLIP, PERMUTATION):  # the exact test: its smallest p below the level
+        n = 2
+        while (2.0 / 2.0 ** n if len(sds) == 1 else 2.0 / comb(2 * n, n)) >= level:
+            n += 1
+        return n
+    ratios = [s / effect for s in sds]  # the spread in units of the effect: no units left
+
+    def powerful(n: int) -> bool:
+        if len(ratios) == 1:
+            df, se = n - 1.0, ratios[0] / math.sqrt(n)
+        else:
+            va, vb = (r * r / n for r in ratios)
+            df = (va + vb) ** 2 / ((va * va + vb * vb) / (n - 1))
+            se = math.sqrt(va + vb)
+        return nct.sf(student_t.isf(level / 2, df), df, 1.0 / se) >= POWER
+
+    # the power grows with n: double to a bracket, then halve it
+    low, high = 1, 2
+    while not powerful(high):
+        if high >= most:
+            return most
+        low, high = high, min(2 * high, most)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if powerful(middle) else (middle, high)
+    return high
 
 
 @dataclass(frozen=True)
@@ -133,7 +290,9 @@ def falling(points: Sequence[Sequence[float]]) -> Trend:
 def holm(p_values: Sequence[float]) -> List[float]:
     """Holm's step-down adjusted p-values (each compared with :data:`ALPHA`): the i-th
     smallest of the m tests is multiplied by m - i (i from 0), kept monotone and capped at
-    1. A NaN (a test that could not be run) stays NaN and is not one of the m."""
+    1. A NaN (a test that could not be run) stays NaN and is not one of the m (the claims
+    pass 1 for a claim not tested, to keep it in the family). Written here: scipy.stats has
+    no Holm (its ``false_discovery_control`` is Benjamini-Hochberg's)."""
     order = sorted((i for i, p in enumerate(p_values) if not math.isnan(p)),
                    key=lambda i: p_values[i])
     adjusted = [math.nan] * len(p_values)
@@ -144,7 +303,7 @@ def holm(p_values: Sequence[float]) -> List[float]:
     return adjusted
 
 
-def decide(test: Welch, p: float | None = None) -> str:
+def decide(test: Test, p: float | None = None) -> str:
     """:data:`HOLDS`, :data:`REVERSED` or :data:`NOT_RESOLVED` from ``test`` at
     :data:`ALPHA`, with ``p`` (e.g. Holm's adjusted p) in place of the test's own."""
     p = test.p if p is None else p
@@ -153,41 +312,51 @@ def decide(test: Welch, p: float | None = None) -> str:
     return HOLDS if test.t > 0 else REVERSED
 
 
-def too_few_seeds(a: Spread, b: Spread) -> str | None:
-    """The refusal when a side has fewer than :data:`MIN_SEEDS` seeds, else None."""
-    if min(a.n, b.n) >= MIN_SEEDS:
+def too_few_seeds(a: int, b: int) -> str | None:
+    """The refusal when a side has fewer than :data:`MIN_SEEDS` seeds (``a``, ``b``), else
+    None."""
+    if min(a, b) >= MIN_SEEDS:
         return None
-    return f"{NOT_RESOLVED}: fewer than {MIN_SEEDS} seeds a side ({a.n} and {b.n})"
+    return f"{NOT_RESOLVED}: fewer than {MIN_SEEDS} seeds a side ({a} and {b})"
 
 
-def describe(test: Welch, verdict: str) -> str:
+def describe(test: Test, verdict: str) -> str:
     """One line: the verdict, what was tested, t, degrees of freedom and p."""
+    name = f"{test.kind} of {test.n} pairs" if test.kind in (PAIRED, SIGN_FLIP) else test.kind
     if test.margin is None:
-        kind = "superiority, two-sided Welch t-test at 5%"
+        kind = f"superiority, two-sided {name} at 5%"
     else:
         # "A is less than M behind" (holds) and "more than M behind" (reversed) are the two
-        # one-sided tests of t; each p is half the two-sided one only on its own side
+        # one-sided tests; each p is half the two-sided one only on its own side
         behind = test.p / 2 if test.t < 0 else 1.0 - test.p / 2
-        kind = (f"non-inferiority within a margin of {test.margin:g}, one-sided Welch t-tests "
+        kind = (f"non-inferiority within a margin of {test.margin:g}, one-sided {name} "
                 f"at 2.5%: p {1.0 - behind:.3g} that A is less than {test.margin:g} behind, "
                 f"{behind:.3g} that it is more")
-    return (f"{verdict}; d = {test.d:+.4g} (A's advantage), t = {test.t:.2f}, "
-            f"{test.df:.2f} df, p = {test.p:.3g} ({kind})")
+    exact = test.kind in (SIGN_FLIP, PERMUTATION)
+    statistic = "zero spread, no t" if exact else f"t = {test.t:.2f}, {test.df:.2f} df"
+    return (f"{verdict}; d = {test.d:+.4g} (A's advantage), {statistic}, p = {test.p:.3g} "
+            f"({kind})")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m scripts.reproduce.direction",
         description="Does A beat B? The reproduction tables' rule on your own numbers: "
-                    "Welch's t-test with Welch-Satterthwaite degrees of freedom, two-sided at "
-                    "5% (with --margin, non-inferiority: one-sided at 2.5%). Prints the "
-                    "verdict (holds, reversed, not resolved), t, the degrees of freedom and p.",
+                    "Welch's t-test with Welch-Satterthwaite degrees of freedom (with --paired, "
+                    "the paired t-test of the per-seed differences), two-sided at 5% (with "
+                    "--margin, non-inferiority: one-sided at 2.5%); where the spread is zero, "
+                    "the exact permutation (sign-flip) test. Prints the verdict (holds, "
+                    "reversed, not resolved), t, the degrees of freedom, p, and the seeds a "
+                    "side that 80%% power needs at the observed difference and spread.",
         epilog="e.g. --a 10.0 10.5 9.5 --b 9.0 9.6 8.4 (one value per seed; at least 3 a side "
-               "for a verdict)")
+               "for a verdict; with --paired, the i-th values of --a and --b are one seed's)")
     parser.add_argument("--a", type=float, nargs="+", required=True, metavar="X",
                         help="row A's figure on each seed (the row the claim favours)")
     parser.add_argument("--b", type=float, nargs="+", required=True, metavar="X",
                         help="row B's figure on each seed")
+    parser.add_argument("--paired", action="store_true",
+                        help="the rows ran the same seeds, in the same order: test the "
+                             "per-seed differences (paired t-test)")
     parser.add_argument("--lower-is-better", action="store_true",
                         help="lower figures are better (a loss, a time); default: higher")
     parser.add_argument("--margin", type=float, default=None, metavar="M",
@@ -201,9 +370,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"{flag}: give at least 2 values (one per seed; 3 for a verdict)")
     if args.margin is not None and not (math.isfinite(args.margin) and args.margin > 0):
         parser.error("--margin: give a positive number in the figures' units")
-    a, b = spread(args.a), spread(args.b)
-    test = welch(a, b, not args.lower_is_better, args.margin)
-    print(describe(test, too_few_seeds(a, b) or decide(test)))
+    if args.paired and len(args.a) != len(args.b):
+        parser.error(f"--paired: give --a and --b one value per seed each ({len(args.a)} and "
+                     f"{len(args.b)} given)")
+    try:
+        test = (paired if args.paired else welch)(args.a, args.b, not args.lower_is_better,
+                                                   args.margin)
+    except ValueError as error:
+        parser.error(f"--margin: {error}; give the values and the margin in the same units")
+    print(describe(test, too_few_seeds(len(args.a), len(args.b)) or decide(test)))
+    sd = ((statistics.stdev([x - y for x, y in zip(args.a, args.b)]),) if args.paired else
+          (spread(args.a).std, spread(args.b).std))
+    needed = seeds_needed(test, sd[0] if args.paired else sd)
+    print("seeds a side for 80% power at the observed difference and spread: "
+          + (f"about {needed}" if needed else "none would do (no difference observed)"))
     return 0
 
 

@@ -95,8 +95,12 @@ def claims_table(spec: TableSpec, judged: Sequence[Mapping[str, Any]],
     for claim in judged:
         metric = spec.metric(claim["metric"])
         margin = claim["margin"]
-        line = [claim["claim"], metric.label,
-                "superiority" if margin is None else f"parity within {margin:g}",
+        kind = "superiority" if margin is None else f"parity within {margin:g}"
+        if claim.get("verdict") and claim.get("p") is not None and claim.get("test"):
+            kind += f", {claim['test']}"  # records before paired tests name none
+        if (claim.get("initial_weights") or "shared").startswith("differ"):
+            kind += f"; initial weights {claim['initial_weights']}"
+        line = [claim["claim"], metric.label, kind,
                 number(claim["difference"], metric.digits, "+"), number(claim["t"], 2),
                 number(claim["df"], 2), "-" if claim["p"] is None else f"{claim['p']:.3g}",
                 "-" if claim["p_holm"] is None else f"{claim['p_holm']:.3g}", claim["verdict"]]
@@ -330,22 +334,28 @@ def section(spec: TableSpec, cells: Sequence, data: Dict, scale: str, seeds: int
         stop = loss if loss == grid else own_criterion(loss)
         lines += [f"How each row learnt: its learning rate (chosen on seed 1 from the grid by "
                   f"{own_criterion(grid)}), how its seeds stopped (`plateau`: {stop} stopped "
-                  "improving; `cap`: its update or epoch cap came first) and their updates.\n",
+                  "improving; `cap`: its update or epoch cap came first, at a table's budget the "
+                  "budget's end) and their updates.\n",
                   learning, ""]
     if data.get("references"):
         lines += [data["references"], ""]
     if spec.comparisons and not done:
-        lines += ["Claims the table tests (each needs its rows run to a plateau on at least "
-                  "three seeds):\n",
+        lines += ["Claims the table tests (each needs its rows to have finished learning, at "
+                  "a plateau or at the table's budget, on at least three seeds):\n",
                   *[f"- {claim.claim} ({spec.metric(claim.metric).label}"
                     + ("" if claim.margin is None else f", parity within {claim.margin:g}")
                     + ")" for claim in spec.comparisons], ""]
     elif spec.comparisons:
-        lines += ["Each claim by the protocol at the top of this page: the difference of seed "
-                  "means in the paper's favour, Welch's t-test (two-sided at 5%; a parity "
-                  "claim one-sided at 2.5% against its margin), p Holm-corrected over the "
-                  "table's tested claims; a claim whose rows have not finished learning, read "
-                  "no model, or have fewer than 3 seeds is refused with the reason.\n",
+        lines += ["Each claim by the protocol at the top of this page: the difference in the "
+                  "paper's favour, tested on the per-seed differences (paired t-test) where "
+                  "both rows ran the same seeds, else Welch's t-test (an exact sign-flip or "
+                  "permutation test where the spread is zero); two-sided at 5%, a parity "
+                  f"claim one-sided at 2.5% against its margin; p Holm-corrected over the "
+                  f"table's {len(spec.comparisons)} claims, tested or not. A claim whose rows "
+                  "have not finished learning, read no model, diverged on a seed or have "
+                  "fewer than 3 seeds is refused with the reason; one not resolved says the "
+                  "seeds a side that 80% power would need at its observed difference and "
+                  "spread.\n",
                   claims_table(spec, judge(spec, cells, data), previous), ""]
     if plot_dir is not None and done:
         plotted = curve_plot(spec, table, plot_dir / f"{spec.name}.png")

@@ -72,6 +72,7 @@ from scripts.common.atomic_files import write_text_atomic
 from scripts.common.child_processes import stopped_by
 from scripts.common.folder_lock import folder_lock
 from scripts.reproduce import continuation, stop_rule
+from scripts.reproduce.budget import budget_of, without_budget
 from scripts.reproduce.cell_cache import CellCache
 from scripts.reproduce.cell_jobs import job_words, run_cells, timed_lock
 from scripts.reproduce.cell_plan import (
@@ -172,8 +173,9 @@ class TableRun:
         dictionary checked against this table's (:class:`DictionaryMismatch`)."""
         options = self.options
         self.locks.enter_context(table_lock(options, name))
-        other = TableRun((options.tables or TABLES)[name], replace(options, rows=rows),
-                         root=self.root)
+        # its models as its records hold them, not at this table's budget (budget.py)
+        other = TableRun(without_budget((options.tables or TABLES)[name]),
+                         replace(options, rows=rows), root=self.root)
         mine, theirs = (getattr(run.kind, "dictionary", lambda _: None)(run.data)
                         for run in (self, other))
         if mine is not None and theirs is not None and mine.read_bytes() != theirs.read_bytes():
@@ -226,10 +228,14 @@ class TableRun:
             cell.device = self.options.device
 
     def record_path(self, cell: Cell) -> Path:
-        # a chosen cell with another cap than its grid cell is another record
-        cap = self.settings_of(cell).get("max_epoch")
-        longer = cap if cap != self.settings.get("max_epoch") else None
-        return self.records.path(self.spec.name, cell.row.key, cell.seed, cell.lr, longer)
+        # a chosen cell with another cap than its grid cell is another record, and so is a
+        # cell at its table's budget (budget.py)
+        settings = self.settings_of(cell)
+        budget = budget_of(settings)
+        cap = settings.get("max_epoch")
+        longer = cap if cap != self.settings.get("max_epoch") and budget is None else None
+        return self.records.path(self.spec.name, cell.row.key, cell.seed, cell.lr, longer,
+                                 budget)
 
     def screening_cell(self, cell: Cell) -> tuple[Cell, Dict] | None:
         """The grid cell (same row, seed and rate, the grid's cap) that the chosen cell
@@ -245,6 +251,8 @@ class TableRun:
         found = self.cache.get(grid.folder, grid.key)
         if found is None and self.records is not None:
             found = self.records.get(self.record_path(grid), grid.key)
+        if budget_of(self.settings_of(cell)) and (found or {}).get("stopped") != "cap":
+            return None  # a budget trains on past a plateau: only a capped grid cell seeds it
         return (grid, found) if continuation.can_continue(grid.folder, found) else None
 
     def start_from_screening(self, cell: Cell) -> Dict | None:

@@ -262,7 +262,8 @@ def plateau_flags(settings: Dict[str, Any], epoch: int, metric: str = NLL) -> Li
     # no validation at an epoch's end (an interval past the cap): where the epoch is not a
     # multiple of ``every`` it would add a second validation a few updates after the last,
     # and the patience and the trend window (stop_rule) count validations, not updates
-    beyond = str(settings["max_epoch"] + 1)
+    # (no epoch cap, 0: a budget of updates stops it, budget.py)
+    beyond = str(settings["max_epoch"] + 1) if settings["max_epoch"] else "1000000"
     return ["--max-epoch", str(settings["max_epoch"]), "--patience", str(settings["patience"]),
             "--validate-interval-updates", str(every), "--save-interval-updates", str(every),
             "--validate-interval", beyond, "--save-interval", beyond,
@@ -301,8 +302,9 @@ def train_step(row: Row, seed: int, settings: Dict[str, Any], data_bin: Path, fo
     fairseq-train runs through :mod:`~scripts.reproduce.patient_train`: a training resumed
     from its last checkpoint keeps its patience count."""
     run = Run(folder.name, row.label, settings["arch"], [*extra, *row.flags])
-    # a run to a plateau is stopped by --patience or --max-epoch only
-    updates = 0 if "patience" in settings else settings["max_update"] or 0
+    # a run to a plateau is stopped by --patience or --max-epoch only; a fixed budget, or one
+    # at its table's budget (budget.py: patience 0), by its --max-update
+    updates = 0 if settings.get("patience") else settings["max_update"] or 0
     if parent is not None:
         result = json.loads((parent / "result.json").read_text()) if (
             parent / "result.json").is_file() else {}

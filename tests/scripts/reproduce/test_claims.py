@@ -14,8 +14,8 @@ from types import SimpleNamespace
 import pytest
 
 from scripts.reproduce.claims import NoModel, judge
-from scripts.reproduce.direction import holm, spread, welch
-from scripts.reproduce.report import verdicts, write_verdicts
+from scripts.reproduce.direction import holm, seeds_needed, welch
+from scripts.reproduce.report import section, verdicts, write_verdicts
 from scripts.reproduce.spec import Comparison, Metric, Row, TableSpec
 
 SCORE = Metric("score", "score")
@@ -30,6 +30,8 @@ SPEC = TableSpec(
                  Comparison("a", "c", "score", "a matches c", margin=1.0)))
 # a clear gap on every figure: a beats b, a matches c (the same scores)
 FIGURES = {"a": (10.0, 4.0, 1.0), "b": (8.0, 5.0, 2.0), "c": (10.0, 4.0, 1.0)}
+# each row's figures move with the seed in their own way: the paired differences vary
+WOBBLE = {"a": (-0.1, 0.0, 0.1), "b": (0.1, 0.0, -0.1), "c": (0.1, -0.1, 0.0)}
 
 
 def cells(seeds: int = 3, stopped: str | None = "plateau", rows=("a", "b", "c"),
@@ -38,7 +40,7 @@ def cells(seeds: int = 3, stopped: str | None = "plateau", rows=("a", "b", "c"),
     for key in rows:
         score, nll, cost = FIGURES[key]
         for seed in range(1, seeds + 1):
-            wobble = 0.1 * (seed - 2)
+            wobble = WOBBLE[key][seed - 1]
             result = {"figures": {"score": score + wobble, "valid_nll": nll + wobble,
                                   "cost": cost + wobble, "updates": 400.0}, **record}
             if stopped is not None:
@@ -57,7 +59,10 @@ def test_models_at_a_plateau_get_verdicts_and_a_parity_claim_its_margin():
     assert [c["verdict"] for c in judged] == ["holds", "holds", "holds"]
     parity = judged[2]
     assert parity["margin"] == 1.0 and parity["difference"] == pytest.approx(0.0, abs=1e-12)
-    assert parity["t"] == pytest.approx(1.0 / math.sqrt(2 * 0.01 / 3))
+    # paired: a - c per seed is -0.2, 0.1, 0.1 (sample sd sqrt(0.03))
+    assert parity["test"] == "paired t-test" and parity["df"] == 2
+    assert parity["t"] == pytest.approx(1.0 / math.sqrt(0.03 / 3))
+    assert parity["seeds"] == {"a": [1, 2, 3], "c": [1, 2, 3]} and parity["family"] == 3
 
 
 def test_a_seed_stopped_at_the_cap_still_improving_refuses_quality_claims_only():
@@ -151,27 +156,53 @@ def test_a_time_measured_beside_other_steps_gets_no_verdict_where_it_must_be_alo
     assert verdict_of(judge(SPEC, found, {}), "a is cheaper") == "holds"  # not a timed cost
 
 
-def test_holm_corrects_over_the_claims_tested():
-    # a beats b by a gap with p about 0.03 alone; with a second such claim neither holds
+def test_holm_corrects_over_every_claim_of_the_table_tested_or_not():
+    # a beats b by a gap with p about 0.03 alone (unpaired seeds: Welch); two such claims
+    # make a family of two, and neither holds
     figures = {"a": [10.0, 10.6, 9.4], "b": [8.6, 9.2, 8.0]}
-    p = welch(spread(figures["a"]), spread(figures["b"])).p
+    p = welch(figures["a"], figures["b"]).p
     assert 0.025 < p < 0.05
     spec = TableSpec(name="h", title="h", paper="P", claim="-", kind="translation",
                      metrics=(SCORE, Metric("other", "other")), rows=SPEC.rows[:2],
                      comparisons=(Comparison("a", "b", "score", "one"),
                                   Comparison("a", "b", "other", "two")))
-    found = [SimpleNamespace(row=spec.row(key), seed=i + 1, stale=None,
+    found = [SimpleNamespace(row=spec.row(key), seed=i + 1 + 3 * (key == "b"), stale=None,
                              result={"figures": {"score": v, "other": v}, "stopped": "plateau"})
              for key, values in figures.items() for i, v in enumerate(values)]
     judged = judge(spec, found, {})
+    assert [c["test"] for c in judged] == ["Welch t-test"] * 2
     assert [c["p_holm"] for c in judged] == pytest.approx(holm([p, p]))
-    assert [c["verdict"] for c in judged] == ["not resolved", "not resolved"]
-    # a refused claim is not tested, so it does not count against the other
+    # the seeds for 80% power at the family's Bonferroni level, 5% / 2
+    needed = seeds_needed(welch(figures["a"], figures["b"]), (0.6, 0.6), 0.025)
+    assert needed >= seeds_needed(welch(figures["a"], figures["b"]), (0.6, 0.6), 0.05)
+    assert [c["verdict"] for c in judged] == [f"not resolved: needs about {needed} seeds "
+                                              "a side"] * 2
+    assert [c["seeds_needed"] for c in judged] == [needed] * 2
+    # a refused claim still counts in the family (as p = 1): the other keeps its Holm p,
+    # 2p, so that its verdict does not change when the first becomes testable
     found[0].result["stopped"] = "cap"
     spec_cost = replace(spec, metrics=(SCORE, Metric("other", "other", learned=False)))
     judged = judge(spec_cost, found, {})
     assert judged[0]["verdict"].startswith("not resolved: still learning")
-    assert judged[1]["p_holm"] == pytest.approx(p) and judged[1]["verdict"] == "holds"
+    assert [c["family"] for c in judged] == [2, 2]
+    assert judged[1]["p_holm"] == pytest.approx(2 * p)
+    assert judged[1]["verdict"].startswith("not resolved: needs about")
+    found[0].result["stopped"] = "plateau"
+    judged_again = judge(spec_cost, found, {})  # the first claim testable: the same family
+    assert [c["family"] for c in judged_again] == [2, 2]
+    assert judged_again[1]["p_holm"] == pytest.approx(2 * p)
+
+
+def test_a_diverged_seed_is_shown_in_the_table_and_refuses_the_row_s_claims():
+    found = cells()
+    found[4].result["figures"] = {"diverged": 1.0, "reason": "nan"}  # b, seed 2
+    judged = judge(SPEC, found, {})
+    assert verdict_of(judged, "a beats b") == ("not resolved: B diverged on 1 of 3 seeds "
+                                               "(seed 2)")
+    assert verdict_of(judged, "a is cheaper") == verdict_of(judged, "a beats b")
+    text = section(SPEC, found, {}, "toy", 3, "cmd")
+    b_line = next(line for line in text.splitlines() if line.startswith("| B |"))
+    assert b_line.endswith("| 2 (+1 diverged) |")
 
 
 def test_verdicts_json_keeps_rows_seeds_and_claims(tmp_path):
@@ -399,3 +430,23 @@ def test_a_plateau_stop_while_the_loss_still_falls_refuses_quality_claims():
         cell.result["curve"] = [[step, loss, 100.0] for step, loss in falling_curve]
     score_stop = replace(SPEC, valid_loss_stop=False)
     assert verdict_of(judge(score_stop, found, {}), "a beats b") == "holds"
+
+
+def test_a_paired_claim_says_where_the_same_seed_gave_other_initial_weights():
+    found = cells()
+    for cell in found:  # c has more parameters than a: its weights start elsewhere
+        cell.result["figures"]["params"] = 1000.0 + 24 * (cell.row.key == "c")
+    judged = judge(SPEC, found, {})
+    assert judged[0]["initial_weights"] == "shared"
+    assert judged[2]["initial_weights"] == "differ: 1,000 and 1,024 parameters"
+    assert "paired t-test; initial weights differ: 1,000 and 1,024 parameters" in section(
+        SPEC, found, {}, "toy", 3, "cmd")
+    started = replace(SPEC, rows=(Row("a", "A", parent="x:a"), Row("b", "B", parent="x:b"),
+                                  Row("c", "C", parent="x:a")))
+    judged = judge(started, [replace_row(cell, started) for cell in found], {})
+    assert judged[0]["initial_weights"] == "differ: each row starts from its own model"
+    assert judged[2]["initial_weights"] == "shared: the same starting model"
+
+
+def replace_row(cell, spec):
+    return SimpleNamespace(**{**vars(cell), "row": spec.row(cell.row.key)})

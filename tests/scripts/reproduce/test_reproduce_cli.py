@@ -90,10 +90,11 @@ def test_collect_only_builds_the_table_from_cluster_logs(tmp_path, capsys):
     text = out.read_text()
     assert "| ReLUFormer | 34.70 ± 0.10 | 34.56 |" in text
     assert "| Transformer (softmax) | 33.20 ± 0.10 | 34.22 |" in text
-    # a parity claim within 1 BLEU; the logs record no plateau, so no verdict
-    assert re.search(r"\| ReLUFormer >= Transformer in BLEU \| BLEU \| parity within 1 \| "
-                     r"\+1\.50 \| 30\.62 \| 4\.00 \| [0-9.e-]+ \| - \| not resolved: still "
-                     r"learning: ReLUFormer, 3 of 3 seeds stopped", text)
+    # a parity claim within 1 BLEU, paired by seed (each seed 1.5 ahead: no spread, so the
+    # exact sign-flip test, no t); the logs record no plateau, so no verdict
+    assert re.search(r"\| ReLUFormer >= Transformer in BLEU \| BLEU \| parity within 1, exact "
+                     r"sign-flip test \| \+1\.50 \| - \| 2\.00 \| 0\.25 \| - \| not resolved: "
+                     r"still learning: ReLUFormer, 3 of 3 seeds stopped", text)
     assert "| Sparsemax | - |" in text  # no logs: no figure, never an invented one
     assert "6 of 15 cells finished" in text
     # the report names the command that trains the table, not this call's --collect-only

@@ -15,6 +15,7 @@ from scripts.common.fairseq_log import json_log_records
 from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce import continuation, patient_train
 from scripts.reproduce.__main__ import main
+from scripts.reproduce.budget import without_budget
 from scripts.reproduce.cell_plan import at_rate, make_cell
 from scripts.reproduce.run_options import RunOptions
 from scripts.reproduce.tables import TABLES
@@ -46,7 +47,11 @@ def test_the_grid_cells_keep_the_keys_of_their_committed_records(tmp_path):
                            None)
         assert chosen.key != record["key"]
     assert at_rate(settings, 0.005, search=True)["max_epoch"] == settings["max_epoch"] == 20
-    assert at_rate(settings, 0.005)["max_epoch"] == settings["plateau_max_epoch"] == 60
+    # at the table's budget the chosen cells train exactly U updates (budget.py); the plateau
+    # runs its records hold, under the larger cap
+    assert at_rate(settings, 0.005)["max_update"] == settings["budget_updates"]
+    plateau = without_budget(spec).settings("toy")
+    assert at_rate(plateau, 0.005)["max_epoch"] == plateau["plateau_max_epoch"] == 60
 
 
 def finished_cell(folder: Path, stopped: str) -> dict:

@@ -506,3 +506,25 @@ def test_a_data_folder_not_written_here_is_never_deleted(tmp_path):
     info = shared_data(tmp_path, "x", {"a": 1}, build, lambda _: None)
     assert info["description"] == "built" and sorted(p.name for p in foreign.iterdir()) == [
         "corpus.txt", STAMP]
+
+
+def test_a_budget_trains_the_chosen_cells_at_each_row_s_rate_as_new_records(grid, tmp_path):
+    records = tmp_path / "records"
+    options = RunOptions(seeds=2, work=tmp_path / "one", say=lambda _: None, records=records)
+    run_table(GRID_SPEC, options)  # to each row's plateau: the grid, then the chosen cells
+    before = sorted(p.name for p in (records / "grid").iterdir())
+    budgeted = replace(GRID_SPEC, toy={**GRID_SPEC.toy, "budget_updates": 300})
+    grid.calls.clear()
+    cells, _ = run_table(budgeted, options)
+    # the grid's cells are the same cells (nothing screened again); the chosen ones are new,
+    # each row at its own rate, seed 1 too
+    assert sorted((c[1], c[2], c[3]) for c in grid.calls if c[0] == "train") == [
+        ("a", 1, 4.0), ("a", 2, 4.0), ("b", 1, 32.0), ("b", 2, 32.0)]
+    assert all(c.result["budget_updates"] == 300 for c in cells)
+    after = sorted(p.name for p in (records / "grid").iterdir())
+    assert set(before) < set(after)  # the plateau records stay beside the new ones
+    assert sorted(set(after) - set(before)) == [
+        "a-seed1-lr4-budget300.json", "a-seed2-lr4-budget300.json",
+        "b-seed1-lr32-budget300.json", "b-seed2-lr32-budget300.json"]
+    assert {json.loads((records / "grid" / name).read_text())["budget_updates"]
+            for name in set(after) - set(before)} == {300}

@@ -64,7 +64,7 @@ def test_table_judges_the_claims_and_resumes(tmp_path, capsys):
             assert claim["verdict"].startswith("not resolved: still learning")
         else:  # tested: Welch's p, Holm's p and a verdict of the rule
             assert claim["p_holm"] is None or claim["p_holm"] >= claim["p"]
-            assert claim["verdict"] in ("holds", "reversed", "not resolved")
+            assert claim["verdict"].split(":")[0] in ("holds", "reversed", "not resolved")
     assert (tmp_path / f"{NAME}.md").read_text().count("slots |") == 4
     capsys.readouterr()
     assert main(["--out", str(tmp_path), "--max-steps", "400", *TINY]) == 0
