@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any, Dict, Mapping
 
+from scripts.reproduce.budget import BUDGET, without_budget
 from scripts.reproduce.cell_cache import settings_key
 from scripts.reproduce.cell_plan import at_rate, parent_of
 from scripts.reproduce.kinds import kind_module
@@ -29,10 +30,13 @@ NOTE = "Re-keyed:"  # how a table's spec (its ``notes``) says it meant to change
 
 
 def fingerprint(spec: TableSpec, row_key: str, seed: int, lr: float | None, search: bool,
-                tables: Mapping[str, TableSpec] = TABLES) -> str:
+                tables: Mapping[str, TableSpec] = TABLES, budgeted: bool = False) -> str:
     """The fingerprint of one cell of ``spec`` (see the module's notes); ``tables``: where a
-    parent of another table is looked up."""
+    parent of another table is looked up; ``budgeted``: a cell trained to its table's budget
+    (another table's rows start from the models as recorded, without it)."""
     row = spec.row(row_key)
+    if not budgeted:  # the model its record holds, as the runner reads it (budget.py)
+        spec = without_budget(spec)
     settings = spec.settings("toy")
     described = kind_module(spec.kind).cell_settings(spec, row, seed, "toy",
                                                      at_rate(settings, lr, search), {})
@@ -51,7 +55,8 @@ def record_fingerprints(tables: Mapping[str, TableSpec] = TABLES) -> Dict[str, D
     for path in sorted(RECORDS.glob("*/*.json")):
         record = json.loads(path.read_text())
         now = fingerprint(tables[path.parent.name], record["row"], record["seed"],
-                          record.get("lr"), bool(record.get("search")), tables)
+                          record.get("lr"), bool(record.get("search")), tables,
+                          budgeted=bool(record.get(BUDGET)))
         found[f"{path.parent.name}/{path.name}"] = {"key": record["key"], "fingerprint": now}
     return found
 
