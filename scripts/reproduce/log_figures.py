@@ -22,15 +22,10 @@ _PARAMS = re.compile(r"model params: ([\d,]+)")
 _DONE = re.compile(r"done training in ([\d.]+) seconds")
 _DECODED = re.compile(r"Translated [\d,]+ sentences \(([\d,]+) tokens\) in ([\d.]+)s")
 _DECODED_CPU = re.compile(r"Decoding CPU time: ([\d.]+)s")
-# The validation loss a cell's training stops on and chooses its rate by (its
-# ``--best-checkpoint-metric``), as fairseq logs it: ``nll_loss`` for the translation and
-# summary cells; a kind that stops on another loss names it (``VALIDATION_LOSS``).
+# the validation loss a cell stops on and chooses its rate by, unless its kind names another
 NLL = "nll_loss"
-# The classifiers' stopping figure: the share of validation examples misclassified, percent,
-# 100 - fairseq's ``valid_accuracy``. fairseq maximises the accuracy (``--best-checkpoint-metric
-# accuracy --maximize-best-checkpoint-metric``); read as an error rate it falls as a model
-# learns, as the losses do, so the grid, the patience, the stop rule and the report read it
-# as they read a loss.
+# the classifiers' stopping figure, 100 - valid accuracy (%): it falls as a model learns, so
+# the protocol reads it as it reads a loss
 ERROR = "error"
 
 

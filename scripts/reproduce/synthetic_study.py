@@ -1,14 +1,8 @@
-"""What the synthetic studies share: the rate grid per row, the plateau stop, the cell cache,
-and the JSON and markdown they write (:mod:`scripts.reproduce.synthetic_memory`,
-:mod:`scripts.reproduce.synthetic_scorer`).
-
-A study is a table of rows trained in-process in seconds. Each row picks its rate on seed 1
-from a grid (:data:`GRID`, widened x2 by :func:`scripts.reproduce.rate_search.widened` while the
-best, the lowest final training loss, is at an edge, within :data:`LR_LIMITS`); its other
-seeds train at that rate. A training stops at a plateau (:class:`Plateau`: no gain in
-``patience`` steps) or at ``max_steps``, and records its curve and the reason. Every finished
-cell is kept under ``OUT/cells`` by a hash of all its settings, so a rerun resumes; the
-claims are judged by :func:`scripts.reproduce.claims.judge` (Welch, Holm, refusals).
+"""What the synthetic studies share (:mod:`~scripts.reproduce.synthetic_memory`,
+:mod:`~scripts.reproduce.synthetic_scorer`): each row's rate chosen on seed 1 from :data:`GRID`
+(widened while the best is at an edge), the plateau stop (:class:`Plateau`), the cell cache
+under ``OUT/cells`` (a rerun resumes), the claims (:func:`scripts.reproduce.claims.judge`) and
+the JSON and markdown they write.
 """
 
 from __future__ import annotations
