@@ -185,27 +185,11 @@ def chain_of(event: Any) -> List[Any]:
 
 
 def group_of(event: Any, forward: Dict[int, Any], vocab: int) -> str:
-    """The group of a profiled operator's own time, from its context: itself, the operators
-    it runs inside and, for a backward operator, the forward operator whose gradient it
-    computes (``forward``: autograd sequence number -> the innermost forward operator that
-    made the node; the backward pass runs under ``evaluate_function: XBackward`` of that
-    number). First match:
-
-    - ``optimizer step``: inside the Trainer's ``optimizer``, ``clip-grads`` or
-      ``multiply-grads`` scopes or torch's ``Optimizer.*`` (the gradient norm and Adam's
-      update of every parameter, the embeddings' rows included);
-    - ``vocabulary``: an operand with a dimension of the vocabulary's size in the context
-      (the output projection forward and backward, log-softmax, label smoothing, the
-      shared embedding's gradient);
-    - ``attention``: an operator named ``*attention*`` in the context (PyTorch's scaled dot
-      product attention, forward and backward), or one of the plugin's ReLU attention
-      kernels (autograd Functions named ``_*ReLU*Sums``); the q/k/v/out projections are
-      matrix products;
-    - ``dropout``: ``dropout`` or ``bernoulli_`` in the context (masks and their gradient);
-    - ``other matrix products``: the operator itself is ``mm``, ``addmm``, ``bmm``, ``matmul``;
-    - ``other``: the rest (layer norm, element-wise ops, embedding look-up, the regularisers'
-      statistics, autograd's and the Trainer's own bookkeeping).
-    """
+    """The group of a profiled operator's own time, from its context (the operators it runs
+    in and, for a backward one, the forward operator of its autograd sequence number, from
+    ``forward``), first match: ``optimizer step`` (the Trainer's optimizer scopes), ``vocabulary``
+    (an operand of the vocabulary's size), ``attention``, ``dropout``, ``other matrix
+    products``, ``other``."""
     context = chain_of(event)
     for node in context:
         if node.name.startswith(BACKWARD) and node.sequence_nr in forward:

@@ -42,12 +42,9 @@ class Cell:
 
 
 class Plateau:
-    """The stop rule. A gain is the task's score rising by ``need`` over its best, or, while
-    the score is short of ``full``, the loss falling by the fraction ``loss_gain`` below the
-    loss of the last gain (a model may sit still in its score while it learns), or, given a
-    ``loss_scale``, by ``loss_gain`` times that scale (for a loss that tends to 0, where every
-    step would gain a fixed fraction); a training stops once ``patience`` steps pass without a
-    gain ('plateau') or at ``max_steps`` ('cap')."""
+    """The stop rule: 'plateau' after ``patience`` steps without a gain (the score up by
+    ``need``, or, short of ``full``, the loss down by ``loss_gain`` of the last gain's loss, or
+    of ``loss_scale`` where given), else 'cap' at ``max_steps``."""
 
     def __init__(self, limits: Dict[str, Any], need: float, full: float,
                  loss_scale: float | None = None) -> None:
@@ -68,14 +65,8 @@ class Plateau:
 
 
 class Study:
-    """The cells of one run, trained on demand and each cached the moment it finishes.
-
-    ``settings(row, seed, lr)`` names everything the cell's result depends on (its cache
-    key), ``train(row, seed, lr)`` trains it (a result with ``stopped``, ``updates``,
-    ``curve``, ``cpu_seconds`` and ``figures``, ``loss`` and ``diverged`` among them), and
-    ``progress(row, seed, lr, result)`` is the line said once a cell is trained. ``task``
-    and ``limits`` are kept for the report.
-    """
+    """The cells of one run, trained on demand, each cached as it finishes: ``settings`` is
+    its key, ``train`` its result, ``progress`` the line said after it."""
 
     def __init__(self, name: str, args: argparse.Namespace,
                  settings: Callable[[Row, int, float], Dict[str, Any]],
