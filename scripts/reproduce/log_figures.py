@@ -82,12 +82,9 @@ def validation_curve(lines: List[str], metric: str = NLL) -> List[List[float]]:
 
 
 def training_record(log: Path, patience: int | None, metric: str = NLL) -> Dict[str, Any]:
-    """How a finished training went: its validation ``curve`` (of the loss ``metric``),
-    ``updates``, why it ``stopped`` (``plateau``: its spent ``--patience`` ended it, not
-    overruled by a falling trend, :mod:`~scripts.reproduce.stop_rule`; ``cap``: the update,
-    epoch or time budget did) and, for a capped run, whether it was
-    ``still_improving`` (its best valid loss was set within the last ``patience``
-    validations, the last one without a patience)."""
+    """How a finished training went: its validation ``curve``, ``updates``, why it
+    ``stopped`` (``plateau``: its patience, :mod:`~scripts.reproduce.stop_rule`; ``cap``: a
+    budget) and whether a capped run was ``still_improving``."""
     text = log.read_text(encoding="utf-8", errors="replace")
     lines = text.splitlines()
     curve = validation_curve(lines, metric)
@@ -110,13 +107,10 @@ def still_improving(curve: List[List[float]], stopped: str | None,
 
 
 def train_figures(log: Path, metric: str = NLL) -> Dict[str, float]:
-    """``valid_nll`` (bits, the best validation: the one ``checkpoint_best.pt`` holds, the
-    only one of a run that validates at its end), ``first_nll`` (the first logged training
-    nll), ``updates``, ``train_seconds`` and ``params`` of a finished fairseq-train log; NaN
-    where a figure is missing. A training that stops on another loss ``metric`` gives that
-    loss's instead of the nll's (``loss``: ``valid_loss``, ``first_loss``). Raises
-    ``FileNotFoundError``/``ValueError`` for a missing log or one whose run did not finish
-    (killed, or still running)."""
+    """``valid_nll`` (the best validation's, bits), ``first_nll``, ``updates``,
+    ``train_seconds`` and ``params`` of a finished fairseq-train log (``valid_loss`` ... for
+    another ``metric``), NaN where missing; ``FileNotFoundError``/``ValueError`` for a missing
+    or unfinished log."""
     if not log.is_file():
         raise FileNotFoundError(f"no training log {log}")
     lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
