@@ -1,17 +1,10 @@
 """Timing and peak-memory measurement shared by the ``bench_*.py`` scripts.
 
-Time: cases are run in interleaved rounds (A, B, C, A, B, C, ...) after warm-up rounds and the
-median per case is kept. On a CPU shared with other jobs, load changes slowly compared to one
-round, so a ratio of medians from interleaved rounds is far steadier than two separate runs.
-
-Peak memory: :class:`PeakTensorMemory` is a dispatch mode that sees every tensor an operator
-returns (forward and backward) and tracks the bytes of the storages that are alive at the
-same time. Its peak is the most tensor memory the measured code held at once, beyond what
-existed when it started (inputs, parameters) -- the number a GPU caching allocator reports as
-``max_memory_allocated``, measured on any device and unaffected by other processes. It does
-not see scratch buffers an operator allocates and frees internally (e.g. inside fused
-attention kernels) nor allocator fragmentation; process RSS on a shared machine is too noisy
-to separate a few hundred MiB of one case from the rest.
+Time: the median per case over interleaved rounds (A, B, B, A, ...) after warm-up: load on a
+shared CPU changes slowly against one round, so a ratio of such medians is steady. Peak memory
+(:class:`PeakTensorMemory`): a dispatch mode that tracks the storages alive at once, the most
+tensor memory the code held beyond what existed when it started (what a GPU allocator reports
+as ``max_memory_allocated``), on any device; it misses kernels' internal scratch buffers.
 """
 
 from __future__ import annotations
@@ -154,15 +147,9 @@ def interleaved_median_seconds(
     progress: Callable[[str], None] | None = None,
     clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, float]:
-    """Median time of each case over ``rounds`` interleaved rounds after ``warmup``: wall
-    time, or with ``clock=time.process_time`` the process's CPU time (which other jobs on the
-    machine hardly change).
-
-    The order of the cases is reversed every other round (A B, B A, A B, ...): a case that
-    always ran right after another would inherit its state (freed memory the allocator hands
-    back warm or returns to the system, caches, the CPU's clock), a bias of its own that no
-    number of rounds averages out.
-    """
+    """Median time (``clock``: wall or CPU) of each case over ``rounds`` interleaved rounds
+    after ``warmup``, the order reversed every other round: a case always run after another
+    would inherit its state (allocator, caches, clock speed)."""
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
     times: dict[str, list[float]] = {name: [] for name in cases}

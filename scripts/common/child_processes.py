@@ -1,23 +1,11 @@
 """Child processes of the scripts: a thread cap in their environment, their log teed to a file.
 
-The fairseq commands run as child processes, several at a time; each gets its own share of
-the CPU threads through ``OMP_NUM_THREADS``/``MKL_NUM_THREADS``, and its CPU time is read
-back from the kernel when it ends. :func:`stop_children` stops them all, and any started
-after it (a stop by hand: the command line's SIGINT/SIGTERM handler), as a deadline stops
-one.
-
-Each child ends with the process that started it, however that process ends, SIGKILL
-included (:func:`_end_with_parent`: Linux's parent-death signal, set in the child before it
-runs its command). It stays in its parent's process group, so Ctrl-C in a terminal reaches it
-as it reaches its parent.
-
-glibc's malloc hands every block above 32 MiB straight back to the kernel when it is freed,
-so a CPU training step whose output layer allocates tensors of that size (tokens x
-vocabulary) pays page faults for them again at every step: measured on the toy translation
-model (2,048 tokens, 8,000 words), 28% of its CPU time was system time. The children keep
-such blocks in the heap instead (``MALLOC_MMAP_THRESHOLD_`` and friends, unless the caller's
-environment sets them), which made the same 60 updates 1.42x faster in words per second
-(side by side) and changes no number they compute.
+Each child gets its share of the CPU threads (``OMP_NUM_THREADS``), its CPU time is read back
+from the kernel (``wait4``), and it ends with the thread that started it, SIGKILL included
+(Linux's parent-death signal); :func:`stop_children` stops them all, as a deadline stops one.
+The children keep big blocks in the heap (``MALLOC_MMAP_THRESHOLD_`` ...): glibc returns each
+block above 32 MiB to the kernel, and a CPU training step paid page faults for its output
+layer's tensors again at every update (28% system time; 1.42x faster without, same numbers).
 """
 
 from __future__ import annotations
@@ -50,10 +38,8 @@ _PRCTL = ctypes.CDLL(None).prctl if sys.platform.startswith("linux") else None
 
 
 def stop_children(reason: str) -> None:
-    """Terminate every child :func:`stream` is running, and each it starts from now on, as its
-    deadline would: its caller still gets its exit status and CPU time (``reason`` is what
-    :func:`stopped_by` says). Safe in a signal handler (run by the main thread, which it may
-    have interrupted in :func:`stream`): its lock is reentrant."""
+    """Terminate every child :func:`stream` runs or will start, as its deadline would
+    (``reason``: :func:`stopped_by`). Safe in a signal handler: its lock is reentrant."""
     _STOPPED.append(reason)
     with _RUNNING_LOCK:
         children = list(_RUNNING.values())
@@ -62,9 +48,7 @@ def stop_children(reason: str) -> None:
 
 
 def _end_with_parent() -> None:
-    """In the child, before it runs its command: SIGTERM when the thread that started it
-    ends (with its process, however it ends). Linux only; elsewhere a child outlives a
-    killed parent."""
+    """In the child before its command: SIGTERM when the thread that started it ends (Linux)."""
     if _PRCTL is not None:
         _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
 
@@ -93,15 +77,9 @@ def child_env(threads: int) -> Dict[str, str]:
 def stream(command: Sequence[object], log_path: Path, on_line: Callable[[str], None],
            env: Dict[str, str], append: bool = False,
            deadline: float | None = None) -> tuple[int, float]:
-    """Run a command, tee its merged output to ``log_path`` (after what it holds, with
-    ``append``), feed each line to ``on_line``; terminate it at ``deadline`` (a
-    ``time.time()``, which a job in another process shares), if it is still running then,
-    or at :func:`stop_children`.
-
-    Returns the exit status and the CPU seconds (user + system) the process used: unlike
-    wall-clock time, the CPU time of a run hardly changes when other processes load the
-    machine, so speed ratios computed from it hold on a busy machine too.
-    """
+    """Run a command, tee its output to ``log_path`` (``append``: after what it holds) and
+    ``on_line``; terminate it at ``deadline`` (a ``time.time()``) or :func:`stop_children`.
+    Returns its exit status and CPU seconds, which, unlike wall time, hold on a busy machine."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "a" if append else "w", encoding="utf-8") as log, subprocess.Popen(
             [str(c) for c in command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

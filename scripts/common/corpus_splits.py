@@ -1,10 +1,6 @@
 """Train/valid/test splits of the corpus builders: the split flags, a hash-chosen subset and
-the atomic writing of one text file per split and column.
-
-Every builder splits by a hash of an example's key, so a split is the same on every run and
-the same key never lands in two splits; ``--max-train`` keeps a hash-chosen subset for the
-same reason. Files are written to a temporary name and renamed, so a stopped build leaves no
-half-written split behind.
+one text file per split and column, written atomically. A split is chosen by a hash of an
+example's key, so it is the same on every run and a key never lands in two splits.
 """
 
 from __future__ import annotations

@@ -1,12 +1,5 @@
-"""Tables and plots shared by the benchmark, analysis and demo scripts.
-
-Figures are saved through :mod:`scripts.common.atomic_files` (a temporary name, then a
-rename). Matplotlib is imported lazily with the non-interactive Agg backend: the scripts run
-on headless machines.
-
-Usage from another script in ``scripts/``::
-
-    from scripts.common.plotting import line_plot, markdown_table
+"""Tables and plots shared by the benchmark, analysis and demo scripts, saved atomically;
+Matplotlib imported lazily with the Agg backend (headless machines).
 """
 
 from __future__ import annotations

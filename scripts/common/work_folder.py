@@ -1,12 +1,6 @@
-"""A run's work folder: progress lines, data built once, trainings reused with ``--resume``.
-
-``OUT/work`` holds everything a comparison builds (corpora, data bins, one folder per
-model). It is the program's own, marked by a stamp file the program writes into it: a fresh
-run empties a stamped folder, and refuses one that holds files but no stamp (a user's folder
-that happens to be there) rather than delete what the program did not write
-(:func:`empty_own_folder`). :func:`open_work_folder` empties it, or, with ``--resume``, keeps
-it after checking that it was made with the same settings; a :class:`WorkFolder` then builds
-each data set and trains each model only if an earlier run did not finish it.
+"""A run's work folder (``OUT/work``): progress lines, data built once, trainings reused with
+``--resume``. It is the program's own, marked by a stamp file: a fresh run empties a stamped
+folder and refuses one holding files but no stamp (:func:`empty_own_folder`).
 """
 
 from __future__ import annotations
@@ -111,11 +105,8 @@ def _recorded_settings(path: Path) -> dict | None:
 
 
 def open_work_folder(work: Path, settings: Dict[str, str], resume: bool) -> bool:
-    """Keep ``work`` for ``--resume`` if it was made with ``settings``, else empty it.
-
-    Returns whether it is resumed; exits naming the folder and the fix when ``--resume``
-    finds other settings there.
-    """
+    """Keep ``work`` for ``--resume`` if it was made with ``settings`` (else a one-line
+    exit), or empty it; returns whether it is resumed."""
     stamp = work / "settings.json"
     recorded = _recorded_settings(stamp)
     if recorded is not None and recorded.keys() == settings.keys():

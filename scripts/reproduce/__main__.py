@@ -75,10 +75,9 @@ def verdicts_store(doc: Path) -> Path:
 
 
 def note_replaced(doc: Path, name: str, entry: dict) -> dict:
-    """Claim -> the verdict it replaces, also kept in ``entry``'s claims as ``replaces``: the
-    last report's verdict where it differs, else the one that report replaced. *Not run* and
-    *stale* (rows waiting to be trained again) say where the runs stand, not what the models
-    show: a claim then replaces the verdict before them, and never one equal to its own."""
+    """Claim -> the verdict it replaces (also ``replaces`` in ``entry``'s claims): the last
+    report's where it differs, else the one that one replaced (*not run* and *stale* are no
+    verdicts on the models)."""
     store = verdicts_store(doc)
     old = json.loads(store.read_text()).get(name, {}) if store.is_file() else {}
     before = {claim["claim"]: claim for claim in old.get("claims", [])}
@@ -355,12 +354,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def stop_on_signals() -> None:
-    """SIGINT (Ctrl-C) and SIGTERM stop the call as a spent budget does: the running children
-    are terminated (:func:`~scripts.common.child_processes.stop_children`), each training's
-    CPU seconds are written, no cell starts, and :func:`main` returns 128 + the signal's
-    number; a second signal kills at once (the default handlers are back). A signal this
-    process was started ignoring (the SIGINT of a background job a shell script starts) stays
-    ignored."""
+    """SIGINT and SIGTERM stop the call as a spent budget does (:func:`main` returns 128 +
+    the signal's number); a second kills at once; a signal ignored at start stays ignored."""
     handled = [number for number in (signal.SIGINT, signal.SIGTERM)
                if signal.getsignal(number) is not signal.SIG_IGN]
 

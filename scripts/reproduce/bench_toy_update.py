@@ -1,39 +1,16 @@
-"""CPU seconds per update of the sentence-translation tables' toy model, per vocabulary, and
-where they go.
+"""CPU seconds per update and per epoch of the sentence-translation tables' toy model, per
+vocabulary, and where they go.
 
-The sentence tables (ReLUFormer Table 4, the memory study) train a 2+2-layer model of width 64
-on word-level data: the 8,000 most frequent words of the French gettext catalogs and their
-English translations, one joined dictionary, shared embeddings. At that vocabulary the output
-layer (tokens x 64 x 8,000 multiply-adds forward, twice that backward, plus the log-softmax
-and label smoothing over 8,000 columns) is most of an update. A joint BPE vocabulary of a few
-thousand types shrinks that layer but lengthens every sentence in tokens, so the figure that
-decides is the cost of an **epoch**, not of an update or a token:
-
-    CPU s per epoch = CPU s per update x updates per epoch
-
-with the updates of an epoch counted from fairseq's own batching of the training split at the
-table's ``--max-tokens`` (``target tokens per epoch`` says how much longer the same sentences
-are in BPE pieces).
-
-Data: the table's own shared data folder under ``--work`` (``scripts.reproduce.kinds
-.translation.prepare``: reused when built, built there otherwise), and for every
-``--bpe-merges M`` the same raw sentences segmented by a joint BPE of M merges learnt on the
-training split (both sides), binarized like the table's data (one joined dictionary, every
-type kept), built once under ``OUT/data`` (``scripts.reproduce.data_folder.shared_data``:
-atomic, a folder this program did not write is never deleted). Models: the table's
-``transformer`` row (softmax attention) and ``relu_former`` row (ReLU attention, regularised
-criterion), each built by fairseq's parser, task, criterion and ``Trainer`` from the very
-``fairseq-train`` command a table cell runs (``translation.steps``). Timing: the first
-``--batches`` updates of epoch 1 of each training split (fairseq's batches), every model
-training all of its batches once a round, in interleaved rounds whose order flips every
-round; the median round's process CPU time, one thread. Where the time goes:
-``torch.profiler`` over ``--profile-steps`` updates of each word-level model, every
-operator's own (self) CPU time put in one group by its name, its operands' shapes and the
-operators it runs inside.
-
-Run it with the allocator settings the reproduction gives its ``fairseq-train`` children
-(``scripts/common/child_processes.py``): started as a program without them, it starts itself
-again with them.
+At the tables' 8,000 words the output layer is most of an update; a joint BPE of a few
+thousand types shrinks it but lengthens every sentence, so the figure that decides is the
+cost of an **epoch** (CPU s per update x fairseq's updates per epoch at the table's
+``--max-tokens``). Data: the table's own data folder under ``--work``, and per ``--bpe-merges
+M`` the same sentences in a joint BPE of M merges (built once under ``OUT/data``). Models: the
+table's ``transformer`` and ``relu_former`` rows, built from the very ``fairseq-train`` command
+a cell runs. Timing: the first ``--batches`` updates of epoch 1, the models in interleaved
+rounds, the median round's process CPU time, one thread; ``torch.profiler`` over
+``--profile-steps`` updates says where the time goes. It runs with the allocator settings the
+table's training children get (it restarts itself with them).
 
     python -m scripts.reproduce.bench_toy_update --quick --out bench/toy_update   # seconds
     python -m scripts.reproduce.bench_toy_update                                  # full size
@@ -208,27 +185,11 @@ def chain_of(event: Any) -> List[Any]:
 
 
 def group_of(event: Any, forward: Dict[int, Any], vocab: int) -> str:
-    """The group of a profiled operator's own time, from its context: itself, the operators
-    it runs inside and, for a backward operator, the forward operator whose gradient it
-    computes (``forward``: autograd sequence number -> the innermost forward operator that
-    made the node; the backward pass runs under ``evaluate_function: XBackward`` of that
-    number). First match:
-
-    - ``optimizer step``: inside the Trainer's ``optimizer``, ``clip-grads`` or
-      ``multiply-grads`` scopes or torch's ``Optimizer.*`` (the gradient norm and Adam's
-      update of every parameter, the embeddings' rows included);
-    - ``vocabulary``: an operand with a dimension of the vocabulary's size in the context
-      (the output projection forward and backward, log-softmax, label smoothing, the
-      shared embedding's gradient);
-    - ``attention``: an operator named ``*attention*`` in the context (PyTorch's scaled dot
-      product attention, forward and backward), or one of the plugin's ReLU attention
-      kernels (autograd Functions named ``_*ReLU*Sums``); the q/k/v/out projections are
-      matrix products;
-    - ``dropout``: ``dropout`` or ``bernoulli_`` in the context (masks and their gradient);
-    - ``other matrix products``: the operator itself is ``mm``, ``addmm``, ``bmm``, ``matmul``;
-    - ``other``: the rest (layer norm, element-wise ops, embedding look-up, the regularisers'
-      statistics, autograd's and the Trainer's own bookkeeping).
-    """
+    """The group of a profiled operator's own time, from its context (the operators it runs
+    in and, for a backward one, the forward operator of its autograd sequence number, from
+    ``forward``), first match: ``optimizer step`` (the Trainer's optimizer scopes), ``vocabulary``
+    (an operand of the vocabulary's size), ``attention``, ``dropout``, ``other matrix
+    products``, ``other``."""
     context = chain_of(event)
     for node in context:
         if node.name.startswith(BACKWARD) and node.sequence_nr in forward:

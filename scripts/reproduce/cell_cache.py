@@ -1,10 +1,6 @@
-"""The on-disk cache of finished cells, keyed by a hash of every setting of the cell.
-
-A cell is one row of one table at one seed. Its key is the SHA-256 of the canonical JSON of
-its full settings (model flags, data settings, budget, seed, the parent's key for a
-fine-tuned cell), so changing one setting gives its cells new keys and leaves every other
-cell's result valid. A result is written through a temporary name and renamed as soon as
-the cell finishes: a killed run leaves finished cells complete and no half-written one.
+"""The on-disk cache of finished cells, keyed by the SHA-256 of the canonical JSON of every
+setting of the cell (its parent's key included), so a changed setting gives only its cells new
+keys; a result is written atomically the moment its cell finishes.
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
-"""A call's cells as submitit jobs: on this machine (``--executor local``, the default) or on
-Slurm (``--executor slurm``), one job per cell, a cell submitted once the cell it starts from
-has finished.
-
-Locally, ``--jobs 1`` runs each job in this process, one after the other (submitit's
-``DebugExecutor``, without its debugger); ``--jobs N`` runs up to N at once, each in a process
-of its own (submitit's ``LocalExecutor``), where the cells train on CUDA each seeing one GPU of
-this machine, one that no other running cell has while there are as many GPUs as jobs. A local
-job ends with the runner, however the runner ends (:func:`_watch_runner`). On Slurm each job
-asks for the resources of :class:`Resources` (one GPU with ``--device cuda`` or at paper
-scale); one that Slurm pre-empts or times out is requeued by submitit and resumes from its
-``checkpoint_last.pt`` (:class:`CellJob` is ``Checkpointable``: the cell's steps resume by
-themselves), and one still queued or running when the runner is stopped goes on: the next call
-waits for it (its id is kept in the cell's folder, :data:`JOB_ID`) instead of submitting it
-again.
-
-A job's result is the cell's stored result (``result.json``, and its record); a failure, a
-spent budget or a stop comes back as the error the runner raises, with the messages the job
-said. Jobs write their logs under ``WORK/jobs``.
+"""A call's cells as submitit jobs, one per cell, submitted once the cell it starts from has
+finished: here (``--executor local``: ``--jobs 1`` in this process, ``--jobs N`` in processes of
+their own, each seeing one GPU with ``--device cuda``) or on Slurm (the :class:`Resources` of
+each job). A Slurm job that is pre-empted or timed out requeues and resumes from its
+``checkpoint_last.pt`` (:class:`CellJob` is ``Checkpointable``); one left running by a stopped
+call is waited for by the next (:data:`JOB_ID`). Jobs log under ``WORK/jobs``.
 """
 
 from __future__ import annotations
@@ -49,8 +36,7 @@ CELL_STATE = ("result", "stale", "overruled", "recorded", "trained", "device")
 
 @dataclass
 class Resources:
-    """What each Slurm job asks for (``--partition`` ... or ``--slurm-config FILE``, a JSON
-    object with these names as keys)."""
+    """What each Slurm job asks for (flags, or ``--slurm-config`` JSON with these keys)."""
 
     partition: str | None = None
     time_minutes: int = 24 * 60
@@ -82,9 +68,8 @@ class Resources:
 
 
 def timed_lock(options: Any) -> Path | None:
-    """The lock that runs the timed steps of ``--jobs N`` local jobs one at a time, beside
-    the other jobs' trainings; none where timed steps run alone: one cell at a time here, or
-    on Slurm, where a job's CPUs are its own."""
+    """The lock that runs the timed steps of ``--jobs N`` local jobs one at a time; none
+    where they run alone (one job at a time here; on Slurm a job's CPUs are its own)."""
     if options.executor == "local" and options.jobs > 1:
         return options.work / "locks" / "timed-steps.lock"
     return None
@@ -99,9 +84,8 @@ def _start_time(pid: int) -> str | None:
 
 
 def _watch_runner(pid: int, started: str | None) -> None:
-    """In a local job's process: once the runner ``pid`` (that ``started``) has ended, SIGKILL
-    included, stop the cell's running step as a stop by hand does, and end this process 5 s
-    later if the step has not returned (its children end with it: child_processes)."""
+    """In a local job: once the runner ``pid`` has ended (SIGKILL too), stop the running step
+    as a stop by hand does, and end this process 5 s later."""
 
     def watch() -> None:
         while _start_time(pid) == started:
@@ -115,11 +99,8 @@ def _watch_runner(pid: int, started: str | None) -> None:
 
 
 class CellJob(Checkpointable):
-    """One cell's run, as a submitit job. In a process of its own what the cell says is kept,
-    to be said by the runner, SIGTERM stops its step as a stop by hand does, and a local one
-    (``runner`` given) watches the runner's end. submitit's ``checkpoint`` (inherited; called
-    on Slurm's signal before the time limit) resubmits the same call, which resumes the cell
-    where it stopped."""
+    """One cell's run as a submitit job; in a process of its own, what it says goes back to
+    the runner and SIGTERM stops its step. The inherited ``checkpoint`` resubmits it."""
 
     def __init__(self, separate: bool, runner: tuple[int, str | None] | None = None) -> None:
         self.separate, self.runner = separate, runner
@@ -130,8 +111,6 @@ class CellJob(Checkpointable):
         if self.separate:
             if self.runner is not None:
                 _watch_runner(*self.runner)
-            # the runner's stop (a local job), scancel or a pre-emption (Slurm): the step is
-            # stopped as a stop by hand does, its CPU seconds so far kept
             signal.signal(signal.SIGTERM, lambda *_: stop_children("SIGTERM"))
 
             def say(message: str) -> None:
@@ -154,8 +133,7 @@ def _slurm_state(job_id: str) -> str | None:
 
 
 class Jobs:
-    """The jobs of one call: submitted as cells become ready, ``--jobs`` at a time here (all
-    that are ready, on Slurm), and waited for."""
+    """The jobs of one call: ``--jobs`` at a time here, all that are ready on Slurm."""
 
     def __init__(self, options: Any, name: str) -> None:
         self.options = options
@@ -204,10 +182,8 @@ class Jobs:
         self.running[id(cell)] = (cell, job)
 
     def started_ignoring_ctrl_c(self, cell: Cell) -> Any:
-        """The cell's job, submitted; a local job's processes ignore SIGINT (a disposition
-        they inherit), so that Ctrl-C in a terminal reaches the runner alone, which stops
-        them (:meth:`stop`) as a spent budget does, not submitit's controller, which would
-        kill them a second later."""
+        """Submit the cell's job; local job processes ignore SIGINT, so that Ctrl-C reaches
+        the runner alone, which stops them (:meth:`stop`), not submitit's controller."""
         if self.slurm:
             try:
                 return self.executor.submit(self.call, cell)
@@ -235,8 +211,7 @@ class Jobs:
         return submitit.SlurmJob(folder=self.folder, job_id=job_id)
 
     def finished(self) -> List[tuple[Cell, Dict[str, Any]]]:
-        """The cells whose jobs have ended, each with what its job returned (an in-process
-        job runs here, and its unexpected error is raised as it is)."""
+        """The cells whose jobs have ended, each with what its job returned."""
         ended = []
         for key, (cell, job) in list(self.running.items()):
             if self.slurm and not job.paths.result_pickle.exists():
@@ -263,8 +238,7 @@ class Jobs:
                 f"{job.paths.stderr}); the same command resumes it from its last checkpoint"
                 + (f":\n{str(error)[-1500:]}" if error is not None else ""))}
         if self.slurm and found.get("error") == "StoppedByHand":
-            # scancel, or a pre-emption that Slurm may requeue: the next call waits for a
-            # requeued job (its id stays), and reads the result of its next run
+            # scancel or pre-emption: the next call waits for a requeued job (its id stays)
             found["message"] = (f"{cell.folder.name}: its Slurm job {job.job_id} was stopped "
                                 "(SIGTERM: scancel, or pre-emption); the same command "
                                 "resumes it from its last checkpoint")
@@ -274,8 +248,7 @@ class Jobs:
         return found
 
     def stop(self) -> None:
-        """Stop the running local jobs as a stop by hand does, and wait for them; Slurm's go
-        on (the next call waits for them)."""
+        """Stop the running local jobs and wait for them; Slurm's go on."""
         if self.slurm:
             if self.running:
                 self.options.say(f"  {len(self.running)} Slurm job(s) go on: the same "
@@ -297,10 +270,8 @@ def _gpu_count() -> int:
 
 
 def run_cells(table: Any, todo: Sequence[Cell], stopped: Callable[[], str | None]) -> None:
-    """Run ``todo`` as jobs, a cell once the cell it starts from (if in ``todo``) has
-    finished; ``stopped()`` says why the call was stopped by hand, if it was. After a failure,
-    a spent budget or a stop no cell is submitted; the running ones finish (or, stopped by
-    hand, are stopped) and the first error is raised."""
+    """Run ``todo`` as jobs, a cell once its parent has finished. After a failure, a spent
+    budget or a stop (``stopped()``) no cell is submitted, and the first error is raised."""
     options, root = table.options, table.root
     root.commit_id = root.commit_id or git_commit()  # the code the cells of this call run
     jobs = Jobs(options, table.spec.name)
@@ -367,9 +338,7 @@ def dry_run_jobs(options: Any) -> str:
 
 def read_resources(path: Path | None, flags: Dict[str, Any],
                    defaults: Dict[str, Any]) -> Resources:
-    """The Slurm resources of ``--slurm-config FILE`` (JSON) over ``defaults``, with the
-    flags given over both; a file that cannot be read, or a key that is not a resource, is a
-    one-line exit."""
+    """The flags over ``--slurm-config`` (JSON) over ``defaults``; a bad file is a one-line exit."""
     found: Dict[str, Any] = {}
     if path is not None:
         try:

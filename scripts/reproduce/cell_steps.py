@@ -1,11 +1,7 @@
-"""A cell's steps: run one (:func:`run_step`: a process whose output goes to its log in the
-cell's folder, or a call in this process), or print them all (a dry run,
-:func:`print_dry_run`); and the figures of how its training ran (:func:`add_cpu_figures`,
-:func:`training`). A step that exits non-zero stops the run with the cell and its log named
-(:class:`CellFailed`), or, for a training whose log names a NaN or infinite loss, marks the
-cell diverged (:class:`Diverged`); one still running at the call's deadline is stopped
-(:class:`BudgetSpent`), and so is one running when the call is stopped by hand
-(:func:`~scripts.common.child_processes.stop_children`, :class:`StoppedByHand`).
+"""A cell's steps: run one (:func:`run_step`), print them (:func:`print_dry_run`), and the
+figures of how its training ran (:func:`add_cpu_figures`, :func:`training`). A failing step
+raises :class:`CellFailed` (or :class:`Diverged` on a NaN loss); one running at the deadline or
+at a stop by hand is stopped (:class:`BudgetSpent`, :class:`StoppedByHand`).
 """
 
 from __future__ import annotations
@@ -47,13 +43,11 @@ class Diverged(Exception):
 
 
 class BudgetSpent(RuntimeError):
-    """``max_new_cells`` cells were run, or the time budget is spent (a running training
-    was stopped, to continue from its last checkpoint); the rest is left for the next call."""
+    """``max_new_cells`` cells ran, or the time budget is spent: the next call continues."""
 
 
 class StoppedByHand(BudgetSpent):
-    """The call was stopped by hand (SIGINT, SIGTERM): as when its time budget is spent, a
-    running training was stopped, its CPU seconds kept, to continue next time."""
+    """The call was stopped by hand (SIGINT, SIGTERM), as a spent budget stops it."""
 
 
 def check_not_stopped() -> None:
@@ -77,16 +71,9 @@ def log_finished(log: Path) -> bool:
 
 def run_step(step: Step, folder: Path, threads: int, deadline: float | None = None,
              timed_lock: Path | None = None) -> float:
-    """Run one step; returns the CPU seconds its process (or, in-process, this thread) used.
-
-    A training step whose log says it finished is not run again (a cell stopped while
-    decoding; a finish overruled after it, :data:`~scripts.reproduce.stop_rule.GOES_ON`, is
-    no finish); one stopped half-way continues from the ``checkpoint_last.pt`` it saved
-    (fairseq-train's own resumption), after the log it had written. A subprocess still
-    running at ``deadline``, or at a stop by hand, is stopped (:class:`BudgetSpent`,
-    :class:`StoppedByHand`), its CPU seconds so far kept all the same (``deadline`` is a
-    ``time.time()``). A ``timed`` step holds ``timed_lock``, if given: the timed steps of
-    the call's jobs run one at a time."""
+    """Run one step; returns the CPU seconds it used. A finished training is not run again;
+    a cut one resumes from its ``checkpoint_last.pt``, its CPU seconds counted over both. A
+    ``timed`` step holds ``timed_lock``, if given."""
     check_not_stopped()
     with FileLock(timed_lock) if step.timed and timed_lock else nullcontext():
         return _run(step, folder, threads, deadline)
@@ -94,8 +81,7 @@ def run_step(step: Step, folder: Path, threads: int, deadline: float | None = No
 
 def _run(step: Step, folder: Path, threads: int, deadline: float | None) -> float:
     if step.call is not None:
-        # this thread's time plus that of the processes the call waited for (exact with
-        # --jobs 1; with several cells at once their children's times mix)
+        # this thread's time and its children's
         before = time.thread_time() + children_cpu()
         step.call()
         return time.thread_time() + children_cpu() - before
@@ -129,8 +115,7 @@ def _run(step: Step, folder: Path, threads: int, deadline: float | None) -> floa
 
 
 def add_cpu_figures(figures: Dict, cpu: Dict[str, float]) -> None:
-    """The training step's CPU seconds, in all and per update (a cost that, unlike wall
-    time, hardly depends on the machine's load), into ``figures``."""
+    """The training's CPU seconds, in all and per update, into ``figures``."""
     train = cpu.get("train.log")
     if train:
         figures["train_cpu_seconds"] = round(train, 2)
@@ -140,9 +125,7 @@ def add_cpu_figures(figures: Dict, cpu: Dict[str, float]) -> None:
 
 
 def training(folder: Path, settings: Dict, metric: str = NLL) -> Dict:
-    """A finished cell's learning rate and patience and, from its fairseq-train log, its
-    validation curve (of the loss ``metric`` it stops on), its updates and why it stopped
-    (:func:`~scripts.reproduce.log_figures.training_record`)."""
+    """A finished cell's rate, patience and budget, and its log's curve, updates and stop."""
     found = {key: settings[key] for key in ("lr", "patience", BUDGET) if key in settings}
     log = folder / "train.log"
     if log.is_file():
@@ -151,8 +134,7 @@ def training(folder: Path, settings: Dict, metric: str = NLL) -> Dict:
 
 
 def dry_run_header(cell: Cell, name: str | None = None) -> str:
-    """``# ROW, seed N -> FOLDER  (lr X)``; a rate not chosen yet (its row's grid, or its
-    parent's, has not finished: ``rate_chosen`` false) is said to be one for now."""
+    """``# ROW, seed N -> FOLDER  (lr X)``; a rate not chosen yet is said to be one for now."""
     return f"# {name or cell.row.key}, seed {cell.seed} -> {cell.folder}{rate_words(cell)}"
 
 

@@ -1,23 +1,12 @@
-"""A cell at its row's chosen rate that starts from the screening run of the same rate.
+"""A cell at its row's chosen rate that continues the grid cell of that rate (seed 1).
 
-A table that chooses each row's rate (``lr_grid``) screens the rates on seed 1 at
-``max_epoch`` epochs; the cells at the chosen rate may train up to ``plateau_max_epoch``
-(their settings differ from the grid cell's only there). Seed 1's is then the grid cell's
-training with a larger cap, so instead of training it again from scratch its folder is
-seeded with the grid cell's checkpoints: ``checkpoint_last.pt`` (fairseq-train resumes from
-it by itself: the same optimizer, learning-rate schedule, epoch and data order; only
-``--patience``'s count of validations without improvement starts again at the resumption)
-and ``checkpoint_best.pt`` (fairseq keeps the best valid nll in the checkpoint, so the best
-model is replaced only by a better one). A grid cell that stopped at a plateau has nothing
-left to learn at a larger cap: its training log is copied too, so the training step counts as
-done and the cell is only decoded. The grid cell's folder is read, never changed.
-
-The seeded folder holds ``continued_from.json`` (the grid cell's folder name, key and
-result), written before the checkpoints, so that a continuation stopped half-way and resumed
-later is still merged: the result's curve is the grid cell's followed by the new
-validations, its figures those of the whole training. The same curve, read while the
-continuation trains (:func:`curve_so_far`), gives its ``--patience`` count back at every
-resumption (:mod:`~scripts.reproduce.patient_train`).
+The chosen cells may train up to ``plateau_max_epoch``, past the grid's ``max_epoch``, so seed
+1's folder is seeded with the grid cell's checkpoints (fairseq-train resumes from
+``checkpoint_last.pt``; only ``--patience``'s count starts again, which
+:mod:`~scripts.reproduce.patient_train` gives back from :func:`curve_so_far`), and, after a
+plateau, its log (nothing left to learn: only decoded). ``continued_from.json`` is written
+first, so a continuation cut half-way is still merged: one curve, the whole training's figures.
+The grid cell's folder is never changed.
 """
 
 from __future__ import annotations
@@ -31,14 +20,12 @@ from scripts.common.atomic_files import copy_atomic, write_text_atomic
 from scripts.reproduce.log_figures import NLL, short_name, still_improving, validation_curve
 
 MARKER = "continued_from.json"
-CHECKPOINTS = ("checkpoint_best.pt", "checkpoint_last.pt")  # the last one last: it marks a
-# seeded folder (fairseq-train resumes from it)
+CHECKPOINTS = ("checkpoint_best.pt", "checkpoint_last.pt")  # last: marks a seeded folder
 
 
 def can_continue(folder: Path, result: Dict[str, Any] | None) -> bool:
-    """Whether the finished cell in ``folder`` (its ``result``) can seed a longer one: it
-    stopped at its cap or at a plateau, did not diverge, and its checkpoints (and, for a
-    plateau, its training log) are still there."""
+    """Whether the finished cell in ``folder`` can seed a longer one: stopped at its cap or a
+    plateau, not diverged, its checkpoints (and, after a plateau, its log) here."""
     if not result or result.get("stopped") not in ("cap", "plateau"):
         return False
     if result.get("figures", {}).get("diverged"):
@@ -48,8 +35,7 @@ def can_continue(folder: Path, result: Dict[str, Any] | None) -> bool:
 
 
 def seed(earlier: Path, key: str, result: Dict[str, Any], folder: Path) -> None:
-    """Copy the finished cell ``earlier`` (``key``, ``result``) into ``folder``, each file
-    through a temporary name, ``checkpoint_last.pt`` last."""
+    """Copy the finished cell ``earlier`` into ``folder``, ``checkpoint_last.pt`` last."""
     folder.mkdir(parents=True, exist_ok=True)
     write_text_atomic(folder / MARKER, json.dumps(
         {"folder": earlier.name, "key": key, "result": result}, indent=1, default=str))
@@ -62,15 +48,13 @@ def seed(earlier: Path, key: str, result: Dict[str, Any], folder: Path) -> None:
 
 
 def earlier_of(folder: Path) -> Dict[str, Any] | None:
-    """What the cell in ``folder`` continues (:func:`seed`'s record), None for a cell
-    trained from scratch."""
+    """What the cell in ``folder`` continues (:func:`seed`'s record), if anything."""
     path = folder / MARKER
     return json.loads(path.read_text()) if path.is_file() else None
 
 
 def train_cpu(earlier: Dict[str, Any]) -> float:
-    """The CPU seconds of the earlier training that the continuation's own log does not
-    count (none when the log was copied: its CPU time was copied with it)."""
+    """The earlier training's CPU seconds that the continuation's log does not count."""
     result = earlier["result"]
     if result["stopped"] == "plateau":
         return 0.0
@@ -85,9 +69,7 @@ def joined(before: List[List[float]], after: List[List[float]]) -> List[List[flo
 
 def curve_so_far(folder: Path, log: str = "train.log",
                  metric: str = NLL) -> List[List[float]]:
-    """The validation curve (of the loss ``metric``) of the training in ``folder`` until now:
-    that of the training it continues (a seeded folder: :func:`seed`'s record), then its own
-    ``log``'s."""
+    """The validation curve of the training in ``folder`` so far, the one it continues first."""
     path = folder / log
     own = validation_curve(path.read_text(encoding="utf-8", errors="replace").splitlines(),
                            metric) if path.is_file() else []
@@ -97,10 +79,8 @@ def curve_so_far(folder: Path, log: str = "train.log",
 
 def merged(earlier: Dict[str, Any], result: Dict[str, Any],
            patience: int | None, metric: str = NLL) -> Dict[str, Any]:
-    """``result`` of a seeded cell as the result of its whole training: ``continued_from``
-    set; after a capped grid cell, its curve first, then the new validations (those after
-    its last), the best valid loss (the curve's, ``metric``: the valid nll by default) and the
-    first training loss over both, both trainings' seconds."""
+    """``result`` of a seeded cell as that of its whole training: one curve, the best and
+    first losses and the seconds over both."""
     old = earlier["result"]
     result = {**result, "continued_from": earlier["folder"]}
     if old["stopped"] == "plateau":  # the copied log is the whole training

@@ -1,12 +1,7 @@
-"""A table's shared data, built once per data setting and reused by every cell and run.
-
-The folder is named by a hash of the settings that shape the data, so two tables (or two
-runs) with the same data settings share it and a changed setting builds a new one. A
-``data.json`` stamp, written last and atomically, marks a finished build. A build holds a
-lock beside the folder (a second run that needs the same data meanwhile is refused, naming
-the folder and the builder's pid) and marks the folder as its own (``building``) first: a
-folder with that mark and no stamp was left by a stopped build and is built again; a folder
-without either was not written here and is never deleted.
+"""A table's shared data, built once per data setting (the folder named by their hash) and
+reused by every cell and run. A ``data.json`` stamp, written last, marks a finished build; a
+build holds a lock beside the folder and marks it ``building`` first, so a stopped build is
+built again and a folder with neither mark (not written here) is never deleted.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """Document-level translation data from the gettext catalogs: consecutive messages of one
-catalog packed into documents.
-
-A program's catalog lists its messages roughly in source order (a dialog's labels, a
-command's help lines), so consecutive messages share vocabulary and topic: the nearest thing
-to documents this machine holds in many languages. Documents are packed G-Transformer's way:
-whole sentence pairs, in catalog order, until the next would take the English side past
-``max_tokens`` tokens; a sentence is never split, and a longer one is a document of its own.
-Sentences inside a document are joined by ``SEPARATOR`` so the model sees the boundaries.
-
-Splits are chosen per document by a hash of its catalog and first English sentence, so no
-sentence of a test document is ever trained on, and the sentence-level corpus (the starting
-point of the document models) is made of the same training documents' sentences.
+catalog (roughly source order: shared vocabulary and topic) packed into documents
+G-Transformer's way, whole pairs until the English side would pass ``max_tokens``, joined by
+``SEPARATOR``. Splits are per document, by a hash of its catalog and first sentence, so no
+test sentence is trained on, by the document models or the sentence models they start from.
 """
 
 from __future__ import annotations

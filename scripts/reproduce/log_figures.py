@@ -22,15 +22,10 @@ _PARAMS = re.compile(r"model params: ([\d,]+)")
 _DONE = re.compile(r"done training in ([\d.]+) seconds")
 _DECODED = re.compile(r"Translated [\d,]+ sentences \(([\d,]+) tokens\) in ([\d.]+)s")
 _DECODED_CPU = re.compile(r"Decoding CPU time: ([\d.]+)s")
-# The validation loss a cell's training stops on and chooses its rate by (its
-# ``--best-checkpoint-metric``), as fairseq logs it: ``nll_loss`` for the translation and
-# summary cells; a kind that stops on another loss names it (``VALIDATION_LOSS``).
+# the validation loss a cell stops on and chooses its rate by, unless its kind names another
 NLL = "nll_loss"
-# The classifiers' stopping figure: the share of validation examples misclassified, percent,
-# 100 - fairseq's ``valid_accuracy``. fairseq maximises the accuracy (``--best-checkpoint-metric
-# accuracy --maximize-best-checkpoint-metric``); read as an error rate it falls as a model
-# learns, as the losses do, so the grid, the patience, the stop rule and the report read it
-# as they read a loss.
+# the classifiers' stopping figure, 100 - valid accuracy (%): it falls as a model learns, so
+# the protocol reads it as it reads a loss
 ERROR = "error"
 
 
@@ -87,12 +82,9 @@ def validation_curve(lines: List[str], metric: str = NLL) -> List[List[float]]:
 
 
 def training_record(log: Path, patience: int | None, metric: str = NLL) -> Dict[str, Any]:
-    """How a finished training went: its validation ``curve`` (of the loss ``metric``),
-    ``updates``, why it ``stopped`` (``plateau``: its spent ``--patience`` ended it, not
-    overruled by a falling trend, :mod:`~scripts.reproduce.stop_rule`; ``cap``: the update,
-    epoch or time budget did) and, for a capped run, whether it was
-    ``still_improving`` (its best valid loss was set within the last ``patience``
-    validations, the last one without a patience)."""
+    """How a finished training went: its validation ``curve``, ``updates``, why it
+    ``stopped`` (``plateau``: its patience, :mod:`~scripts.reproduce.stop_rule`; ``cap``: a
+    budget) and whether a capped run was ``still_improving``."""
     text = log.read_text(encoding="utf-8", errors="replace")
     lines = text.splitlines()
     curve = validation_curve(lines, metric)
@@ -115,13 +107,10 @@ def still_improving(curve: List[List[float]], stopped: str | None,
 
 
 def train_figures(log: Path, metric: str = NLL) -> Dict[str, float]:
-    """``valid_nll`` (bits, the best validation: the one ``checkpoint_best.pt`` holds, the
-    only one of a run that validates at its end), ``first_nll`` (the first logged training
-    nll), ``updates``, ``train_seconds`` and ``params`` of a finished fairseq-train log; NaN
-    where a figure is missing. A training that stops on another loss ``metric`` gives that
-    loss's instead of the nll's (``loss``: ``valid_loss``, ``first_loss``). Raises
-    ``FileNotFoundError``/``ValueError`` for a missing log or one whose run did not finish
-    (killed, or still running)."""
+    """``valid_nll`` (the best validation's, bits), ``first_nll``, ``updates``,
+    ``train_seconds`` and ``params`` of a finished fairseq-train log (``valid_loss`` ... for
+    another ``metric``), NaN where missing; ``FileNotFoundError``/``ValueError`` for a missing
+    or unfinished log."""
     if not log.is_file():
         raise FileNotFoundError(f"no training log {log}")
     lines = log.read_text(encoding="utf-8", errors="replace").splitlines()

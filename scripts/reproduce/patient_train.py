@@ -1,53 +1,14 @@
-"""fairseq-train whose ``--patience`` count goes on where a resumed training stopped, and
-whose spent patience stops it only once the valid loss no longer falls.
+"""fairseq-train that a resumption does not change: ``python -m scripts.reproduce.patient_train
+<fairseq-train args>``, the command the table cells train with.
 
-fairseq-train stops after ``--patience`` N validations without a better
-``--best-checkpoint-metric``: ``fairseq_cli.train.should_stop_early`` keeps the best value and
-the validations since it (``num_runs``) as attributes of the function, in no checkpoint. A
-training resumed from its ``checkpoint_last.pt`` (stopped by ``--budget-minutes`` or a
-session's end, or seeded with a grid cell's checkpoints: :mod:`~scripts.reproduce.continuation`)
-gets fairseq's best back (``checkpoint_utils.save_checkpoint.best``, restored from the
-checkpoint's ``extra_state["best"]``) but not its patience: its first validation becomes the
-reference whatever its value, and it trains at least N validations more. A cell trained across
-sessions would stop at another plateau than the same cell trained in one go.
-
-This launcher (``python -m scripts.reproduce.patient_train <fairseq-train args>``, the
-command the translation and summary cells train with) runs fairseq-train with fairseq's
-``checkpoint_utils.load_checkpoint`` wrapped: where the loaded checkpoint gave fairseq a best
-value back (a resumption; a start from another model with ``--finetune-from-model`` resets
-it) and ``--patience`` is on, it sets, before the first validation,
-
-    should_stop_early.best     = save_checkpoint.best  (the checkpoint's, exact)
-    should_stop_early.num_runs = validations since the one that set that best
-
-the count being fairseq's own rule (:func:`patience_state`: a strictly better value sets the
-best) replayed on the training's validation curve up to the checkpoint's update: the save
-directory's ``train.log`` (where the runner streams the training, a resumption after what it
-had written), after the curve of the training a seeded folder continues
-(:func:`~scripts.reproduce.continuation.curve_so_far`). Validations logged after the
-checkpoint are left out: the resumed training makes them again. A training stopped at any
-checkpoint and resumed so stops at the validation where the uninterrupted one stops.
-
-The curve is read for the training's own ``--best-checkpoint-metric``: a loss fairseq
-minimises (``nll_loss``, the translation and summary cells'), or the accuracy it maximises
-(the classifiers'), read as the error rate 100 - accuracy
-(:data:`~scripts.reproduce.log_figures.ERROR`), so that every curve falls as a model learns;
-the log holds ``valid_<metric>`` at every validation. Another metric to maximise is not
-replayed: a warning says its count starts again at the resumption. Importing the plugin
-changes nothing: only this launcher wraps fairseq.
-
-It also puts the protocol's stop rule (:mod:`~scripts.reproduce.stop_rule`) into fairseq's
-``should_stop_early``: every validation joins the curve (the one read from the log at the
-start, :class:`Validations`), and where fairseq's count says stop while the last validations
-still fall significantly the training goes on, logging why; the count is tested again at the
-next validation. A training an earlier rule stopped that way, resumed from its last checkpoint
-after the runner logged the overrule, goes on the same way.
-
-It also builds a resumed training's batches as its first epoch built them
-(:func:`first_epoch_batches`), so that it draws the uninterrupted training's batches and ends
-with the same model, to the bit. Its three patches (``load_checkpoint``, ``should_stop_early``,
-``get_batch_iterator``) change this process only. The copies of a saved checkpoint are atomic
-through the plugin the training loads (``--user-dir``: ``checkpoint_files``).
+fairseq keeps ``--patience``'s count (``should_stop_early.best``/``num_runs``) in no
+checkpoint, and a resumed training makes new batches: a cell trained across calls would stop
+at another plateau, with another model, than the same cell trained in one go. This launcher
+patches this process only: ``load_checkpoint`` restores the count from the validation curve
+(the log's, after the curve a seeded folder continues; an accuracy read as an error rate),
+``should_stop_early`` applies the protocol's stop rule (:mod:`~scripts.reproduce.stop_rule`:
+a spent patience stops only once the loss no longer falls), and ``get_batch_iterator`` builds
+a resumed training's batches as its first epoch did, so it ends with the same model, to the bit.
 """
 
 from __future__ import annotations
@@ -100,10 +61,8 @@ def patience_from_curve(curve: Sequence[Sequence[float]],
 
 def restore_patience(curve: Sequence[Sequence[float]], best: float, updates: int,
                      where: Path, metric: str = NLL) -> None:
-    """Set fairseq's early-stopping state to ``best`` (the loaded checkpoint's, fairseq's
-    value) and the validations since it in ``curve``, the training's validations of the
-    stopping figure ``metric`` (its ``--best-checkpoint-metric``, read as a loss: ``as_loss``)
-    until the checkpoint's ``updates`` (read from ``where``)."""
+    """Set fairseq's early-stopping state to the checkpoint's ``best`` and the validations
+    of ``curve`` since it, up to the checkpoint's ``updates`` (``where``: its log)."""
     from fairseq_cli import train
 
     logged, since = patience_from_curve(curve, updates)
@@ -119,9 +78,7 @@ def restore_patience(curve: Sequence[Sequence[float]], best: float, updates: int
 
 
 class Validations:
-    """The training's validation curve, ``[[update, loss], ...]``, kept as it trains: read
-    from its log (and the curve it continues) up to the checkpoint it starts from, then one
-    point per validation; and its trainer, whose update count places each validation."""
+    """The training's validation curve as it trains, and its trainer (the updates)."""
 
     def __init__(self) -> None:
         self.curve: List[List[float]] = []
@@ -162,11 +119,8 @@ def restoring(load: Callable, validations: Validations) -> Callable:
 
 
 def trend_aware(stop_early: Callable, validations: Validations) -> Callable:
-    """fairseq's ``should_stop_early`` under the protocol's stop rule
-    (:mod:`~scripts.reproduce.stop_rule`): each validation joins ``validations``; a spent
-    patience stops the training only where their last ones no longer fall. The early-stopping
-    state (``best``, ``num_runs``) then lives on this function: fairseq's reads it through
-    its module's name ``should_stop_early``, which is this one."""
+    """fairseq's ``should_stop_early`` under the stop rule: a spent patience stops only where
+    the last validations no longer fall (fairseq keeps its state on this function)."""
 
     def should_stop_early(cfg: Any, valid_loss: float | None) -> bool:
         stop = stop_early(cfg, valid_loss)
@@ -184,17 +138,9 @@ def trend_aware(stop_early: Callable, validations: Validations) -> Callable:
 
 
 def first_epoch_batches(get_batch_iterator: Callable) -> Callable:
-    """fairseq's ``FairseqTask.get_batch_iterator`` that builds a training's batches as its
-    first epoch builds them, at whatever epoch it starts, so that a training resumed from a
-    checkpoint draws the batches the uninterrupted one draws.
-
-    fairseq builds the batches once, when it makes an iterator: the examples sorted by length,
-    those of equal length in an order drawn with the seed ``seed + epoch``, then cut into
-    batches. A training keeps the iterator it made at epoch 1 for all its epochs (it only
-    shuffles the batches each epoch, with ``seed + epoch``); a training resumed at epoch E
-    makes a new one, so its batches hold other examples from there on. (Measured: a tiny
-    Transformer without dropout resumed at update 10 had a training loss of 4.614 on its next
-    update against 4.648 uninterrupted.) The dataset is still told its epoch."""
+    """fairseq's ``FairseqTask.get_batch_iterator`` building the batches of epoch 1 at any
+    epoch: an uninterrupted training keeps its epoch-1 iterator (only shuffling its batches),
+    while a resumption at epoch E would draw other examples into them."""
 
     @functools.wraps(get_batch_iterator)
     def batches(self: Any, dataset: Any, *args: Any, epoch: int = 1, **kwargs: Any) -> Any:
@@ -207,12 +153,8 @@ def first_epoch_batches(get_batch_iterator: Callable) -> Callable:
 
 
 def main(args: Sequence[str]) -> None:
-    """Run fairseq-train with ``args``, its patience count restored on a resumption and its
-    spent patience overruled while the valid loss still falls, a resumption drawing the
-    uninterrupted training's batches."""
-    # As fairseq-train itself: the plugin installs its one-line errors only in a process
-    # named as fairseq's programs (relu_former.errors.is_fairseq_command), argparse prints
-    # the same program name.
+    """Run fairseq-train with ``args`` and the three patches."""
+    # named as fairseq-train: the plugin's one-line errors are for fairseq's programs
     sys.argv = [fairseq_command("fairseq-train"), *args]
     # fairseq_cli.train before any of fairseq: it sets up fairseq's log format first
     from fairseq_cli import train

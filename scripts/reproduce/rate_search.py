@@ -1,14 +1,7 @@
-"""Each row's learning rate, chosen on seed 1 from a grid (tables whose settings have an
-``lr_grid``).
-
-Seed 1 of each row trained from scratch is trained at every rate of ``lr_grid`` (cells of
-the grid, ``search``: trained, not decoded); the rate of the best valid nll (or of the
-validation loss the table's kind stops on) is the row's, and every seed of the row, and of
-the rows that start from it, trains at it. While the best rate is at an edge of the grid, the
-grid is widened by a factor of 2 on that side (:func:`widened`), within ``lr_limits`` (by
-default four doublings beyond the grid either way). The cells at the chosen rate may train
-longer than the grid's (``plateau_max_epoch``, :func:`~scripts.reproduce.cell_plan.at_rate`),
-seed 1's from its grid cell's checkpoints (:mod:`~scripts.reproduce.continuation`).
+"""Each row's learning rate, chosen on seed 1 from a grid (tables with an ``lr_grid``): the
+rate of the best valid loss, every seed of the row (and of the rows starting from it) training
+at it; a grid whose best is at an edge is widened x2 on that side (:func:`widened`), within
+``lr_limits``.
 """
 
 from __future__ import annotations
@@ -26,13 +19,9 @@ from scripts.reproduce.spec import TableSpec
 def choose_rates(spec: TableSpec, options: RunOptions, data: Dict,
                  lookup: Callable[[List[Cell]], None], handle: Callable[[List[Cell]], None],
                  ) -> tuple[Dict[str, float], Dict[str, List[List[float]]], Set[str]]:
-    """Each trained row's rate, the best valid nll (or the kind's validation loss:
-    :func:`best_nll`) of seed 1 over the settings' ``lr_grid``, widened while the best is
-    at an edge (:func:`widened`); each row's grid, ``[[rate, best valid nll], ...]``
-    (None for a diverged cell); and the rows whose grid has finished. A row whose grid has
-    not finished (a dry run, or collecting logs) gets its best rate so far. ``lookup``
-    finds the grid cells' stored results, ``handle`` prints, collects or runs the cells
-    without one (a table run's, in :mod:`~scripts.reproduce.runner`)."""
+    """Each trained row's rate (seed 1's best over the widened grid, the best so far where
+    the grid has not finished), its grid ``[[rate, best valid loss], ...]`` and the rows
+    whose grid has finished; ``lookup`` and ``handle`` are the table run's."""
     settings = spec.settings(options.scale)
     if "lr_grid" not in settings:
         return {}, {}, set()

@@ -1,60 +1,14 @@
-"""Runs the cells of one table: every row a scale runs (the shown ones and the hidden ones they
-start from) at every seed, through the cache.
+"""Runs the cells of one table (its shown rows and the hidden ones they start from, every
+seed) through the cache; docs/reproduction.md "How the tables are built" says what a user sees.
 
-A call plans the table's cells (:mod:`~scripts.reproduce.cell_plan`: each cell's key and
-folder, parents first), each row's rate chosen first where the table has an ``lr_grid``
-(:mod:`~scripts.reproduce.rate_search`: seed 1 over the grid), and runs the cells that have
-no result, step by step (:mod:`~scripts.reproduce.cell_steps`), or, with ``dry_run``, prints
-their commands, or, with ``collect_only``, reads their logs (the options:
-:class:`~scripts.reproduce.run_options.RunOptions`).
-
-Order: the rate grids, then rows without a parent (every seed), then the rows that start from
-them, ...; the cells at a chosen rate may train longer than the grid (``plateau_max_epoch``),
-seed 1's from its grid cell's checkpoints (:mod:`~scripts.reproduce.continuation`); each
-cell runs as a job, here or on Slurm, once its parent has finished
-(:mod:`~scripts.reproduce.cell_jobs`), its processes with ``threads`` threads. A finished
-cell's figures are stored at once
-(:class:`~scripts.reproduce.cell_cache.CellCache`) and, with ``records``, kept beside the
-report (:class:`~scripts.reproduce.cell_records.CellRecords`); one already stored under the
-same key, here or in the records, is not run again, so a killed run resumes where it stopped,
-on this machine or another; except a cell that its patience alone stopped while its valid loss
-still fell (a stop by an earlier rule, :mod:`~scripts.reproduce.stop_rule`): a call that trains
-takes it for unfinished and trains it on from its last checkpoint. A cell whose result finished
-before that of the cell it starts from (or measures) is stale: that one was trained on since (a
-cell whose result, or whose parent's, has no ``finished_at`` is not judged). A call that trains
-runs it again from its parent's current best checkpoint (after the parent, where that is
-trained on too), its old folder kept as ``<folder>.stale-<n>``, and a call cut before it
-finished resumes it there (its folder names the parent's result it started from,
-:data:`STARTED_FROM`); a dry run says so, and a collection keeps its result, on which a claim
-is refused (:mod:`~scripts.reproduce.claims`). A finished cell whose result lacks a figure that
-a claim of its table compares (it finished before that figure was measured, e.g. the decoding
-CPU seconds, or before timed steps ran alone: a record without ``timed_alone``) and whose model
-is in the work folder is measured again by a call that trains: its finished training is not run
-again, its later steps are, and its record stands with the figure added (its times replaced by
-those measured alone) and its ``finished_at`` kept, so nothing that starts from it goes stale;
-a cell of a table that trains nothing (``TRAINS`` of its kind) runs again, here or from its
-record. With ``device`` "cuda" the cells' fairseq commands run on the GPU
-(:func:`~scripts.reproduce.kinds.on_device`) under the same keys, and a record says where its
-commands ran (``device``). ``max_new_cells`` stops after that many new cells and ``deadline``
-at a time (a running training is stopped, and continues from its last checkpoint next time),
-and a stop by hand (SIGINT, SIGTERM: :func:`~scripts.common.child_processes.stop_children`) the
-same way; a failing step stops the run with the cell and its log named, after the cells already
-finished are stored. A work folder runs one call of a table at a time.
-
-A row may start from a row of another table (``parent="TABLE:ROW"``): its starting point is
-that table's own cell, planned by a :class:`TableRun` of that table in the same call (which
-chooses the row's rate on its grid first if it has not been chosen) and, where a row
-starting from it runs and the cell is neither here nor recorded (or recorded without its
-checkpoints here), trained by that run as that table trains it. The call holds that table's
-folder lock too (taken after its own), and both tables' data must share one dictionary.
-
-A row may also be another table's model itself (``same_as="TABLE:ROW"``, the same flags):
-its cells are that table's cells, planned, and trained where needed, exactly as a parent
-from that table is (the same key, folder and record), and this table adds only what it
-measures on their decoded models (the kind's ``measurements``, e.g. attention figures), in a
-cell of its own: its folder and record are this table's, its key holds the other cell's, and
-its result is the other cell's (figures, rate, curve, why it stopped) with the measured
-figures added. Nothing is written into the other table's folders.
+Order: the rate grids (:mod:`~scripts.reproduce.rate_search`), then the cells, parents first,
+each as a job (:mod:`~scripts.reproduce.cell_jobs`). A cell stored under its key, here or in
+the records, is not run again, except one that must go on: stopped by its patience while its
+loss still fell (:mod:`~scripts.reproduce.stop_rule`), stale (its parent trained on after it
+finished: run again from the parent's current model, the old folder kept as
+``<folder>.stale-<n>``), or lacking a figure a claim compares (measured again, its record kept).
+A row may start from, or be (``same_as``), another table's row: that table's run in the same
+call plans and trains it, under that table's lock, and both must share one dictionary.
 """
 
 from __future__ import annotations
@@ -109,36 +63,30 @@ class DictionaryMismatch(SystemExit):
 
 # what a same_as cell's result takes over from the other table's cell: how its model learnt
 LEARNT = ("lr", "patience", "curve", "updates", "stopped", "still_improving")
-# a cut cell's wall seconds over the calls so far, in its folder: its record's ``seconds``
-# are the whole cell's, as its ``cpu_seconds`` are (the steps' ``.cpu`` files)
+# a cut cell's wall seconds over the calls so far: its record's ``seconds`` are the whole cell's
 WALL_SO_FAR = "seconds.so_far"
-# in the folder of a stale cell started anew, the ``finished_at`` of the parent's result it
-# started from: cut before it finished (budget, stop by hand), it resumes where this matches
-# its parent's current result, instead of being set aside again (its old record stands until
-# the new one replaces it)
+# in a stale cell started anew, the parent result's ``finished_at`` it started from: a cut
+# run resumes where this still matches, instead of being set aside again
 STARTED_FROM = "parent.finished_at"
 
 
 def parent_finished_at(cell: Cell) -> float | None:
-    """When the result of the cell that ``cell`` starts from (or measures) finished: its
-    current result's, or, where it is to be trained on, its overruled result's."""
+    """When the result of the cell that ``cell`` starts from (or measures) finished."""
     parent = cell.parent
     return (parent.result or parent.overruled or {}).get("finished_at")
 
 
 def table_lock(options: RunOptions, name: str) -> contextlib.AbstractContextManager:
-    """The lock that lets one call at a time run (or collect) table ``name`` in the work
-    folder; a dry run, which writes no cell, takes none, so it answers beside a running call."""
+    """One call at a time runs (or collects) table ``name`` in a work folder; a dry run,
+    which writes nothing, takes no lock."""
     if options.dry_run:
         return contextlib.nullcontext()
     return folder_lock(options.work / "locks" / f"{name}.lock", f"{options.work} ({name})")
 
 
 class TableRun:
-    """The cells of one table in one call: looked up in the cache, run (or printed, or
-    collected from logs). The call's first table is the ``root``: ``max_new_cells``, the
-    commit and the stop after an error are counted over every phase and every table of the
-    call, and it holds (``locks``) the locks of the other tables its rows start from."""
+    """The cells of one table in one call. The call's first table is the ``root``: it counts
+    ``max_new_cells`` over every table and holds the other tables' ``locks``."""
 
     def __init__(self, spec: TableSpec, options: RunOptions,
                  root: TableRun | None = None) -> None:
@@ -168,9 +116,8 @@ class TableRun:
         return cell.row.key if self is self.root else f"{self.spec.name}:{cell.row.key}"
 
     def other(self, name: str, rows: List[str]) -> TableRun:
-        """A run of table ``name`` for its ``rows`` that this table's rows start from, in this
-        call: that table's lock held until the call ends, its data built (or found), its
-        dictionary checked against this table's (:class:`DictionaryMismatch`)."""
+        """A run of table ``name`` for the ``rows`` this table's rows start from: its lock
+        held, its data built, its dictionary this table's (:class:`DictionaryMismatch`)."""
         options = self.options
         self.locks.enter_context(table_lock(options, name))
         # its models as its records hold them, not at this table's budget (budget.py)
@@ -184,10 +131,8 @@ class TableRun:
         return other
 
     def plan_cells(self) -> List[Cell]:
-        """Every cell of the selected rows, looked up: each row's rate chosen first (its grid
-        run, printed or collected), then the cells of other tables that rows start from
-        (planned by those tables' runs; printed or collected with them, run only when a row
-        that starts from them runs), then this table's."""
+        """Every cell of the selected rows, looked up: the rates chosen first, then the
+        other tables' cells the rows start from, then this table's."""
         rates, grids, chosen = choose_rates(self.spec, self.options, self.data,
                                             self.lookup, self.handle)
         parents: Dict[tuple[str, int], Cell] = {}
@@ -238,10 +183,9 @@ class TableRun:
                                  budget)
 
     def screening_cell(self, cell: Cell) -> tuple[Cell, Dict] | None:
-        """The grid cell (same row, seed and rate, the grid's cap) that the chosen cell
-        ``cell`` can start from (:mod:`~scripts.reproduce.continuation`), with its result;
-        None when ``cell`` is not a longer-capped chosen cell or that one is not here (a
-        fresh clone has its record, not its checkpoints)."""
+        """The grid cell (same row, seed and rate) that the longer-capped chosen ``cell``
+        continues (:mod:`~scripts.reproduce.continuation`), with its result, where its
+        checkpoints are here; else None."""
         if cell.search or cell.lr is None or cell.parent is not None:
             return None
         grid = make_cell(self.spec, self.options, self.data, cell.row, cell.seed, cell.lr, None,
@@ -256,8 +200,8 @@ class TableRun:
         return (grid, found) if continuation.can_continue(grid.folder, found) else None
 
     def start_from_screening(self, cell: Cell) -> Dict | None:
-        """Seed ``cell``'s folder from its grid cell unless it has a checkpoint of its own
-        (it was seeded, or trained, before); what it continues, if anything."""
+        """Seed ``cell``'s folder from its grid cell unless it has a checkpoint; what it
+        continues, if anything."""
         if not (cell.folder / "checkpoint_last.pt").is_file():
             found = self.screening_cell(cell)
             if found is not None:
@@ -268,8 +212,7 @@ class TableRun:
         return continuation.earlier_of(cell.folder)
 
     def finished(self, cell: Cell, result: Dict) -> Dict:
-        """``result`` with, for a cell that continues a grid cell, the whole training's
-        curve and figures."""
+        """``result``, for a cell that continues a grid cell, of the whole training."""
         earlier = continuation.earlier_of(cell.folder)
         if earlier is None:
             return result
@@ -277,15 +220,13 @@ class TableRun:
                                    self.metric)
 
     def store(self, cell: Cell, result: Dict) -> None:
-        """Keep ``result`` here and in the records; a recorded cell trained again to start
-        another from keeps its record where it reproduces it (:func:`differs`)."""
+        """Keep ``result`` here and in the records; a recorded cell run again keeps its
+        record where it reproduces it (:func:`differs`), with the figures it lacked."""
         if cell.recorded is not None:
             name = f"{self.name_of(cell)} seed {cell.seed}"
             difference = differs(cell.recorded, result)
             if difference is None:
-                # the same model: its record stands, with the figures it lacked (a cell
-                # measured again) added, its times replaced where they now ran alone and
-                # before did not, and its finish time kept (no cell goes stale)
+                # its finish time kept: nothing that starts from it goes stale
                 recorded = cell.recorded
                 added = {key: value for key, value in result["figures"].items()
                          if key not in recorded["figures"]}
@@ -319,16 +260,15 @@ class TableRun:
             self.records.put(self.record_path(cell), cell.result)
 
     def lookup(self, cells: Sequence[Cell]) -> None:
-        """Each cell's stored result, from the work folder or else the records; a grid cell's
-        (not decoded) stands only for a grid cell."""
+        """Each cell's stored result, from the work folder or else the records, and
+        whether it must go on (stale, overruled, lacking figures)."""
         for cell in cells:
             found = self.cache.get(cell.folder, cell.key)
             cell.from_record = found is None and self.records is not None
             if cell.from_record:
                 found = self.records.get(self.record_path(cell), cell.key)
             cell.result = None if found and found.get("search") and not cell.search else found
-            # a grid cell trained here is decoded from its checkpoint, one recorded elsewhere
-            # trained again
+            # a grid cell trained here is decoded from its checkpoint
             cell.trained = found if found and cell.result is None and not cell.from_record \
                 else None
             cell.stale = self.stale(cell)
@@ -344,12 +284,8 @@ class TableRun:
                 cell.recorded, cell.result = cell.result, None
 
     def lacking(self, cell: Cell) -> List[str]:
-        """The figures a claim of this table compares on ``cell``'s row that the finished
-        ``cell``'s result lacks (it finished before they were measured, e.g. the decoding
-        CPU seconds; a time measured alone, ``X timed alone``, where its timed step ran beside
-        other steps), where its model is here to measure them again (its finished training
-        log and best checkpoint in its folder) or its table trains none (it runs again);
-        else none."""
+        """The figures a claim compares on ``cell``'s row that its result lacks (``X timed
+        alone``: measured beside other steps), where its model is here to measure them."""
         result = cell.result
         if (result is None or cell.search or cell.row.same_as is not None
                 or result["figures"].get("diverged")
@@ -368,10 +304,8 @@ class TableRun:
         return sorted(found)
 
     def stale(self, cell: Cell) -> str | None:
-        """The name of the cell that the finished ``cell`` starts from (or measures), where
-        that one's result finished after ``cell``'s (``finished_at``): it was trained on since,
-        and ``cell``'s result is of a model that started from (or measured) an older one of
-        it; else None, and None where either result has no ``finished_at`` (unknown)."""
+        """The name of the cell ``cell`` starts from (or measures) where that one finished
+        after ``cell`` did (``finished_at``, where both have one); else None."""
         parent = cell.parent
         if cell.result is None or parent is None:
             return None
@@ -383,18 +317,14 @@ class TableRun:
         return parent.row.key if table == self.spec.name else f"{table}:{parent.row.key}"
 
     def restarted(self, cell: Cell) -> bool:
-        """Whether the stale ``cell``'s folder holds a run started from its parent's current
-        result (its :data:`STARTED_FROM` names that result's ``finished_at``): a call set
-        the old folder aside and started it anew, and was cut before it finished."""
+        """Whether the stale ``cell``'s folder holds a cut run started from its parent's
+        current result (:data:`STARTED_FROM`)."""
         marker = cell.folder / STARTED_FROM
         return marker.is_file() and json.loads(marker.read_text()) == parent_finished_at(cell)
 
     def set_aside(self, cell: Cell) -> None:
-        """Say that the stale ``cell`` runs again, and why; its old folder, if here, is kept
-        under the first free name ``<folder>.stale-<n>``, so that it starts anew from its
-        parent's current best checkpoint, not from its own last one; its new folder names
-        that parent's result (:data:`STARTED_FROM`), so that a call cut before it finishes
-        resumes it there."""
+        """Keep the stale ``cell``'s old folder as ``<folder>.stale-<n>``, so that it starts
+        anew from its parent's current model, and say so."""
         aside = ""
         if cell.folder.is_dir():
             n = 1
@@ -409,11 +339,9 @@ class TableRun:
         cell.stale = None  # what it stores now is of its parent's current model
 
     def overruled(self, cell: Cell) -> Dict | None:
-        """The finished ``cell``'s result with the ``patience`` it is judged by, where a call
-        that trains takes it for unfinished: the patience alone stopped it while its valid
-        loss still fell, a stop the protocol's rule (:mod:`~scripts.reproduce.stop_rule`)
-        overrules; else None. A grid cell stands as it is (its row's rate was chosen on it),
-        and so does a cell measuring another table's model."""
+        """The result, with its ``patience``, of a cell its patience alone stopped while its
+        loss still fell (:mod:`~scripts.reproduce.stop_rule`): it trains on; else None. Grid
+        and ``same_as`` cells stand."""
         result = cell.result
         if (result is None or self.options.dry_run or self.options.collect_only or cell.search
                 or cell.row.same_as is not None or result.get("stopped") != "plateau"):
@@ -423,11 +351,8 @@ class TableRun:
         return {**result, "patience": patience} if falling else None
 
     def train_on(self, cell: Cell) -> None:
-        """Log, in the training log of the overruled ``cell``, that its stop is overruled, so
-        that its training step resumes from its last checkpoint (once: a call cut before the
-        training finished has logged it), and say which it is: it trains on past the stop
-        (the log ends there), resumes a training on that an earlier call cut (the log goes on
-        past the overrule, unfinished), or trains from scratch (no log here)."""
+        """Log in the overruled ``cell``'s training log (once) that its stop is overruled, so
+        that its training resumes from its last checkpoint, and say so."""
         log = cell.folder / "train.log"
         text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else None
         ended = text is not None and stop_rule.finished(text)
@@ -444,16 +369,14 @@ class TableRun:
                     "on from checkpoint_last.pt (an earlier rule stopped it here)") + "\n")
 
     def starting_points(self, todo: List[Cell]) -> List[Cell]:
-        """``todo`` and the cells they start from that must run first: recorded cells not
-        finished here (trained again), and another table's cells not run yet."""
+        """``todo`` and the cells they start from that must run first."""
         todo = list(todo)
         listed = {id(cell) for cell in todo}
         for cell in todo:  # grows while it is walked: a parent's parent too
             parent = cell.parent
             if parent is None or id(parent) in listed:
                 continue
-            # a recorded one whose training here has not finished (no folder, or one that a
-            # cut training left) too: it goes on from its last checkpoint, if any
+            # a recorded one is trained here (from its last checkpoint, if any)
             if parent.result is not None and parent.from_record:
                 parent.recorded, parent.result = parent.result, None
             if parent.result is None:
@@ -521,8 +444,7 @@ class TableRun:
             "figures": figures, "seconds": None, "search": cell.search, **self.learnt(cell)}))
 
     def measure_steps(self, cell: Cell) -> List[Step]:
-        """A ``same_as`` cell's steps: this table's measurements of the model the other
-        table's cell decodes (none where the kind measures nothing)."""
+        """A ``same_as`` cell's steps: this table's measurements of the other's model."""
         measure = getattr(self.kind, "measurements", None)
         if measure is None:
             return []
@@ -532,8 +454,8 @@ class TableRun:
                        owner.data, checkpoint, cell.folder)
 
     def figures(self, cell: Cell) -> Dict:
-        """The figures of a cell whose steps have run, read from its folder; a ``same_as``
-        cell's are the other table's cell's with this table's measurements added."""
+        """The figures of a cell whose steps have run (a ``same_as`` cell's: the other
+        cell's with this table's measurements)."""
         if cell.row.same_as is None:
             return self.kind.collect(self.spec, self.row_of(cell), cell.folder)
         if cell.parent.result is None:
@@ -544,9 +466,8 @@ class TableRun:
         return {**cell.parent.result["figures"], **found}
 
     def learnt(self, cell: Cell) -> Dict:
-        """How the cell's model learnt: its rate, validation curve, updates and why it
-        stopped, from its training log, or (``same_as``) as the other table's cell
-        recorded it, with that cell's table and folder."""
+        """How the cell's model learnt (rate, curve, updates, stop), from its log or the
+        other table's cell."""
         if cell.row.same_as is None:
             return training(cell.folder, self.settings_of(cell), self.metric)
         source = cell.parent
@@ -621,18 +542,13 @@ class TableRun:
                     f"{round(time.monotonic() - started, 1)} s")
 
     def run(self, todo: Sequence[Cell]) -> None:
-        """Run ``todo`` as jobs (:mod:`~scripts.reproduce.cell_jobs`), a cell once its
-        parent has finished; another table's cell is run by that table's run (its
-        ``owner``)."""
+        """Run ``todo`` as jobs (:mod:`~scripts.reproduce.cell_jobs`)."""
         run_cells(self, todo, stopped_by)
 
 
 def run_table(spec: TableSpec, options: RunOptions) -> tuple[List[Cell], Dict]:
-    """Run (or, with ``dry_run``, print; with ``collect_only``, only read) every cell; a
-    table with an ``lr_grid`` first chooses each trained row's rate on seed 1. One run of a
-    table at a time in a work folder: a second is refused (:class:`FolderInUse`), and so is
-    a call whose rows start from a table that another call is running. The cells returned
-    are this table's (not the other tables' cells its rows start from)."""
+    """Run (or print, or only read) every cell of the table, under its folder lock
+    (:class:`FolderInUse`); returns this table's cells and its data."""
     with table_lock(options, spec.name):
         table = TableRun(spec, options)
         with table.locks:  # the other tables' locks, taken as their rows are planned

@@ -1,23 +1,8 @@
 """The ReLUFormer paper's memory study (section 3) as a task that trains to the end in seconds:
-the FFN memorises which of V classes each of V keys belongs to.
-
-The keys are V fixed random unit vectors of width 64, each given a random class among V
-(drawn once, the same for every model). A model is the plugin's FFN variant itself
-(``memory_activation`` and ``build_memory_fc2`` of
-:mod:`relu_former.relu_attention.memory_ffn`) with N slots (its inner width), read out by a
-fixed random unit vector per class: logits = E fc2(act(fc1 key)). Only the FFN learns, so the
-slots are the only memory (a trained read-out alone memorises the keys: a linear map of
-width 64 separates V random unit vectors). Full-batch Adam on the cross-entropy; the metric
-is the share of keys whose class is the top logit, and a model that reads nothing gets the
-most frequent class's share at best.
-
-Each row (variant x slots) picks its rate on seed 1 from a grid (1.25, 2.5, 5 and 10 x 1e-3,
-widened while the best is at an edge) by its final training loss; its other seeds train at
-that rate. A cell stops at a plateau (its accuracy has not risen by ``--min-gain`` of the
-keys over ``--patience`` steps) or at ``--max-steps``. The paper's claims are judged per
-slot count by :mod:`scripts.reproduce.claims` (Welch, Holm, refusals). Each finished cell is
-kept under ``OUT/cells``, so a rerun resumes; results go to ``OUT/synthetic_memory.json``
-and ``.md``.
+the plugin's FFN variant (:mod:`relu_former.relu_attention.memory_ffn`) with N slots memorises
+the classes of V random keys, read out by fixed random unit vectors (a trained read-out alone
+would memorise them: the slots are the only memory). docs/reproduction.md ("Memory study,
+synthetic") describes the task and protocol; :mod:`scripts.reproduce.synthetic_study` runs it.
 
     python -m scripts.reproduce.synthetic_memory --out /tmp/synthetic_memory
 """

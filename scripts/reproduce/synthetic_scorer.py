@@ -1,60 +1,15 @@
-"""Pyramidion's scorer table (Table 4) as picking marked tokens out of 256: a task where the
-index-based and random scorers are bounded, so the paper's claim (the trainable linear scorer
-beats random, index-based and PoWER-like selection) is asked of the pooling alone, beside the
-natural-data table (:mod:`scripts.reproduce.tables.pyramidion_table4`).
+"""Pyramidion's scorer table (Table 4) as picking marked tokens out of 256, where the index and
+random scorers are bounded, so the paper's claim is asked of the pooling alone; the task,
+metric, no-model references and protocol are in docs/reproduction.md ("Pyramidion scorers,
+synthetic").
 
-**Task.** A sequence holds n = 256 tokens; k = n/4 of them (the table's 4x reduction), at
-random positions drawn per sequence, are *marked*. A token has a content c among C = 32 and a
-mark; the vocabulary is the 2C ids ``mark * C + c``, embedded by a fixed random table of width
-64 drawn once from a seed: ``E[c] = U[c]`` unmarked and ``E[C + c] = U[c] + m`` marked, with
-U and m Gaussian of variance 1/64 a coordinate (norm about 1). The target is the bag of the
-marked tokens' contents, a count per content (k draws among C: 2 on average). The contents
-are shared by both halves on purpose: were the marked ids a vocabulary of their own, the sum
-of all 256 embeddings would hold their counts, and a pooler that averages everything (equal
-scores) would solve the task without selecting anything. Here the sum of all tokens gives
-only the contents of all 256; the marked ones' bag needs the marked tokens and not the others.
-
-**Model.** The plugin's own :class:`relu_former.pyramidion.pooling.TokenPooler` (scorer by
-name, base 20, sorting, the successive-halving operator) pools the 256 embedded tokens to k
-slots; a linear head reads the counts off the sum of the k slots, and the loss is their
-squared error (mean over contents). The operator mixes each kept token with a weaker partner
-by a softmax of their scores, so the scores get the loss's gradient: a trainable scorer learns
-to keep the marked tokens (a linear scorer needs only ``w . m`` large). The head starts at
-zero, so that the scorer's first gradients come from a head that has begun to learn what the
-kept tokens are worth rather than from a random map (measured on full batches of 512 at 5e-3,
-seed 3: with PyTorch's random head the linear scorer's recall was 0% at step 100, with the
-zero head 79%; both 100% at step 200). The trainable scorers still dip below chance in their
-first 50 or so steps before they rise (the curves in the committed results).
-
-**Metric.** Marked recall: the share of the k slots whose dominant source (the input of largest
-weight in the slot, as the pooler reports per input its slot and weight; ties to the earliest
-position) is a marked token, in %, on the test sequences. Without a model, k of the n tokens
-taken at random hold k/n = 25% marked ones in expectation, and the index scorer (keep the
-first) is bound to the same 25% since the marks sit at random positions; random pooling is that
-reference itself. A trainable scorer (linear, nonlinear, PoWER-like) at or below 25% has not
-learnt to select, nor has one whose test loss is at or above that of predicting the training
-set's mean counts (its scores learn only through that loss): a claim on it is refused as not
-meaningful. The index and random rows are held to neither: their selection learns nothing by
-construction (it is the bound the claims are about), and their head's loss, which only the
-head learns, says nothing of it (at 32 tokens and 128 training sequences the index row's head
-overfits to a test loss above the mean's, with its recall the same). Also reported: the test
-loss.
-
-**Protocol** (:mod:`scripts.reproduce.synthetic_study`). Adam on minibatches of ``--batch``
-training sequences; the curve holds the mean training loss and recall over the last
-``--every`` steps, and a cell stops at a plateau when in ``--patience`` steps its recall has
-not risen by ``--min-gain`` points and its loss has not fallen by ``--loss-gain`` times the
-no-model training loss; else at ``--max-steps``. The loss counts at 100% recall too, as the
-head is still learning the counts then, and in units of the no-model loss rather than of its
-own value: the task is exactly solvable (a linear map of the marked tokens' sum gives their
-counts), so the loss tends to 0 and a relative fall of 1% in 200 steps went on to 2,875
-steps at 5e-3 (loss 0.0016) for no change in recall. Each row picks its rate on seed 1 from
-the grid by its final training loss; the index and random scorers have no parameters, but
-their head trains, so they search the grid too (their rate is the head's). The claims are
-judged by :mod:`scripts.reproduce.claims` (Welch, Holm, refusals). Minibatches rather than the full
-batch: the PoWER-like scorer's attention costs O(n^2) per sequence, 0.7 CPU s a step on 512
-sequences at one thread. Each finished cell is kept under ``OUT/cells``, so a rerun resumes;
-results go to ``OUT/synthetic_scorer.json`` and ``.md``.
+Marked and unmarked tokens share their contents on purpose: otherwise the sum of all tokens
+would hold the marked ones' counts, and a pooler averaging everything would solve the task
+without selecting. The head starts at zero, so that the scorer's first gradients come from a
+head that has begun to learn (with a random head the linear scorer's recall was 0% at step 100,
+with the zero head 79%). The plateau counts the loss in units of the no-model loss, not of its
+own value: the task is exactly solvable, and a relative 1% ran to 2,875 steps for no change in
+recall. Minibatches: the PoWER-like scorer's attention costs O(n^2) per sequence.
 
     python -m scripts.reproduce.synthetic_scorer --out /tmp/synthetic_scorer
 """

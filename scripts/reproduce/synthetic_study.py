@@ -1,14 +1,8 @@
-"""What the synthetic studies share: the rate grid per row, the plateau stop, the cell cache,
-and the JSON and markdown they write (:mod:`scripts.reproduce.synthetic_memory`,
-:mod:`scripts.reproduce.synthetic_scorer`).
-
-A study is a table of rows trained in-process in seconds. Each row picks its rate on seed 1
-from a grid (:data:`GRID`, widened x2 by :func:`scripts.reproduce.rate_search.widened` while the
-best, the lowest final training loss, is at an edge, within :data:`LR_LIMITS`); its other
-seeds train at that rate. A training stops at a plateau (:class:`Plateau`: no gain in
-``patience`` steps) or at ``max_steps``, and records its curve and the reason. Every finished
-cell is kept under ``OUT/cells`` by a hash of all its settings, so a rerun resumes; the
-claims are judged by :func:`scripts.reproduce.claims.judge` (Welch, Holm, refusals).
+"""What the synthetic studies share (:mod:`~scripts.reproduce.synthetic_memory`,
+:mod:`~scripts.reproduce.synthetic_scorer`): each row's rate chosen on seed 1 from :data:`GRID`
+(widened while the best is at an edge), the plateau stop (:class:`Plateau`), the cell cache
+under ``OUT/cells`` (a rerun resumes), the claims (:func:`scripts.reproduce.claims.judge`) and
+the JSON and markdown they write.
 """
 
 from __future__ import annotations
@@ -48,12 +42,9 @@ class Cell:
 
 
 class Plateau:
-    """The stop rule. A gain is the task's score rising by ``need`` over its best, or, while
-    the score is short of ``full``, the loss falling by the fraction ``loss_gain`` below the
-    loss of the last gain (a model may sit still in its score while it learns), or, given a
-    ``loss_scale``, by ``loss_gain`` times that scale (for a loss that tends to 0, where every
-    step would gain a fixed fraction); a training stops once ``patience`` steps pass without a
-    gain ('plateau') or at ``max_steps`` ('cap')."""
+    """The stop rule: 'plateau' after ``patience`` steps without a gain (the score up by
+    ``need``, or, short of ``full``, the loss down by ``loss_gain`` of the last gain's loss, or
+    of ``loss_scale`` where given), else 'cap' at ``max_steps``."""
 
     def __init__(self, limits: Dict[str, Any], need: float, full: float,
                  loss_scale: float | None = None) -> None:
@@ -74,14 +65,8 @@ class Plateau:
 
 
 class Study:
-    """The cells of one run, trained on demand and each cached the moment it finishes.
-
-    ``settings(row, seed, lr)`` names everything the cell's result depends on (its cache
-    key), ``train(row, seed, lr)`` trains it (a result with ``stopped``, ``updates``,
-    ``curve``, ``cpu_seconds`` and ``figures``, ``loss`` and ``diverged`` among them), and
-    ``progress(row, seed, lr, result)`` is the line said once a cell is trained. ``task``
-    and ``limits`` are kept for the report.
-    """
+    """The cells of one run, trained on demand, each cached as it finishes: ``settings`` is
+    its key, ``train`` its result, ``progress`` the line said after it."""
 
     def __init__(self, name: str, args: argparse.Namespace,
                  settings: Callable[[Row, int, float], Dict[str, Any]],

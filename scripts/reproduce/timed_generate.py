@@ -1,23 +1,9 @@
-"""fairseq-generate that also reports its decoding time on the process's CPU clock.
+"""fairseq-generate that also logs its decoding time on the process's CPU clock
+(``Decoding CPU time: Ys``, after fairseq's own line; nothing else changes).
 
-fairseq-generate times its generation loop by the clock on the wall (its ``StopwatchMeter``
-around each batch's ``inference_step``) and prints ``Translated N sentences (T tokens) in
-Xs``. On a shared machine that figure reads the load: the same model decoded beside a
-training takes up to twice as long, so decode times of cells that finished at different
-times are not comparable. The CPU seconds the process spends over the same intervals,
-
-    cpu = sum over batches of (process_time() at stop - process_time() at start),
-
-hardly depend on the load (a decoding runs on one thread: ``OMP_NUM_THREADS=1`` from the
-runner), the way the training's CPU seconds per update do. This launcher
-(``python -m scripts.reproduce.timed_generate <fairseq-generate args>``, the command the
-translation and summary cells decode with) runs fairseq-generate with that stopwatch
-replaced by one that keeps both clocks, and after fairseq's own line logs
-
-    Decoding CPU time: Ys
-
-which :func:`scripts.reproduce.log_figures.decode_times` reads beside the wall time. Nothing
-else of fairseq-generate changes: its output is the same, line for line, before that line.
+fairseq times its generation loop on the wall clock, which reads the machine's load: the same
+model decoded beside a training takes up to twice as long. The process's CPU seconds over the
+same intervals hardly depend on the load (one thread), as the training's CPU seconds do.
 """
 
 from __future__ import annotations

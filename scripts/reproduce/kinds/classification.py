@@ -1,22 +1,9 @@
 """Many-class classification cells (sparse-softmax's Figure 2): ``scripts/analysis/
-classification.py``'s corpus, model and criteria, one criterion (softmax cross-entropy, or
-sparse-softmax at one k) at one seed per cell.
-
-The corpus (which program a gettext message comes from) is built and binarized once, in the
-table's data folder, by the script's own ``prepare_data``. Each cell fairseq-trains the
-script's command (``train_args``) into its own folder, through
-:mod:`~scripts.reproduce.patient_train`, and scores the test split with the script's
-``evaluate`` of ``checkpoint_best.pt`` (accuracy, micro-F1, macro-F1).
-
-Training: to a plateau as the translation tables train (the translation kind's
-``plateau_flags`` at :func:`epoch_updates`: validation every 1/``validations_per_epoch``
-epoch, stop after ``patience`` validations without a lower valid error rate or at
-``max_epoch``, the best validated checkpoint scored): the error rate, 100 - valid accuracy
-(:data:`VALIDATION_LOSS`).
-
-There is no paper-scale recipe for the paper's data sets (IFLYTEK, OOS-eval, WoS, RCV1):
-``--scale paper`` prints the same training commands for a data-bin binarized the same way
-(``DATA_BIN``), at the paper's k values.
+classification.py``'s corpus, model and criteria, one criterion (softmax, or sparse-softmax at
+one k) at one seed per cell, trained to a plateau of the valid error rate (100 - accuracy:
+:data:`VALIDATION_LOSS`) as the translation tables train, its best checkpoint scored. There is
+no recipe for the paper's data sets: ``--scale paper`` prints the same commands for a
+``DATA_BIN`` binarized the same way.
 """
 
 from __future__ import annotations
@@ -111,10 +98,8 @@ def cell_settings(spec: TableSpec, row: Row, seed: int, scale: str, settings: Di
 
 
 def epoch_updates(data_bin: Path, batch_size: int) -> int:
-    """How many updates one epoch of ``data_bin``'s training split takes: the script batches
-    by ``--batch-size`` sentences (no ``--max-tokens``, batch multiple 1) and no message is
-    longer than ``--max-positions`` (the corpus caps them below it), so fairseq drops none and
-    fills every batch but the last: ceil(training sentences / ``batch_size``)."""
+    """The updates of one epoch: ceil(training sentences / ``batch_size``) (batches of
+    sentences, none dropped: the corpus caps their length)."""
     from fairseq.data import data_utils
 
     sentences = data_utils.load_indexed_dataset(str(data_bin / "input0" / "train"))

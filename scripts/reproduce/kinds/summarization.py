@@ -1,18 +1,9 @@
 """Summarization cells (Pyramidion paper): one ``pyramidion_base`` encoder-decoder per row,
-pooling apart, through the real ``fairseq-train``/``fairseq-generate``; ROUGE by the recipes'
-scorer against the untouched references; cost as measured CPU time.
-
-Toy data: the machine's manual pages, the page as the input and its NAME line as the
-summary (``scripts/demo/summary_data.py``, the demo's builder; a generated task where there
-are none, said in the data line), SentencePiece, inputs cut to ``source_tokens``.
-Training: to a plateau as the translation tables train (the translation kind's
-``plateau_flags`` at its ``epoch_updates`` of the doc/sum pair: validation every
-1/``validations_per_epoch`` epoch of the training pages, no update cap, the best validated
-checkpoint decoded).
-Cost columns: the training process's CPU seconds per update and the decoding loop's CPU
-seconds (fairseq-generate through :mod:`~scripts.reproduce.timed_generate`; its wall time is
-kept beside them); CPU time, unlike wall time, hardly moves when other jobs load the machine.
-Paper scale: ``scripts/recipes/long_doc_summarization`` (``DATASET=arxiv``).
+through the real ``fairseq-train``/``fairseq-generate``, trained to a plateau as the
+translation tables train; ROUGE by the recipes' scorer; cost as CPU seconds (training per
+update, decoding through :mod:`~scripts.reproduce.timed_generate`). Toy data: the machine's
+manual pages, each summarised by its NAME line (``scripts/demo/summary_data.py``). Paper
+scale: ``scripts/recipes/long_doc_summarization`` (``DATASET=arxiv``).
 """
 
 from __future__ import annotations

@@ -1,25 +1,11 @@
-"""Translation cells: sentence-level and document-level, trained and decoded through the real
-``fairseq-train``/``fairseq-generate`` and scored by the recipes' scorer.
+"""Translation cells, sentence- and document-level: the real ``fairseq-train`` and
+``fairseq-generate``, scored by the recipes' scorer; at paper scale the recipes' scripts.
 
-Toy data (built once per data setting, shared by every cell): the gettext catalogs of
-``lang`` (into English), Moses-tokenised and lower-cased, word-level (no BPE: documents of
-hundreds of words stay readable and every length uses one vocabulary), split by blocks of
-consecutive messages (:mod:`scripts.reproduce.doc_corpus`). ``sentences`` holds the pairs of
-each split; ``docs<L>`` the same pairs packed into documents of at most L English tokens.
-All are binarized with the sentence data's joined dictionary, so a document model can start
-from a sentence model's checkpoint (G-Transformer's recipe for making document models
-learn), of this table or of another one with the same dictionary (:func:`dictionary`). A row
-with ``parent`` continues the parent's model with a fresh optimizer: its best validated
-checkpoint where the parent was validated during training (trained to a plateau: the model
-its table decodes), else its last. Training goes through the shared orchestrator's command
-(``scripts/common/fairseq_train.py``). A run to a plateau stops on the valid nll, or on the
-loss its table names (``TableSpec.validation_loss``, e.g. ``loss``: each row's own
-criterion, for rows that train different ones); ``valid_nll`` is then the decoded model's
-(:func:`decoded_nll`). A table whose settings hold ``attention_sentences``
-also measures each decoded model's attention on the validation split
-(:func:`measurements`: entropy and the share of zero weights, ``attention.json``).
-
-Paper scale: the recipes (``train.sh MODEL -- --seed S ...``, ``evaluate.sh MODEL``).
+Toy data, built once: a language's gettext catalogs into English, word level, split by blocks
+of messages (:mod:`scripts.reproduce.doc_corpus`); ``sentences`` and ``docs<L>`` (documents of
+at most L tokens) share the sentence data's dictionary, so a document model can start from a
+sentence model (:func:`dictionary`). A row with a ``parent`` starts from its best validated
+checkpoint (its last where it was not validated) with a fresh optimizer.
 """
 
 from __future__ import annotations
@@ -82,18 +68,15 @@ def prepare(spec: TableSpec, scale: str, settings: Dict[str, Any], work: Path,
 
 
 def dictionary(data: Dict[str, Any]) -> Path | None:
-    """The dictionary every data set of ``data`` is binarized with (None at paper scale): a
-    model trained on one data folder can start from one trained on another only if the two
-    files are the same."""
+    """The dictionary every data set of ``data`` is binarized with (None at paper scale)."""
     if "folder" not in data:
         return None
     return Path(data["folder"]) / "bin" / "dictionary" / f"dict.{SRC}.txt"
 
 
 def no_model(spec: TableSpec, folder: Path) -> Dict[str, List[NoModel]]:
-    """Per row, the valid nll of a model that reads nothing: the unigram entropy of its
-    data's target side, as the summaries' (add-one unigrams of the training targets, on the
-    validation targets), with a word outside the dictionary read as fairseq reads it, <unk>."""
+    """Per row, the valid nll of a model that reads nothing: its targets' unigram entropy
+    (add-one, words outside the dictionary as <unk>)."""
     from scripts.demo.reference_summaries import unigram_entropy
 
     measured: Dict[str, float] = {}
@@ -116,8 +99,7 @@ def no_model(spec: TableSpec, folder: Path) -> Dict[str, List[NoModel]]:
 
 
 def reference_line(spec: TableSpec, found: Dict[str, List[NoModel]]) -> str | None:
-    """The figure beside the table that reads no model: the valid nll (bits) of a model that
-    ignores the source, per data set the table's rows train on."""
+    """The line beside the table: the valid nll of a model that ignores the source."""
     entropies: Dict[str, float] = {}
     for row in spec.rows:
         for reference in found.get(row.key, ()):
@@ -184,9 +166,8 @@ def build_data(settings: Dict[str, Any], folder: Path) -> Dict[str, Any]:
 
 
 def binarize(raw: Path, out: Path, lengths: List[int], vocab: int | None) -> None:
-    """fairseq-preprocess every data set with one joined dictionary: the sentence data's
-    ``vocab`` most frequent words (all with None) plus the sentence separator (in this
-    process: one fairseq start instead of one per data set)."""
+    """fairseq-preprocess every data set with the sentence data's joined dictionary (its
+    ``vocab`` most frequent words) plus the sentence separator, in this process."""
     from fairseq import options
     from fairseq_cli import preprocess
 
@@ -232,11 +213,8 @@ def cell_settings(spec: TableSpec, row: Row, seed: int, scale: str, settings: Di
 
 def epoch_updates(data_bin: Path, max_tokens: int, positions: int | Tuple[int, int],
                   pair: Tuple[str, str] = (SRC, TGT)) -> int:
-    """How many updates one epoch of ``data_bin``'s training split takes: fairseq's own
-    batching of it (pairs longer than ``positions``, the source's and the target's or one
-    for both, skipped, as fairseq-train skips them). ``pair``: the data's source and target
-    suffixes (this kind's by default; the summaries' ``doc``, ``sum``), one joined
-    dictionary."""
+    """The updates of one epoch of ``data_bin``'s training split, batched as fairseq-train
+    batches it (pairs longer than ``positions`` skipped); ``pair``: its suffixes."""
     from fairseq.data import Dictionary, LanguagePairDataset, data_utils
 
     source, target = pair
@@ -251,18 +229,12 @@ def epoch_updates(data_bin: Path, max_tokens: int, positions: int | Tuple[int, i
 
 
 def plateau_flags(settings: Dict[str, Any], epoch: int, metric: str = NLL) -> List[str]:
-    """Train until the valid loss ``metric`` (the nll by default) stops improving: validate
-    (and save, so that ``checkpoint_best.pt`` is the best validated model)
-    ``validations_per_epoch`` times an epoch of ``epoch`` updates (a language pair's:
-    :func:`epoch_updates`), every ``epoch // validations_per_epoch`` updates and nowhere else,
-    stop after ``patience`` validations without a better valid loss, or at ``max_epoch``; one
-    interval checkpoint is kept beside the best and the last. Every kind whose cells train to
-    a plateau (translation, summaries, classifiers) uses these flags."""
+    """Train until the valid loss ``metric`` stops improving: validate and save
+    ``validations_per_epoch`` times an epoch of ``epoch`` updates, stop after ``patience``
+    validations without a better loss or at ``max_epoch``. Every kind's plateau runs use it."""
     every = max(1, epoch // settings["validations_per_epoch"])
-    # no validation at an epoch's end (an interval past the cap): where the epoch is not a
-    # multiple of ``every`` it would add a second validation a few updates after the last,
-    # and the patience and the trend window (stop_rule) count validations, not updates
-    # (no epoch cap, 0: a budget of updates stops it, budget.py)
+    # no validation at an epoch's end: the patience and stop_rule count validations (no
+    # epoch cap, 0: the budget of updates stops it, budget.py)
     beyond = str(settings["max_epoch"] + 1) if settings["max_epoch"] else "1000000"
     return ["--max-epoch", str(settings["max_epoch"]), "--patience", str(settings["patience"]),
             "--validate-interval-updates", str(every), "--save-interval-updates", str(every),
@@ -271,18 +243,15 @@ def plateau_flags(settings: Dict[str, Any], epoch: int, metric: str = NLL) -> Li
 
 
 def best_validation(curve: List[List[float]]) -> List[float] | None:
-    """The validation ``[update, loss]`` of ``curve`` whose model the training keeps as
-    ``checkpoint_best.pt``: the lowest finite loss, the last of equal ones (fairseq replaces
-    the best checkpoint at an equal value too, and logs the value it compares); None where no
-    loss is finite."""
+    """The ``[update, loss]`` whose model is ``checkpoint_best.pt``: the lowest finite loss,
+    the last of equal ones (fairseq replaces it at an equal value too); None if none."""
     finite = [point for point in curve if math.isfinite(point[1])]
     lowest = min((loss for _, loss in finite), default=None)
     return next((point for point in reversed(finite) if point[1] == lowest), None)
 
 
 def budget(settings: Dict[str, Any], updates: int) -> Budget:
-    """The shared orchestrator's size and budget of one cell (``updates`` 0: no update cap,
-    a plateau run); the time cap only guards against a run that hangs."""
+    """One cell's size and budget (``updates`` 0: a plateau run, no update cap)."""
     return Budget(layers=settings["layers"], dim=settings["dim"], ffn=settings["ffn"],
                   heads=settings["heads"], max_tokens=settings["max_tokens"],
                   max_update=updates, time_budget_s=settings.get("time_cap_s", 7200.0),
@@ -292,15 +261,9 @@ def budget(settings: Dict[str, Any], updates: int) -> Budget:
 
 def train_step(row: Row, seed: int, settings: Dict[str, Any], data_bin: Path, folder: Path,
                parent: Path | None, extra: List[str]) -> Step:
-    """fairseq-train through :func:`scripts.common.fairseq_train.train_command` (the demo's
-    orchestrator): a continuation starts from the parent cell's model with a fresh
-    optimizer at the learning rate the parent's schedule had reached there: its best
-    validated checkpoint, at that checkpoint's update (:func:`best_validation` of the curve of
-    the loss the parent stopped on), where its validation curve has more than one point (it
-    trained to a plateau, and its table decodes that model), else its last. A run to a
-    plateau (``patience``) has no update cap, a fixed budget trains ``max_update`` updates.
-    fairseq-train runs through :mod:`~scripts.reproduce.patient_train`: a training resumed
-    from its last checkpoint keeps its patience count."""
+    """fairseq-train (the demo's command, through :mod:`~scripts.reproduce.patient_train`);
+    a continuation starts from the parent's best validated checkpoint (its last where it has
+    one validation), a fresh optimizer at the rate the parent's schedule had reached there."""
     run = Run(folder.name, row.label, settings["arch"], [*extra, *row.flags])
     # a run to a plateau is stopped by --patience or --max-epoch only; a fixed budget, or one
     # at its table's budget (budget.py: patience 0), by its --max-update
@@ -334,20 +297,14 @@ def binarized(data: Dict[str, Any], row: Row) -> Path:
 
 
 def decoded_checkpoint(settings: Dict[str, Any], folder: Path) -> Path:
-    """The model a cell in ``folder`` decodes: a run to a plateau its best validated
-    checkpoint, a fixed budget its last."""
+    """The model a cell decodes: a plateau run's best checkpoint, a fixed budget's last."""
     return folder / ("checkpoint_best.pt" if "patience" in settings else "checkpoint_last.pt")
 
 
 def measurements(spec: TableSpec, row: Row, scale: str, settings: Dict[str, Any],
                  data: Dict[str, Any], checkpoint: Path, folder: Path) -> List[Step]:
-    """What a table measures on a trained model besides its translations, written to
-    ``folder`` (``checkpoint`` may be another cell's, e.g. another table's same model). With
-    ``attention_sentences`` in the settings: the model's attention over the first that many
-    sentences of ``row``'s validation split, read with teacher forcing, by
-    ``scripts/analysis/analyze_attention.py`` (its per-layer tables and plots in
-    ``folder/attention``, its means over every attention row in :data:`ATTENTION`). None at
-    paper scale, where the recipes' data is elsewhere."""
+    """With ``attention_sentences``: the attention of ``checkpoint`` on that many validation
+    sentences (``scripts/analysis/analyze_attention.py``, its means in :data:`ATTENTION`)."""
     sentences = settings.get("attention_sentences")
     if scale == "paper" or not sentences:
         return []
@@ -359,9 +316,8 @@ def measurements(spec: TableSpec, row: Row, scale: str, settings: Dict[str, Any]
 
 
 def measured(folder: Path) -> Dict[str, float]:
-    """The figures :func:`measurements` wrote in ``folder`` (none where it measured nothing):
-    ``entropy``, the mean attention row entropy (nats), and ``zeros``, the share of exactly
-    zero weights, over every attention row of every module, layer and head."""
+    """:func:`measurements`' ``entropy`` (mean row entropy, nats) and ``zeros`` (share of
+    zero weights), over every attention row."""
     path = folder / ATTENTION
     if not path.is_file():
         return {}
@@ -411,9 +367,8 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
 
 
 def decoded_nll(log: Path, metric: str) -> float:
-    """The valid nll of the model a training that stops on the loss ``metric`` keeps as
-    ``checkpoint_best.pt`` (:func:`best_validation` of its ``metric`` curve): the nll logged
-    at that validation; NaN where there is none."""
+    """The valid nll logged at the validation whose model is ``checkpoint_best.pt`` for a
+    training stopped on ``metric``; NaN where there is none."""
     lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
     best = best_validation(validation_curve(lines, metric))
     return math.nan if best is None else dict(validation_curve(lines, NLL)).get(
@@ -421,11 +376,8 @@ def decoded_nll(log: Path, metric: str) -> float:
 
 
 def collect(spec: TableSpec, row: Row, folder: Path) -> Dict[str, float]:
-    """Training figures plus, per beam, tokenised BLEU (``bleu_beam<B>``; ``bleu`` is the
-    first beam's) and decoding seconds, and what :func:`measurements` measured. The best
-    valid loss is the table's stopping loss (:func:`~scripts.reproduce.kinds.stopping_loss`);
-    where that is not the nll (``valid_loss``), ``valid_nll`` is the decoded model's
-    (:func:`decoded_nll`), the figure every row shares whatever criterion it trains."""
+    """Training figures, per beam BLEU (``bleu_beam<B>``; ``bleu`` the first's) and decoding
+    seconds, and :func:`measured`; ``valid_nll`` is the decoded model's (:func:`decoded_nll`)."""
     loss = stopping_loss(spec)
     figures = train_figures(folder / "train.log", loss)
     if VALID_NLL.key not in figures:
