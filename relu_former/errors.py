@@ -1,13 +1,10 @@
-"""One style for the plugin's user errors: fairseq's own, ``fairseq-train: error: ...``.
+"""The plugin's user errors, in fairseq's own style: ``fairseq-train: error: ...``.
 
-Each is a ``CommandLineError`` (a ``ValueError``, so Python callers can catch it) naming the
-flag or file and the fix. In fairseq's own programs (``is_fairseq_command``),
-``install_cli_error_hook`` prints an uncaught one as one line, exit 2 for a bad flag, 1 for a
-bad file, and does the same for what is the user's input by its kind (a file given as a
-folder, torch's "Missing key(s) in state_dict") and for Ctrl-C (exit 130, naming the last
-checkpoint saved).
+Each is a ``CommandLineError`` (a ``ValueError``, for Python callers) naming the flag or file and
+the fix. In fairseq's programs, ``install_cli_error_hook`` prints one as a line (exit 2 for a
+flag, 1 for a file), as it does a file given as a folder, torch's "Missing key(s) in
+state_dict" and Ctrl-C (exit 130, naming the last checkpoint saved).
 """
-
 
 from __future__ import annotations
 
@@ -34,43 +31,41 @@ class OptionError(CommandLineError):
         super().__init__(message if message.startswith(flag) else f"{flag}: {message}")
 
 
-class CorruptCheckpointError(CommandLineError):
-    """A checkpoint file that is empty, cut short or not a checkpoint; the message names it."""
+class _FileError(CommandLineError):
+    template = "{path}: {problem}"
 
     def __init__(self, path: str, problem: str) -> None:
         self.path = path
-        super().__init__(f"checkpoint {path} is corrupt: {problem}")
+        super().__init__(self.template.format(path=path, problem=problem))
 
 
-class DataFileError(CommandLineError):
-    """A binarized data file that is missing its other half, cut short or empty; the
-    message names the file and the fix."""
+class CorruptCheckpointError(_FileError):
+    """A checkpoint file that is empty, cut short or not a checkpoint."""
 
-    def __init__(self, path: str, problem: str) -> None:
-        self.path = path
-        super().__init__(f"data file {path} {problem}")
+    template = "checkpoint {path} is corrupt: {problem}"
 
 
-class UnsafeCheckpointError(CommandLineError):
-    """A checkpoint holding something the safe (``weights_only``) loader refuses: code, or a
-    class no fairseq checkpoint needs. Never suggests loading it unsafely."""
+class DataFileError(_FileError):
+    """A binarized data file that is missing its other half, cut short or empty."""
 
-    def __init__(self, path: str, what: str) -> None:
-        self.path = path
-        super().__init__(
-            f"checkpoint {path} is refused: it holds {what}, which no fairseq checkpoint needs "
-            "and which could run code when loaded. Do not load it unsafely (weights_only=False)"
-            "; use a checkpoint from a source you trust, trained with fairseq or this plugin")
+    template = "data file {path} {problem}"
 
 
-class CheckpointConfigError(CommandLineError):
-    """A checkpoint whose config holds a string fairseq would evaluate or split that is not
-    the literal it expects; nothing in it has run."""
+class UnsafeCheckpointError(_FileError):
+    """A checkpoint holding what the safe (``weights_only``) loader refuses; never suggests
+    loading it unsafely."""
 
-    def __init__(self, path: str, problem: str) -> None:
-        self.path = path
-        super().__init__(f"checkpoint {path} is refused: its config holds {problem}; nothing "
-                         "in it was run. Use a checkpoint from a source you trust")
+    template = ("checkpoint {path} is refused: it holds {problem}, which no fairseq checkpoint "
+                "needs and which could run code when loaded. Do not load it unsafely "
+                "(weights_only=False); use a checkpoint from a source you trust, trained with "
+                "fairseq or this plugin")
+
+
+class CheckpointConfigError(_FileError):
+    """A checkpoint config string fairseq would evaluate or split that is not its literal."""
+
+    template = ("checkpoint {path} is refused: its config holds {problem}; nothing in it was "
+                "run. Use a checkpoint from a source you trust")
 
 
 class CheckpointMismatchError(CommandLineError):
@@ -81,16 +76,14 @@ class NotAFolderError(CommandLineError):
     """A file given where a folder is expected."""
 
 
-_files: dict[str, str | None] = {"saved": None, "loaded": None}
+_files: dict[str, str | None] = {"saved": None, "loaded": None}  # named in later errors
 
 
 def note_saved(path: str) -> None:
-    """Remember the checkpoint this run saved last (named when it is interrupted)."""
     _files["saved"] = path
 
 
 def note_loaded(path: str) -> None:
-    """Remember the checkpoint this run read last (named when its weights do not fit)."""
     _files["loaded"] = path
 
 
@@ -155,16 +148,26 @@ def find_command_line_error(error: BaseException | None) -> CommandLineError | N
 
 
 def is_fairseq_command() -> bool:
-    """Whether this process is one of fairseq's command-line programs.
-
-    Judged by how the process was started, ``sys.argv[0]``: every console script fairseq
-    installs is named ``fairseq-*``, and ``python -m fairseq_cli.train`` runs
-    ``fairseq_cli/train.py``. Wrapping the scripts' ``cli_main`` instead cannot work: fairseq
-    imports ``--user-dir`` from inside ``cli_main``, when that call has already begun.
-    """
+    """Whether this process is a fairseq program (``fairseq-*``, ``fairseq_cli/*.py``), by
+    ``sys.argv[0]``: fairseq imports ``--user-dir`` inside ``cli_main``, too late to wrap it."""
     script = sys.argv[0] if sys.argv else ""
     return (os.path.basename(script).startswith("fairseq-")
             or os.path.basename(os.path.dirname(script)) == "fairseq_cli")
+
+
+# field -> config key in fairseq-hydra-train, whose errors name keys (``model.dropout``)
+CONFIG_KEYS: dict[str, str] = {}
+_FLAG = re.compile(r"--([a-z0-9][a-z0-9-]*)")
+
+
+def in_config_keys(message: str, where: dict[str, str]) -> str:
+    """``message`` with each ``--flag`` of a config field spelled as its key (``model.x_y``)."""
+
+    def key(match: re.Match) -> str:
+        name = match.group(1).replace("-", "_")
+        return f"{where[name]}.{name}" if name in where else match.group(0)
+
+    return _FLAG.sub(key, message)
 
 
 def _prog() -> str:
@@ -178,12 +181,10 @@ def one_line(error: CommandLineError) -> str:
 
 def interrupted_line() -> str:
     """What Ctrl-C prints: the program, and for a training the last checkpoint it saved."""
-    saved = _files["saved"]
-    if saved is not None:
-        return f"{_prog()}: interrupted; the last checkpoint saved is {saved}"
-    if "train" in _prog():
-        return f"{_prog()}: interrupted; this run saved no checkpoint"
-    return f"{_prog()}: interrupted"
+    if _files["saved"] is not None:
+        return f"{_prog()}: interrupted; the last checkpoint saved is {_files['saved']}"
+    return f"{_prog()}: interrupted" + ("; this run saved no checkpoint" if "train" in _prog()
+                                        else "")
 
 
 def _exit(line: str, status: int) -> NoReturn:
@@ -205,10 +206,9 @@ def install_cli_error_hook() -> None:
         if issubclass(kind, KeyboardInterrupt):
             _exit(interrupted_line(), 130)
         found = find_command_line_error(error)
-        if found is None:
-            previous(kind, error, traceback)
-            return
-        _exit(one_line(found), found.exit_status)
+        if found is not None:
+            _exit(in_config_keys(one_line(found), CONFIG_KEYS), found.exit_status)
+        previous(kind, error, traceback)
 
     hook._relu_former_hook = True  # type: ignore[attr-defined]
     sys.excepthook = hook

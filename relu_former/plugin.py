@@ -1,15 +1,7 @@
-"""The plugin's side effects, run once when fairseq loads ``--user-dir relu_former``.
-
-Registers every architecture, criterion and task with fairseq, allowlists the globals fairseq
-checkpoints need for ``weights_only`` loading, and installs the fixes of ``fairseq_fixes``:
-each fairseq function is wrapped at most once (``wrap_once``), and docs/design.md lists every
-patch site with the fault it repairs and its probe. Only in fairseq's own commands does it
-replace ``sys.excepthook``, to print the plugin's errors as one line
-(``errors.is_fairseq_command``). ``relu_former/__init__.py`` imports this module only when
-fairseq is already imported, so ``import relu_former.relu_attention.kernels.reference`` stays
-a torch-only import. Python code that builds fairseq objects itself can ``import
-relu_former.plugin`` explicitly; importing it twice is harmless.
-"""
+"""The plugin's side effects, run once when fairseq loads ``--user-dir relu_former``: register
+the architectures, criterions and task, allowlist fairseq's checkpoint classes, install the
+``fairseq_fixes`` (each fairseq function wrapped at most once; docs/design.md lists them) and,
+in fairseq's own commands only, the one-line error hook. Importing it twice is harmless."""
 
 import importlib.util
 import os
@@ -26,10 +18,7 @@ from relu_former.fairseq_fixes.hydra_checks import check_hydra_configs
 from relu_former.fairseq_fixes.interactive_input import bound_interactive_input
 from relu_former.fairseq_fixes.last_batch import keep_last_batch
 from relu_former.fairseq_fixes.parse_checks import check_parsed_command_lines
-from relu_former.fairseq_fixes.save_dir_lock import (
-    lock_save_dirs,
-    release_save_dirs_after_training,
-)
+from relu_former.fairseq_fixes.save_dir_lock import lock_save_dirs, release_save_dirs_after_training
 from relu_former.fairseq_fixes.saved_source_limit import use_saved_source_limit
 from relu_former.sparse_softmax.old_checkpoints import upgrade_old_sparse_k_checkpoints
 
@@ -37,24 +26,13 @@ PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 PACKAGE = __name__.rsplit(".", 1)[0]
 
 
-def _criterions_folder() -> str:
-    """The criterions of *this* copy of the package.
-
-    An install puts them inside the package (``relu_former/criterions``); a checkout keeps them
-    at the top level beside it. The sibling folder is looked up by path, not
-    by module name: with an editable install of one checkout, the name ``relu_former.criterions``
-    resolves to that checkout's folder even while fairseq loads another checkout's
-    ``--user-dir``, and one process would mix two versions of the code.
-    """
-    inside = os.path.join(PACKAGE_DIR, "criterions")
-    if os.path.isfile(os.path.join(inside, "__init__.py")):
-        return inside
-    return os.path.join(os.path.dirname(PACKAGE_DIR), "criterions")
-
-
 def _import_criterions() -> None:
+    """Load the criterions of *this* copy by path (inside an install, beside a checkout): by
+    name, an editable install of another checkout would mix two versions in one process."""
     name = f"{PACKAGE}.criterions"
-    folder = _criterions_folder()
+    folder = os.path.join(PACKAGE_DIR, "criterions")
+    if not os.path.isfile(os.path.join(folder, "__init__.py")):
+        folder = os.path.join(os.path.dirname(PACKAGE_DIR), "criterions")
     loaded = sys.modules.get(name)
     if loaded is not None:
         if os.path.abspath(list(loaded.__path__)[0]) != os.path.abspath(folder):
@@ -76,10 +54,8 @@ def _import_criterions() -> None:
 
 
 def install_command_fixes() -> None:
-    """Install the fixes that wrap a ``fairseq_cli`` module: each wraps it only if it is
-    imported already (importing one sets up logging), as it is when a command loads the plugin
-    (idempotent). Python code that imports such a module after the plugin, then calls its
-    ``main()``, runs this first."""
+    """The fixes on ``fairseq_cli`` modules, each only if imported (importing one sets up
+    logging); run it again after importing such a module yourself (idempotent)."""
     release_save_dirs_after_training()
     bound_interactive_input()
     check_hydra_configs()
@@ -93,9 +69,8 @@ if is_fairseq_command():  # a notebook or library that imports the plugin keeps 
     install_cli_error_hook()
 keep_last_batch()
 stop_batch_threads_at_exit()
-bound_interactive_input()
+install_command_fixes()
 check_parsed_command_lines()
-check_hydra_configs()
 check_data_files()
 record_dictionaries()
 use_saved_source_limit()

@@ -1,10 +1,9 @@
 """Put back the sentences that fairseq-fixed's ``batch_by_size`` drops.
 
 fairseq-fixed 0.12.3.1 drops the last batch when its size is not a multiple of
-``--required-batch-size-multiple`` (fairseq 0.12.2 keeps it): ``fairseq-generate`` translated
-16 of 20 test sentences, a small valid set became "The dataset is empty". The batches
-partition ``indices`` in order, so the dropped tail is appended as one batch. Applied only
-where the probe :func:`_drops_last_batch` shows the drop.
+``--required-batch-size-multiple`` (0.12.2 keeps it): fairseq-generate translated 16 of 20
+sentences. The batches partition ``indices`` in order, so the dropped tail is appended as one
+batch. Applied only where the probe :func:`_drops_last_batch` shows the drop.
 """
 
 from __future__ import annotations
@@ -22,12 +21,8 @@ def _drops_last_batch(batch_by_size) -> bool:
 
 
 def keep_last_batch() -> bool:
-    """Patch ``fairseq.data.data_utils.batch_by_size`` if it drops sentences; True if patched.
-
-    Idempotent: once patched, the probe finds no drop. ``FairseqDataset.batch_by_size`` looks
-    the function up on the module at every call, so replacing the module attribute reaches
-    every dataset.
-    """
+    """Patch ``data_utils.batch_by_size`` (which datasets look up per call) if it drops
+    sentences; True if patched. Idempotent: once patched, the probe finds no drop."""
     from fairseq.data import data_utils
 
     original = data_utils.batch_by_size
@@ -43,10 +38,8 @@ def keep_last_batch() -> bool:
                            max_tokens=max_tokens, max_sentences=max_sentences,
                            required_batch_size_multiple=required_batch_size_multiple,
                            fixed_shapes=fixed_shapes)
-        if fixed_shapes is not None:
-            return batches  # fixed shapes drop remainders by design
         covered = sum(len(b) for b in batches)
-        if covered < len(indices):
+        if fixed_shapes is None and covered < len(indices):  # fixed shapes drop by design
             batches = list(batches) + [indices[covered:]]
         return batches
 

@@ -1,11 +1,7 @@
-"""``fairseq-generate`` cuts and bounds sources at the checkpoint's own limit.
-
-fairseq-generate builds its task from its own command line, so ``--max-source-positions`` is
-1024 unless typed again: ``--truncate-source`` cut the inputs of an 8192-token model to 1024,
-or left inputs longer than a 256-token model takes. Wrapping ``TranslationTask.load_dataset``,
-the task takes the saved limit (``task_cfg``) when the flag was not typed, and logs it. No
-probe: a typed flag, or a checkpoint at the default, is left as it is.
-"""
+"""``fairseq-generate`` cuts and bounds sources at the checkpoint's own limit: it builds its
+task from its own command line, so ``--max-source-positions`` was 1024 unless typed again
+(``--truncate-source`` cut an 8192-token model's inputs to 1024). Here an untyped default takes
+the saved ``task_cfg`` value, logged. No probe: a typed flag or the default is left as it is."""
 
 from __future__ import annotations
 
@@ -42,7 +38,7 @@ def _with_saved_source_limit(original: Callable) -> Callable:
 
 
 def use_saved_source_limit() -> None:
-    """Install the fix on fairseq's ``TranslationTask`` (and so on its subclasses)."""
+    """Install the fix on fairseq's ``TranslationTask`` and its subclasses."""
     from fairseq.tasks.translation import TranslationTask
 
     wrap_once(TranslationTask, "load_dataset", _with_saved_source_limit)
