@@ -15,6 +15,11 @@ from types import TracebackType
 from typing import NoReturn, Type
 
 
+def as_flag(field: str) -> str:
+    """The command-line spelling of a config field: ``relu_gamma`` -> ``--relu-gamma``."""
+    return "--" + field.replace("_", "-")
+
+
 class CommandLineError(ValueError):
     """An error the user fixes on the command line; printed as one line, without traceback."""
 

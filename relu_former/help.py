@@ -1,9 +1,8 @@
 """``python -m relu_former.help [NAME ...]``: the flags of the plugin's registered names.
 
-fairseq answers ``--help`` in its first parsing pass, before it adds the flags of the chosen
-``--arch``, ``--criterion`` and ``--task``, so ``fairseq-train --arch relu_former_iwslt_de_en
---help`` does not show ``--attention-activation``. This prints what fairseq would have added:
-with no argument, every name the plugin registers and its flags; with names, just those.
+fairseq answers ``--help`` before it adds the flags of the chosen ``--arch``, ``--criterion``
+and ``--task``; this prints what it would have added, for every name the plugin registers or
+the names given.
 """
 
 from __future__ import annotations
@@ -47,11 +46,9 @@ def _flag_source(kind: str, name: str) -> type:
     """The class whose flags fairseq adds for ``--<kind> <name>``: a model or a dataclass."""
     if kind == "arch":
         return ARCH_MODEL_REGISTRY[name]
-    registry, configs = {
-        "criterion": (CRITERION_REGISTRY, CRITERION_DATACLASS_REGISTRY),
-        "task": (TASK_REGISTRY, TASK_DATACLASS_REGISTRY),
-    }[kind]
-    return configs.get(name) or registry[name]
+    if kind == "criterion":
+        return CRITERION_DATACLASS_REGISTRY.get(name) or CRITERION_REGISTRY[name]
+    return TASK_DATACLASS_REGISTRY.get(name) or TASK_REGISTRY[name]
 
 
 def _add_flags(parser: argparse.ArgumentParser, source: type) -> None:
@@ -74,11 +71,8 @@ def _fairseq_parent(source: type) -> type | None:
 
 
 def flags_parser(kind: str, name: str, plugin_only: bool = True) -> argparse.ArgumentParser:
-    """A parser holding the flags fairseq adds for ``--<kind> <name>``.
-
-    ``plugin_only`` keeps just the flags the plugin adds to the fairseq model or criterion it
-    extends (fairseq documents its own flags).
-    """
+    """A parser of the flags fairseq adds for ``--<kind> <name>``; ``plugin_only``: just those
+    the plugin adds to the fairseq class it extends (fairseq documents its own)."""
     source = _flag_source(kind, name)
     parser = _new_parser(f"--{kind} {name}")
     _add_flags(parser, source)

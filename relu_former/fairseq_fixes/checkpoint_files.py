@@ -1,16 +1,12 @@
-"""Checkpoint files that stay whole: atomic copies, a resume past a damaged or missing
-``checkpoint_last.pt``, no temporary file left by a failed save.
+"""Checkpoint files that stay whole.
 
-fairseq 0.12 saves ``checkpoint_E_U.pt`` through a temporary name, then *copies* it in place to
-``checkpoint_last.pt`` and ``checkpoint_best.pt``: a kill mid-copy leaves a cut
-``checkpoint_last.pt``, and the resume crashes with a zip error. So the copies are atomic
-(``checkpoint_utils.PathManager`` only, where the probe :func:`copies_in_place` shows the
-fault); a resume from a damaged or missing ``checkpoint_last.pt`` loads the newest intact
-``checkpoint*.pt``, with a warning, never training from update 0 over ``checkpoint_best.pt``
-(``load_checkpoint``); a failed save removes its ``.tmp`` (``torch_persistent_save``). The
-file checks (:func:`checkpoint_problem`, :func:`refused_global`) run wherever a checkpoint
-is loaded (``checkpoint_loading``). No probe for the resume and the failed save: their fault
-is in the files (a damaged ``checkpoint_last.pt``, a full disk), which each call checks.
+fairseq copies each save *in place* to ``checkpoint_last.pt``: a kill mid-copy left it cut and
+the resume crashed. Here copies are atomic (``PathManager``, where the probe
+:func:`copies_in_place` shows the fault); a resume past a damaged or missing
+``checkpoint_last.pt`` loads the newest intact ``checkpoint*.pt``, with a warning, never
+training from update 0 over ``checkpoint_best.pt`` (``load_checkpoint``); a failed save removes
+its ``.tmp`` (``torch_persistent_save``). No probe for these two: their fault is in the files
+(a damaged ``checkpoint_last.pt``, a full disk), which each call checks.
 """
 
 from __future__ import annotations
@@ -35,7 +31,6 @@ logger = logging.getLogger(__name__)
 
 LAST = "checkpoint_last.pt"
 _ZIP_MAGIC = b"PK\x03\x04"
-# torch.save's format before torch 1.6 is a bare pickle stream; it has no checksum to verify.
 _PICKLE_PROTOCOL_2 = b"\x80\x02"
 
 
@@ -44,12 +39,9 @@ def is_local(path: str) -> bool:
 
 
 def checkpoint_problem(path: str) -> str | None:
-    """What is wrong with the checkpoint file ``path``, or None if it reads as a whole one.
-
-    A torch checkpoint is a zip archive: a truncated one has lost its central directory (at
-    the end of the file), and a damaged member fails its CRC. Files in torch's pre-1.6 format
-    cannot be verified and are passed as whole.
-    """
+    """What is wrong with the checkpoint file ``path``, or None if it is whole: a torch
+    checkpoint is a zip archive, whose end a truncated one lacks and whose CRCs a damaged one
+    fails (torch's pre-1.6 format has none: passed)."""
     size = os.path.getsize(path)
     if size == 0:
         return "the file is empty (0 bytes)"
@@ -73,13 +65,10 @@ def checkpoint_problem(path: str) -> str | None:
 
 def newest_intact_checkpoint(save_dir: str, exclude: str) -> str | None:
     """The most recently written whole ``checkpoint*.pt`` of ``save_dir`` other than ``exclude``."""
-    candidates = [p for p in glob.glob(os.path.join(save_dir, "checkpoint*.pt"))
-                  if os.path.abspath(p) != os.path.abspath(exclude)]
-    candidates.sort(key=os.path.getmtime, reverse=True)
-    for path in candidates:
-        if checkpoint_problem(path) is None:
-            return path
-    return None
+    candidates = sorted((p for p in glob.glob(os.path.join(save_dir, "checkpoint*.pt"))
+                         if os.path.abspath(p) != os.path.abspath(exclude)),
+                        key=os.path.getmtime, reverse=True)
+    return next((path for path in candidates if checkpoint_problem(path) is None), None)
 
 
 def _with_restore_file(cfg, path: str):
@@ -92,15 +81,13 @@ def _with_restore_file(cfg, path: str):
     OmegaConf.set_readonly(cfg, False)
     with open_dict(cfg):
         cfg.restore_file = path
-        # fairseq ignores --finetune-from-model once a checkpoint_last.pt exists, and refuses
-        # it beside a non-default --restore-file.
+        # fairseq refuses --finetune-from-model beside a non-default --restore-file
         cfg.finetune_from_model = None
     return cfg
 
 
 def _remove_interrupted_copies(save_dir: str) -> None:
-    """Delete the temporary files of copies and saves killed midway (nothing else names
-    them): ours (``.checkpoint*.pt.*.tmp``) and fairseq's (``checkpoint*.pt.tmp``)."""
+    """Delete what copies (ours) and saves (fairseq's) killed midway left."""
     for path in (glob.glob(os.path.join(save_dir, ".checkpoint*.pt.*.tmp"))
                  + glob.glob(os.path.join(save_dir, "checkpoint*.pt.tmp"))):
         logger.info(f"removing {path}, left by a copy or save that was interrupted")
@@ -111,8 +98,8 @@ def _remove_interrupted_copies(save_dir: str) -> None:
 
 
 def copies_in_place(path_manager) -> bool:
-    """Probe: whether ``path_manager.copy`` rewrites an existing local file in place (its inode
-    kept), as fairseq 0.12's ``shutil.copyfile`` does, so that a kill mid-copy leaves it cut."""
+    """Probe: whether ``path_manager.copy`` rewrites a file in place (its inode kept), as
+    fairseq's ``shutil.copyfile`` does."""
     with tempfile.TemporaryDirectory() as folder:
         src, dst = os.path.join(folder, "src"), os.path.join(folder, "dst")
         for path in (src, dst):
@@ -142,8 +129,7 @@ def _install_atomic_copy(checkpoint_utils) -> None:
 
 
 def refused_global(error: BaseException) -> str | None:
-    """What the ``weights_only`` unpickler refused, from its error, or None when ``error`` is
-    not such a refusal."""
+    """What the ``weights_only`` unpickler refused, from its error; None for another error."""
     text = str(error)
     if not isinstance(error, pickle.UnpicklingError) or "weights_only" not in text.lower() \
             and "Weights only load failed" not in text:
@@ -154,9 +140,6 @@ def refused_global(error: BaseException) -> str | None:
 
 
 def _removing_failed_save(original: Callable) -> Callable:
-    """``torch_persistent_save`` that deletes its ``FILE.tmp`` when the save fails (a full
-    disk): fairseq writes there and renames, but leaves the half-written file on an error."""
-
     @functools.wraps(original)
     def torch_persistent_save(obj, filename, async_write: bool = False):
         try:
@@ -173,45 +156,43 @@ def _removing_failed_save(original: Callable) -> Callable:
     return torch_persistent_save
 
 
-def _skipping_damaged_last(original: Callable) -> Callable:
-    """``load_checkpoint`` that resumes from the newest intact checkpoint when
-    ``checkpoint_last.pt`` is damaged."""
-
-    @functools.wraps(original)
-    def load_checkpoint(cfg, trainer, **passthrough_args):
-        last = os.path.join(cfg.save_dir, LAST)
-        # Only the default resume (--restore-file unset) of an unsharded model: a file the
-        # user names is loaded as named, and sharded checkpoints come in sets.
-        if (cfg.restore_file != LAST or getattr(trainer, "checkpoint_suffix", "") != ""
-                or not is_local(last)):
-            return original(cfg, trainer, **passthrough_args)
-        _remove_interrupted_copies(cfg.save_dir)
-        if not os.path.isfile(last):
-            # fine-tuning starts from its model when there is no last checkpoint: as fairseq
-            fallback = (newest_intact_checkpoint(cfg.save_dir, exclude=last)
-                        if cfg.finetune_from_model is None and os.path.isdir(cfg.save_dir)
-                        else None)
-            if fallback is None:
-                return original(cfg, trainer, **passthrough_args)
-            # training from update 0 here would replace checkpoint_best.pt at its first
-            # validation with a worse model
+def _resume_instead(cfg, last: str) -> str | None:
+    """The checkpoint to resume from when ``last`` is missing or damaged; None: load as asked."""
+    if not os.path.isfile(last):
+        # fine-tuning starts from its model when there is no last checkpoint, as in fairseq
+        if cfg.finetune_from_model is not None or not os.path.isdir(cfg.save_dir):
+            return None
+        fallback = newest_intact_checkpoint(cfg.save_dir, exclude=last)
+        if fallback is not None:  # from update 0, its first validation would replace the best
             logger.warning(f"{last} is missing but {cfg.save_dir} holds other checkpoints: "
                            f"resuming from {fallback}, the newest intact one (to train from "
                            "the start, use an empty --save-dir)")
-            return original(_with_restore_file(cfg, os.path.abspath(fallback)), trainer,
-                            **passthrough_args)
-        problem = checkpoint_problem(last)
-        if problem is None:
-            return original(cfg, trainer, **passthrough_args)
-        fallback = newest_intact_checkpoint(cfg.save_dir, exclude=last)
-        if fallback is None:
-            raise CorruptCheckpointError(
-                last, f"{problem}; no other intact checkpoint*.pt in {cfg.save_dir} to resume "
-                      f"from: move {LAST} away to train from the start")
-        logger.warning(f"{last} is corrupt: {problem}; resuming from {fallback}, the newest "
-                       "intact checkpoint, instead")
-        return original(_with_restore_file(cfg, os.path.abspath(fallback)), trainer,
-                        **passthrough_args)
+        return fallback
+    problem = checkpoint_problem(last)
+    if problem is None:
+        return None
+    fallback = newest_intact_checkpoint(cfg.save_dir, exclude=last)
+    if fallback is None:
+        raise CorruptCheckpointError(
+            last, f"{problem}; no other intact checkpoint*.pt in {cfg.save_dir} to resume "
+                  f"from: move {LAST} away to train from the start")
+    logger.warning(f"{last} is corrupt: {problem}; resuming from {fallback}, the newest "
+                   "intact checkpoint, instead")
+    return fallback
+
+
+def _skipping_damaged_last(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def load_checkpoint(cfg, trainer, **passthrough_args):
+        last = os.path.join(cfg.save_dir, LAST)
+        # only the default resume (a named file loads as named) of an unsharded model
+        if (cfg.restore_file == LAST and getattr(trainer, "checkpoint_suffix", "") == ""
+                and is_local(last)):
+            _remove_interrupted_copies(cfg.save_dir)
+            fallback = _resume_instead(cfg, last)
+            if fallback is not None:
+                cfg = _with_restore_file(cfg, os.path.abspath(fallback))
+        return original(cfg, trainer, **passthrough_args)
 
     return load_checkpoint
 

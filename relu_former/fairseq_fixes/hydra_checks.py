@@ -16,7 +16,13 @@ import sys
 from typing import Any, Callable
 
 from relu_former import flag_types
-from relu_former.errors import CONFIG_KEYS, OptionError, in_config_keys, is_fairseq_command
+from relu_former.errors import (
+    CONFIG_KEYS,
+    OptionError,
+    as_flag,
+    in_config_keys,
+    is_fairseq_command,
+)
 from relu_former.fairseq_fixes.parse_checks import (
     PRECISION_FIELDS,
     check_command_line,
@@ -47,7 +53,7 @@ def flatten_config(cfg: Any) -> tuple[argparse.Namespace, dict[str, str], set[st
         ARCH_CONFIG_REGISTRY[arch](args)  # fills only what is unset, as for a command line
     for name in vars(args):
         where.setdefault(name, "model")
-    typed = {"--" + name.replace("_", "-") for name, value in model.items()
+    typed = {as_flag(name) for name, value in model.items()
              if value is not None and not name.startswith("_")}
     return args, where, typed
 

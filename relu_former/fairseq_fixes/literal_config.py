@@ -1,20 +1,12 @@
 """A checkpoint's config strings are data: checked when it loads, so no code in them runs.
 
-fairseq-generate builds the model from the config saved *in the checkpoint*, and fairseq 0.12
-turns some of its strings into values with Python's ``eval`` (``eval_str_list``:
-``adaptive_softmax_cutoff``; ``eval_str_dict``: ``xformers_att_config``; ``eval_bool``:
-``left_pad_source``; ``eval`` itself: ``fconv``'s ``encoder_layers``, ``adam_betas``, ...),
-others with ``int()``/``float()`` over a split (``encoder_layers_to_keep``,
-``decoder_layers_to_keep``: ``"0,2"``). A checkpoint holding nothing but plain data (all the
-safe ``weights_only`` loader lets through) could so run code, or end in a ``ValueError``
-traceback far from the file. :func:`config_problem` finds the first such field that is not the
-literal fairseq expects; the checkpoint loader (``checkpoint_loading``) refuses the file in
-one line naming the field, before fairseq reads it. ``average_checkpoints`` runs the same
-check on each of its inputs.
-
-Command lines and hydra configs are not checked: their author runs them, and could run any
-code anyway. Left as fairseq has it: ``--model-overrides`` of ``fairseq-validate`` and
-``fairseq-eval-lm``. No probe: a check fairseq does not make; a plain config loads unchanged.
+fairseq-generate builds the model from the checkpoint's own config, and fairseq passes some of
+its strings to ``eval`` (:data:`EVALUATED_FIELDS`) and splits others into numbers
+(:data:`NUMBER_LIST_FIELDS`): plain data the safe loader lets through could run code.
+:func:`config_problem` finds the first such field that is not the literal fairseq expects; the
+loader (``checkpoint_loading``) and ``average_checkpoints`` refuse the file naming it. Command
+lines and hydra configs are not checked (their author runs them). No probe: a check fairseq
+does not make.
 """
 
 from __future__ import annotations
@@ -24,8 +16,8 @@ import ast
 import re
 from typing import Any, Iterator
 
-# The fields that fairseq 0.12 (outside fairseq/examples) passes to eval, eval_str_list,
-# eval_str_dict or eval_bool; a test reads fairseq's sources and checks that none is missing.
+# what fairseq (outside examples/) passes to eval, eval_str_list, eval_str_dict or eval_bool;
+# a test reads fairseq's sources for any missing
 EVALUATED_FIELDS = frozenset({
     "adafactor_eps", "adam_betas", "adamax_betas", "adaptive_input_cutoff",
     "adaptive_softmax_cutoff", "character_filters", "conv_aggregator_layers",
@@ -39,8 +31,8 @@ EVALUATED_FIELDS = frozenset({
 })  # fmt: skip
 
 _NUMBER = {int: r"\s*[+-]?\d+\s*", float: r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*"}
-# The fields fairseq reads with int() or float() over a split, and the separator (a test reads
-# fairseq's sources for the int()/float() comprehensions over a split).
+# what fairseq reads with int() or float() over a split, and the separator (a test reads
+# fairseq's sources for any missing)
 NUMBER_LIST_FIELDS = {
     "encoder_layers_to_keep": (int, ","),  # "0,2", as fairseq's prune_state_dict reads it
     "decoder_layers_to_keep": (int, ","),
@@ -54,7 +46,7 @@ NUMBER_LIST_FIELDS = {
 
 
 def number_list_pattern(field: str) -> str:
-    """The regular expression a value of ``field`` (of :data:`NUMBER_LIST_FIELDS`) matches."""
+    """The regular expression a value of ``field`` matches."""
     kind, separator = NUMBER_LIST_FIELDS[field]
     number = _NUMBER[kind]
     return ("all|" if field == "adp_trf_idx" else "") + f"{number}({re.escape(separator)}{number})*"
@@ -97,9 +89,8 @@ def _string_fields(value: Any, where: str) -> Iterator[tuple[str, str]]:
 
 
 def config_problem(config: Any, where: str) -> tuple[str, str, str] | None:
-    """The first field under ``config`` (a config, namespace or dict called ``where``) that
-    fairseq parses and that does not hold what it expects, as (dotted name, string, what it
-    should be); None when every such field is plain data."""
+    """(dotted name, string, what it should be) of the first field under ``config`` (called
+    ``where``) that fairseq parses and that is not what it expects; None if none."""
     from omegaconf import OmegaConf
 
     if OmegaConf.is_config(config):
@@ -126,7 +117,6 @@ def checkpoint_config_problem(state: Any) -> str | None:
 
 
 def code_in_config(config: Any, where: str) -> tuple[str, str] | None:
-    """(dotted name, string) of the first field :func:`config_problem` finds, or None: the
-    loader's rule for a caller that reports the field itself (``average_checkpoints``)."""
+    """(dotted name, string) of :func:`config_problem`'s field, for ``average_checkpoints``."""
     found = config_problem(config, where)
     return None if found is None else found[:2]

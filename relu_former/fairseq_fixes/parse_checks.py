@@ -1,12 +1,8 @@
-"""Checks of the whole command line, run as soon as fairseq has parsed it.
-
-Some bad command lines pass argparse flag by flag and fail much later, or never: a NaN float
-(``--dropout nan``), ``--fp16`` with ``--cpu`` (a traceback in the optimizer), a relu-only
-flag with no ReLU attention (ignored), ``fairseq-validate`` without ``--task`` ("KeyError:
-None"). Wrapping ``fairseq.options.parse_args_and_arch``, each is an ``OptionError`` naming the
-flag and the fix, one line, exit 2; the wrapper also adds ``--accept-dictionary-change``. No
-probe: these are checks fairseq does not make.
-"""
+"""Checks of the whole command line, as soon as fairseq has parsed it (the wrapper of
+``options.parse_args_and_arch``, which also adds ``--accept-dictionary-change``): what passes
+argparse flag by flag and fails later or never (``--dropout nan``, ``--fp16 --cpu``, a relu-only
+flag without relu attention, fairseq-validate without ``--task``) is one line naming the flag.
+No probe: checks fairseq does not make."""
 
 from __future__ import annotations
 
@@ -17,13 +13,12 @@ import os
 import sys
 from typing import Callable, Sequence
 
-from relu_former.errors import OptionError
+from relu_former.errors import OptionError, as_flag
 from relu_former.fairseq_fixes.dictionary_check import ACCEPT_ENV, ACCEPT_FLAG
 from relu_former.fairseq_fixes.wrap_once import wrap_once
 from relu_former.flag_types import non_finite_floats
 from relu_former.relu_attention.config import ATTENTION_KINDS, given_activation
 
-# the flags check_precision reads: --cpu, then fairseq's half-precision flags
 PRECISION_FIELDS = ("cpu", "memory_efficient_fp16", "memory_efficient_bf16", "fp16", "bf16")
 
 # relu attention's own options; another activation never reads them
@@ -33,48 +28,36 @@ _RELU_ONLY = (("relu_learn_gamma", "--relu-learn-gamma", lambda v: bool(v)),
 
 
 def typed_flags(argv: Sequence[str]) -> set[str]:
-    """The ``--flags`` written on a command line (``--flag value`` and ``--flag=value``):
-    what the user typed, as opposed to a default the architecture filled in."""
+    """The ``--flags`` typed on a command line (not defaults an architecture filled in)."""
     return {item.split("=", 1)[0] for item in argv if item.startswith("--")}
 
 
 def check_precision(given: set[str], training: bool = False) -> None:
-    """Raise ``OptionError`` for half precision with ``--cpu`` or in two formats at once, and
-    (``training``) for bfloat16 where torch_xla is missing: fairseq 0.12's trainer runs
-    ``--bf16`` on TPUs only and otherwise ends in "'NoneType' object has no attribute
-    'xla_device'" (seen on an H200).
-
-    ``given``: the fields among :data:`PRECISION_FIELDS` the user set, as set: fairseq's parser
-    then turns ``--memory-efficient-fp16`` into ``--fp16`` too and ``--bf16`` into ``--tpu``
-    (its error for ``--fp16 --bf16`` names ``--tpu``), so the message names what was typed.
-    """
+    """``OptionError`` for half precision with ``--cpu`` or in two formats, and (``training``)
+    for bfloat16 without torch_xla (fairseq trains it on TPUs only). ``given``: the
+    :data:`PRECISION_FIELDS` typed, checked before fairseq's parser renames them."""
     half = [name for name in PRECISION_FIELDS[1:] if name in given]
     if "cpu" in given and half:
-        shown = " and ".join(_flag(name) for name in half)
-        raise OptionError(_flag(half[0]), f"half-precision training needs a GPU, but --cpu is "
+        shown = " and ".join(as_flag(name) for name in half)
+        raise OptionError(as_flag(half[0]), f"half-precision training needs a GPU, but --cpu is "
                           f"given: drop {shown} to run in float32 on the CPU, or drop --cpu")
     formats = {name.rsplit("_", 1)[-1]: name for name in reversed(half)}
     if len(formats) > 1:
-        raise OptionError(_flag(formats["bf16"]), f"{_flag(formats['bf16'])} and "
-                          f"{_flag(formats['fp16'])} ask for two half-precision formats: "
+        raise OptionError(as_flag(formats["bf16"]), f"{as_flag(formats['bf16'])} and "
+                          f"{as_flag(formats['fp16'])} ask for two half-precision formats: "
                           "give one of them")
     bf16 = [name for name in half if name.endswith("bf16")]
     if training and bf16 and "tpu" not in given and importlib.util.find_spec("torch_xla") is None:
-        raise OptionError(_flag(bf16[0]), f"fairseq 0.12 trains in bfloat16 on TPUs only (it "
-                          f"turns {_flag(bf16[0])} into --tpu, and torch_xla is not installed): "
+        raise OptionError(as_flag(bf16[0]), f"fairseq 0.12 trains in bfloat16 on TPUs only (it "
+                          f"turns {as_flag(bf16[0])} into --tpu, and torch_xla is not installed): "
                           "use --fp16 on a GPU")
 
 
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
 def check_command_line(args: argparse.Namespace, typed: set[str] | None = None) -> None:
-    """Raise ``OptionError`` for the first problem of a parsed fairseq command line;
-    ``typed``: the flags the user wrote (for the checks of combinations of typed flags)."""
+    """``OptionError`` for the first problem of a parsed command line (``typed``: the flags
+    written, for the checks of combinations)."""
     for name, value in non_finite_floats(args):
-        flag = "--" + name.replace("_", "-")
-        raise OptionError(flag, f"must be a finite number, got {value!r}")
+        raise OptionError(as_flag(name), f"must be a finite number, got {value!r}")
     if typed and {"--pooling-base", "--pooling-temperature"} <= typed:
         raise OptionError(
             "--pooling-base", "--pooling-base is ignored when --pooling-temperature is given "
@@ -93,7 +76,6 @@ def check_command_line(args: argparse.Namespace, typed: set[str] | None = None) 
 
 
 def _add_plugin_flags(parser: argparse.ArgumentParser) -> None:
-    """The plugin's flags that belong to no model, criterion or task."""
     if any(ACCEPT_FLAG in action.option_strings for action in parser._actions):
         return
     parser.add_argument(ACCEPT_FLAG, action="store_true",
@@ -113,19 +95,17 @@ def _checking(original: Callable) -> Callable:
         typed = typed_flags(argv)
         # before fairseq's parser, which rewrites these flags and then names the rewritten ones
         training = any("--max-update" in action.option_strings for action in parser._actions)
-        check_precision({name for name in PRECISION_FIELDS + ("tpu",) if _flag(name) in typed},
+        check_precision({name for name in PRECISION_FIELDS + ("tpu",) if as_flag(name) in typed},
                         training)
         if parser.get_default("task") is None and "--task" not in typed:
-            # fairseq-validate's parser has no default task, and fairseq 0.12 then looks up
-            # TASK_REGISTRY[None] and ends in "KeyError: None"
+            # fairseq-validate's parser has no default task: "KeyError: None"
             raise OptionError("--task", "--task is required by this command (it has no default "
                               "task): give the task the model was trained with, e.g. --task "
                               "translation")
         parsed = original(parser, input_args=input_args, parse_known=parse_known,
                           suppress_defaults=suppress_defaults, modify_parser=modify_parser)
         args = parsed[0] if parse_known else parsed
-        # suppress_defaults: a partial namespace of overrides (fairseq-validate), checked whole
-        # with the checkpoint's arguments later by fairseq itself
+        # suppress_defaults: fairseq-validate's partial overrides, not a whole command line
         if not suppress_defaults:
             check_command_line(args, typed)
         if getattr(args, "accept_dictionary_change", False):
