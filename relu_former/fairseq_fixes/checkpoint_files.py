@@ -25,7 +25,6 @@ from typing import Callable
 
 from relu_former.atomic_files import copy_atomic
 from relu_former.errors import CorruptCheckpointError, note_saved
-from relu_former.fairseq_fixes.wrap_once import wrap_once
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +109,8 @@ def copies_in_place(path_manager) -> bool:
         return os.stat(dst).st_ino == inode
 
 
-def _install_atomic_copy(checkpoint_utils) -> None:
+def install_atomic_copy(checkpoint_utils) -> None:
+    """Replace ``checkpoint_utils.PathManager`` by one whose local copies are atomic."""
     base = checkpoint_utils.PathManager
     if not copies_in_place(base):  # this fairseq's copy is atomic, or ours is installed
         return
@@ -139,7 +139,7 @@ def refused_global(error: BaseException) -> str | None:
     return f"the global {match.group(1)}" if match else "an object the safe loader does not allow"
 
 
-def _removing_failed_save(original: Callable) -> Callable:
+def removing_failed_save(original: Callable) -> Callable:
     @functools.wraps(original)
     def torch_persistent_save(obj, filename, async_write: bool = False):
         try:
@@ -181,7 +181,7 @@ def _resume_instead(cfg, last: str) -> str | None:
     return fallback
 
 
-def _skipping_damaged_last(original: Callable) -> Callable:
+def skipping_damaged_last(original: Callable) -> Callable:
     @functools.wraps(original)
     def load_checkpoint(cfg, trainer, **passthrough_args):
         last = os.path.join(cfg.save_dir, LAST)
@@ -195,12 +195,3 @@ def _skipping_damaged_last(original: Callable) -> Callable:
         return original(cfg, trainer, **passthrough_args)
 
     return load_checkpoint
-
-
-def guard_checkpoint_files() -> None:
-    """Install the fixes on ``fairseq.checkpoint_utils`` (idempotent)."""
-    from fairseq import checkpoint_utils
-
-    _install_atomic_copy(checkpoint_utils)
-    wrap_once(checkpoint_utils, "load_checkpoint", _skipping_damaged_last)
-    wrap_once(checkpoint_utils, "torch_persistent_save", _removing_failed_save)

@@ -33,7 +33,6 @@ from relu_former.fairseq_fixes.checkpoint_files import checkpoint_problem, is_lo
 from relu_former.fairseq_fixes.dictionary_check import changed_dictionaries, move_embedding_rows
 from relu_former.fairseq_fixes.literal_config import checkpoint_config_problem
 from relu_former.fairseq_fixes.resume_check import check_resume
-from relu_former.fairseq_fixes.wrap_once import wrap_once
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +41,7 @@ logger = logging.getLogger(__name__)
 _PENDING_MOVES: dict[str, tuple] = {}
 
 
-def _checked_loader(original: Callable) -> Callable:
+def checked_loader(original: Callable) -> Callable:
     @functools.wraps(original)
     def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
         note_loaded(str(path))
@@ -82,7 +81,7 @@ def _saved_state(filename: str) -> dict | None:
     return state if isinstance(state, dict) else None
 
 
-def _checked_trainer_load(original: Callable) -> Callable:
+def checked_trainer_load(original: Callable) -> Callable:
     @functools.wraps(original)
     def load_checkpoint(self, filename, reset_optimizer=False, *args, **kwargs):
         state = _saved_state(filename) if os.path.isfile(filename) else None
@@ -99,12 +98,3 @@ def _checked_trainer_load(original: Callable) -> Callable:
             _PENDING_MOVES.pop(key, None)
 
     return load_checkpoint
-
-
-def check_checkpoint_loading() -> None:
-    """Wrap both loaders (idempotent)."""
-    from fairseq import checkpoint_utils
-    from fairseq.trainer import Trainer
-
-    wrap_once(checkpoint_utils, "load_checkpoint_to_cpu", _checked_loader)
-    wrap_once(Trainer, "load_checkpoint", _checked_trainer_load)

@@ -12,7 +12,6 @@ import struct
 from typing import Callable
 
 from relu_former.errors import DataFileError
-from relu_former.fairseq_fixes.wrap_once import wrap_once
 
 _REBUILD = ("rebuild the folder with fairseq-preprocess (or the recipe's prepare.sh, after "
             "removing its data-bin)")
@@ -50,7 +49,7 @@ def check_loaded(prefix: str, dataset) -> None:
             f"{_REBUILD}")
 
 
-def _checking_exists(original: Callable) -> Callable:
+def checking_exists(original: Callable) -> Callable:
     @functools.wraps(original)
     def dataset_exists(path, impl):
         check_pair(path)
@@ -59,7 +58,7 @@ def _checking_exists(original: Callable) -> Callable:
     return dataset_exists
 
 
-def _checking_load(original: Callable) -> Callable:
+def checking_load(original: Callable) -> Callable:
     @functools.wraps(original)
     def load_indexed_dataset(path, dictionary=None, dataset_impl=None, combine=False,
                              default="cached"):
@@ -79,11 +78,3 @@ def _checking_load(original: Callable) -> Callable:
         return dataset
 
     return load_indexed_dataset
-
-
-def check_data_files() -> None:
-    """Install the checks on fairseq's data loading (idempotent)."""
-    from fairseq.data import data_utils, indexed_dataset
-
-    wrap_once(indexed_dataset, "dataset_exists", _checking_exists)
-    wrap_once(data_utils, "load_indexed_dataset", _checking_load)

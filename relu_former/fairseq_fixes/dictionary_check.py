@@ -17,7 +17,6 @@ from typing import Callable, Sequence
 
 from relu_former.errors import OptionError
 from relu_former.fairseq_fixes.resume_check import get_field
-from relu_former.fairseq_fixes.wrap_once import wrap_once
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +77,7 @@ def checkpoint_dictionaries(state: dict) -> dict[str, list[str]]:
     return _dictionaries_of_data(cfg) if cfg is not None else {}
 
 
-def _recording(original: Callable) -> Callable:
+def recording_dictionaries(original: Callable) -> Callable:
     @functools.wraps(original)
     def state_dict(self):
         state = original(self)
@@ -157,10 +156,3 @@ def changed_dictionaries(trainer, state: dict, filename: str, reset_optimizer: b
                        "index here)")
         changed[side] = (saved[side], current[side])
     return changed
-
-
-def record_dictionaries() -> None:
-    """Make every checkpoint fairseq-train saves record its dictionaries (idempotent)."""
-    from fairseq.trainer import Trainer
-
-    wrap_once(Trainer, "state_dict", _recording)

@@ -15,7 +15,6 @@ from typing import Callable, Sequence
 
 from relu_former.errors import OptionError, as_flag
 from relu_former.fairseq_fixes.dictionary_check import ACCEPT_ENV, ACCEPT_FLAG
-from relu_former.fairseq_fixes.wrap_once import wrap_once
 from relu_former.flag_types import non_finite_floats
 from relu_former.relu_attention.config import ATTENTION_KINDS, given_activation
 
@@ -86,7 +85,7 @@ def _add_plugin_flags(parser: argparse.ArgumentParser) -> None:
                         "here, and a new word starts from a fresh row (refused without this flag)")
 
 
-def _checking(original: Callable) -> Callable:
+def checking_command_lines(original: Callable) -> Callable:
     @functools.wraps(original)
     def parse_args_and_arch(parser, input_args=None, parse_known=False, suppress_defaults=False,
                             modify_parser=None):
@@ -114,10 +113,3 @@ def _checking(original: Callable) -> Callable:
         return parsed
 
     return parse_args_and_arch
-
-
-def check_parsed_command_lines() -> None:
-    """Wrap ``fairseq.options.parse_args_and_arch`` once (idempotent)."""
-    from fairseq import options
-
-    wrap_once(options, "parse_args_and_arch", _checking)

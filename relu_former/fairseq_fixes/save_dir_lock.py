@@ -38,7 +38,7 @@ def lock_save_dir(save_dir: str) -> None:
                           "wait for it to end or give another --save-dir") from None
 
 
-def _locking_save_dir(original: Callable) -> Callable:
+def locking_save_dir(original: Callable) -> Callable:
     @functools.wraps(original)
     def verify_checkpoint_directory(save_dir: str) -> None:
         local = "://" not in str(save_dir)
@@ -82,10 +82,3 @@ def release_save_dirs_after_training() -> None:
     if hydra is not None and hydra.pre_main is train.main.__wrapped__:
         # fairseq-hydra-train's name for main: distributed workers unpickle it by name
         hydra.pre_main = train.main
-
-
-def lock_save_dirs() -> None:
-    """Install the lock on ``fairseq.checkpoint_utils`` (idempotent)."""
-    from fairseq import checkpoint_utils
-
-    wrap_once(checkpoint_utils, "verify_checkpoint_directory", _locking_save_dir)

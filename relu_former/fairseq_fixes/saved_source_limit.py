@@ -11,14 +11,13 @@ import sys
 from typing import Callable
 
 from relu_former.fairseq_fixes.parse_checks import typed_flags
-from relu_former.fairseq_fixes.wrap_once import wrap_once
 
 logger = logging.getLogger(__name__)
 
 FLAG = "--max-source-positions"
 
 
-def _with_saved_source_limit(original: Callable) -> Callable:
+def with_saved_source_limit(original: Callable) -> Callable:
     from fairseq.tasks.translation import TranslationConfig
 
     default = TranslationConfig.max_source_positions  # the dataclass default, 1024
@@ -35,10 +34,3 @@ def _with_saved_source_limit(original: Callable) -> Callable:
         return original(self, split, epoch=epoch, combine=combine, **kwargs)
 
     return load_dataset
-
-
-def use_saved_source_limit() -> None:
-    """Install the fix on fairseq's ``TranslationTask`` and its subclasses."""
-    from fairseq.tasks.translation import TranslationTask
-
-    wrap_once(TranslationTask, "load_dataset", _with_saved_source_limit)
