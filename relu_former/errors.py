@@ -37,6 +37,8 @@ class OptionError(CommandLineError):
 
 
 class _FileError(CommandLineError):
+    """A bad file, named, with what is wrong: its subclasses' ``template``."""
+
     template = "{path}: {problem}"
 
     def __init__(self, path: str, problem: str) -> None:
@@ -45,21 +47,14 @@ class _FileError(CommandLineError):
 
 
 class CorruptCheckpointError(_FileError):
-    """A checkpoint file that is empty, cut short or not a checkpoint."""
-
     template = "checkpoint {path} is corrupt: {problem}"
 
 
 class DataFileError(_FileError):
-    """A binarized data file that is missing its other half, cut short or empty."""
-
     template = "data file {path} {problem}"
 
 
-class UnsafeCheckpointError(_FileError):
-    """A checkpoint holding what the safe (``weights_only``) loader refuses; never suggests
-    loading it unsafely."""
-
+class UnsafeCheckpointError(_FileError):  # never advises loading it unsafely
     template = ("checkpoint {path} is refused: it holds {problem}, which no fairseq checkpoint "
                 "needs and which could run code when loaded. Do not load it unsafely "
                 "(weights_only=False); use a checkpoint from a source you trust, trained with "
@@ -67,18 +62,8 @@ class UnsafeCheckpointError(_FileError):
 
 
 class CheckpointConfigError(_FileError):
-    """A checkpoint config string fairseq would evaluate or split that is not its literal."""
-
     template = ("checkpoint {path} is refused: its config holds {problem}; nothing in it was "
                 "run. Use a checkpoint from a source you trust")
-
-
-class CheckpointMismatchError(CommandLineError):
-    """Weights that do not fit the model built for them; names how many keys and the first."""
-
-
-class NotAFolderError(CommandLineError):
-    """A file given where a folder is expected."""
 
 
 _files: dict[str, str | None] = {"saved": None, "loaded": None}  # named in later errors
@@ -108,7 +93,7 @@ def _likely_cause(keys: list[str], sizes: list[str]) -> str:
     return "another --arch or other model flags"
 
 
-def mismatch_error(error: BaseException) -> CheckpointMismatchError | None:
+def mismatch_error(error: BaseException) -> CommandLineError | None:
     """torch's ``load_state_dict`` error (missing, unexpected or mis-sized keys) as one line
     naming the checkpoint, how many keys, the first and the likely cause; None otherwise."""
     text = str(error)
@@ -123,17 +108,17 @@ def mismatch_error(error: BaseException) -> CheckpointMismatchError | None:
     if sizes:
         parts.append(f"{len(sizes)} of another shape (the first: {sizes[0]})")
     path = _files["loaded"] or "the checkpoint"
-    return CheckpointMismatchError(
+    return CommandLineError(
         f"the weights of {path} do not fit this model: {', '.join(parts)} keys. It was "
         f"probably trained with {_likely_cause(keys, sizes)}: give the flags it was trained "
         "with")
 
 
-def _not_a_folder(error: BaseException) -> NotAFolderError | None:
+def _not_a_folder(error: BaseException) -> CommandLineError | None:
     path = getattr(error, "filename", None)
     if isinstance(error, NotADirectoryError) or (
             isinstance(error, FileExistsError) and path and os.path.isfile(path)):
-        return NotAFolderError(f"{path} is a file, but a folder is expected there: give a "
+        return CommandLineError(f"{path} is a file, but a folder is expected there: give a "
                                "folder")
     return None
 
@@ -194,8 +179,7 @@ def interrupted_line() -> str:
 
 def _exit(line: str, status: int) -> NoReturn:
     sys.stdout.flush()
-    sys.stderr.write(line + "\n")
-    sys.stderr.flush()
+    print(line, file=sys.stderr, flush=True)
     os._exit(status)  # no atexit: the run is over, and its threads may be inside torch
 
 

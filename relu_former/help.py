@@ -26,15 +26,11 @@ PLUGIN = "relu_former"
 
 def plugin_names() -> Dict[str, List[str]]:
     """The plugin's architectures, criterions and tasks, in registration order."""
-
-    def ours(obj) -> bool:
-        return obj.__module__.split(".")[0] == PLUGIN
-
-    return {
-        "arch": [name for name, fn in ARCH_CONFIG_REGISTRY.items() if ours(fn)],
-        "criterion": [name for name, cls in CRITERION_REGISTRY.items() if ours(cls)],
-        "task": [name for name, cls in TASK_REGISTRY.items() if ours(cls)],
-    }
+    registries = {"arch": ARCH_CONFIG_REGISTRY, "criterion": CRITERION_REGISTRY,
+                  "task": TASK_REGISTRY}
+    return {kind: [name for name, obj in registry.items()
+                   if obj.__module__.split(".")[0] == PLUGIN]
+            for kind, registry in registries.items()}
 
 
 def _new_parser(prog: str) -> argparse.ArgumentParser:

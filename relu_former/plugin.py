@@ -21,13 +21,13 @@ from relu_former.fairseq_fixes import (
     parse_checks,
     save_dir_lock,
     saved_source_limit,
+    wrap_once,
 )
 from relu_former.fairseq_fixes.batch_thread_exit import stop_batch_threads_at_exit
 from relu_former.fairseq_fixes.checkpoint_safety import allow_fairseq_checkpoint_globals
 from relu_former.fairseq_fixes.hydra_checks import check_hydra_configs
 from relu_former.fairseq_fixes.interactive_input import bound_interactive_input
 from relu_former.fairseq_fixes.last_batch import keep_last_batch
-from relu_former.fairseq_fixes.wrap_once import wrap_once
 from relu_former.sparse_softmax.old_checkpoints import upgrade_old_sparse_k_checkpoints
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))

@@ -1,9 +1,6 @@
-"""Stop fairseq's background batch threads before the interpreter shuts down.
-
-fairseq's ``BackgroundConsumer`` fills its queue from a daemon thread; a run that ends
-mid-epoch while it is inside torch aborts at exit (SIGABRT, "terminate called without an active
-exception"). ``atexit`` runs before daemon threads die, so each consumer is told to stop after
-its batch, its queue drained, and joined. No probe: a race at exit (a test shows it).
+"""Stop fairseq's background batch threads at exit: a run that ended mid-epoch while its daemon
+thread was inside torch aborted (SIGABRT) after its work was done. ``atexit`` runs before
+daemon threads die. No probe: a race at exit (a test shows it).
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ import time
 import weakref
 from typing import Iterable, Iterator
 
-from relu_former.fairseq_fixes.wrap_once import wrap_once
+from relu_former.fairseq_fixes import wrap_once
 
 _consumers: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 

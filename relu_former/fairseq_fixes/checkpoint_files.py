@@ -1,12 +1,8 @@
-"""Checkpoint files that stay whole.
-
-fairseq copies each save *in place* to ``checkpoint_last.pt``: a kill mid-copy left it cut and
-the resume crashed. Here copies are atomic (``PathManager``, where the probe
-:func:`copies_in_place` shows the fault); a resume past a damaged or missing
-``checkpoint_last.pt`` loads the newest intact ``checkpoint*.pt``, with a warning, never
-training from update 0 over ``checkpoint_best.pt`` (``load_checkpoint``); a failed save removes
-its ``.tmp`` (``torch_persistent_save``). No probe for these two: their fault is in the files
-(a damaged ``checkpoint_last.pt``, a full disk), which each call checks.
+"""Checkpoint files that stay whole: atomic copies to ``checkpoint_last.pt`` (fairseq copies in
+place: a kill mid-copy cut it), where the probe :func:`copies_in_place` shows the fault; a
+resume past a damaged or missing ``checkpoint_last.pt`` from the newest intact checkpoint, never
+from update 0 over ``checkpoint_best.pt``; no ``.tmp`` left by a failed save. No probe for
+these two: their fault is in the files, which each call checks.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
-"""fairseq's two checkpoint loaders, each wrapped once; every check a plain function, in order.
+"""fairseq's two checkpoint loaders, each wrapped once, running plain checks in this order.
 
-``checkpoint_utils.load_checkpoint_to_cpu`` (every command's read of a checkpoint):
-1. the file is whole (``checkpoint_files.checkpoint_problem``; torch loads a bad CRC silently);
-2. what the safe loader refuses is an ``UnsafeCheckpointError``, not torch's advice to load it
-   unsafely (``checkpoint_files.refused_global``);
-3. its config strings are data (``literal_config.checkpoint_config_problem``);
-4. embedding rows move to the data's dictionary, if accepted (``dictionary_check``).
-
-``Trainer.load_checkpoint`` (a resume or fine-tuning): 1. the model flags mean what the
-checkpoint's do (``resume_check``); 2. the dictionaries match or the change is accepted
-(``dictionary_check.changed_dictionaries``); 3. fairseq loads it (weights that do not fit:
-one line, ``errors.mismatch_error``).
-
+``load_checkpoint_to_cpu`` (every read): the file is whole (torch loads a bad CRC silently) ->
+a refused pickle is our one line, not torch's advice to load it unsafely -> config strings are
+data (``literal_config``) -> embedding rows move to the data's dictionary, if accepted.
+``Trainer.load_checkpoint`` (a resume): the flags mean what the checkpoint's do
+(``resume_check``) -> the dictionaries match (``dictionary_check``) -> fairseq loads it.
 No probe: checks fairseq does not make; a whole, plain, matching checkpoint loads unchanged.
 """
 

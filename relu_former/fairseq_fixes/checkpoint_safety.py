@@ -1,7 +1,7 @@
-"""fairseq checkpoints under torch's ``weights_only`` unpickler (the default since torch 2.6):
-allowlist exactly the classes they hold (``argparse.Namespace``, omegaconf containers, numpy
-numbers), so anything else, a pickled function say, is still refused. Not a patch: torch's
-own allowlist. Why numpy's two functions are safe: docs/design.md, "Checkpoint loading"."""
+"""fairseq checkpoints under torch's ``weights_only`` unpickler (torch >= 2.6): allowlist
+exactly the classes they hold, so anything else is still refused. Not a patch: torch's own
+allowlist (why numpy's two functions are safe: docs/design.md, "Checkpoint loading").
+"""
 
 from __future__ import annotations
 

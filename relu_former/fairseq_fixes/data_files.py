@@ -1,8 +1,7 @@
-"""Binarized data that is incomplete is named, with the fix, before fairseq reads it: a
-missing ``.idx`` was "split not found", a truncated ``.bin`` failed deep inside a batch, an empty
-split was a traceback. The wrappers of ``indexed_dataset.dataset_exists`` and
-``data_utils.load_indexed_dataset`` raise one ``DataFileError`` line instead. No probe: the
-checks read file sizes; whole data loads unchanged."""
+"""Binarized data that is incomplete (a missing ``.idx``, a cut ``.bin``, an empty split) is
+one line naming the file and the fix, not a failure deep inside fairseq. No probe: the checks
+read file sizes; whole data loads unchanged.
+"""
 
 from __future__ import annotations
 

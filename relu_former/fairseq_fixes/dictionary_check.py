@@ -1,11 +1,7 @@
-"""A checkpoint is never loaded into a model whose dictionary lists other words in its places.
-
-fairseq matches a checkpoint to a model by shapes only: fine-tuning on data binarized with
-another dictionary of the same size loaded silently, each embedding row then another word's.
-Every checkpoint saved records its dictionaries (``Trainer.state_dict``); before a training
-loads one (``checkpoint_loading``), they (or its data folder's) are compared with the data's. A
-difference is refused in one line unless ``--accept-dictionary-change`` with a new optimisation:
-then each word keeps its rows, moved to its index here. No probe: a check fairseq does not make.
+"""A checkpoint never loads into a model whose dictionary lists other words in its places
+(fairseq checks shapes only). Saved checkpoints record their dictionaries; a difference is
+refused in one line unless ``--accept-dictionary-change`` with a new optimisation: then each
+word keeps its rows, moved to its index here. No probe: a check fairseq does not make.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""The command-line checks for configs no parser saw: ``fairseq-hydra-train``'s.
-
-fairseq-hydra-train never calls fairseq's parser, so ``model.dropout=nan`` trained with dropout
-off. The wrapper of ``add_defaults(cfg)`` runs the parse checks on the config (the model flags'
-types and choices, then ``parse_checks`` on the config flattened, the architecture's defaults
-filled in); an error names the config key (``model.dropout``). No probe: checks fairseq does not
-make.
+"""The command-line checks for ``fairseq-hydra-train``'s configs, which no parser sees
+(``model.dropout=nan`` trained with dropout off): the wrapper of ``add_defaults`` runs
+``parse_checks`` on the config, flattened, naming the config key. No probe: checks fairseq does
+not make.
 """
 
 from __future__ import annotations
@@ -23,12 +20,12 @@ from relu_former.errors import (
     in_config_keys,
     is_fairseq_command,
 )
+from relu_former.fairseq_fixes import wrap_once
 from relu_former.fairseq_fixes.parse_checks import (
     PRECISION_FIELDS,
     check_command_line,
     check_precision,
 )
-from relu_former.fairseq_fixes.wrap_once import wrap_once
 
 
 def flatten_config(cfg: Any) -> tuple[argparse.Namespace, dict[str, str], set[str]]:

@@ -1,8 +1,7 @@
-"""``fairseq-interactive`` survives an input line longer than the model accepts: fairseq
-raised and ended the session. Wrapping ``fairseq_cli.interactive.make_batches`` (that command
-only), such a line is truncated (``--truncate-source``) or skipped with a warning naming it, and
-a leading UTF-8 byte-order mark (read as part of the first word) is removed. No probe: it
-would need a model and a task; lines within the limit pass unchanged."""
+"""``fairseq-interactive`` survives an input line longer than the model takes (fairseq ended
+the session): truncated (``--truncate-source``) or skipped with a warning; a leading byte-order
+mark is removed. No probe: it needs a model and a task.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from typing import Callable, Iterator
 
 import torch
 
-from relu_former.fairseq_fixes.wrap_once import wrap_once
+from relu_former.fairseq_fixes import wrap_once
 
 logger = logging.getLogger(__name__)
 

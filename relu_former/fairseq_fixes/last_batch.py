@@ -1,9 +1,6 @@
-"""Put back the sentences that fairseq-fixed's ``batch_by_size`` drops.
-
-fairseq-fixed 0.12.3.1 drops the last batch when its size is not a multiple of
-``--required-batch-size-multiple`` (0.12.2 keeps it): fairseq-generate translated 16 of 20
-sentences. The batches partition ``indices`` in order, so the dropped tail is appended as one
-batch. Applied only where the probe :func:`_drops_last_batch` shows the drop.
+"""Put back the sentences fairseq-fixed 0.12.3.1's ``batch_by_size`` drops: the last batch
+when not a multiple of ``--required-batch-size-multiple`` (fairseq-generate translated 16 of
+20). Applied only where the probe :func:`_drops_last_batch` shows the drop.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""A checkpoint's config strings are data: checked when it loads, so no code in them runs.
-
-fairseq-generate builds the model from the checkpoint's own config, and fairseq passes some of
-its strings to ``eval`` (:data:`EVALUATED_FIELDS`) and splits others into numbers
-(:data:`NUMBER_LIST_FIELDS`): plain data the safe loader lets through could run code.
-:func:`config_problem` finds the first such field that is not the literal fairseq expects; the
-loader (``checkpoint_loading``) and ``average_checkpoints`` refuse the file naming it. Command
-lines and hydra configs are not checked (their author runs them). No probe: a check fairseq
-does not make.
+"""A checkpoint's config strings are data: fairseq ``eval``s some (:data:`EVALUATED_FIELDS`)
+and splits others into numbers (:data:`NUMBER_LIST_FIELDS`) when it builds the model from a
+checkpoint, so plain data could run code. :func:`config_problem` finds the first field that is
+not the literal fairseq expects. No probe: a check fairseq does not make (docs/reliability.md).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""Checks of the whole command line, as soon as fairseq has parsed it (the wrapper of
-``options.parse_args_and_arch``, which also adds ``--accept-dictionary-change``): what passes
-argparse flag by flag and fails later or never (``--dropout nan``, ``--fp16 --cpu``, a relu-only
-flag without relu attention, fairseq-validate without ``--task``) is one line naming the flag.
-No probe: checks fairseq does not make."""
+"""Checks of the whole command line once fairseq has parsed it: what passes argparse flag by
+flag and fails later or never (``--dropout nan``, ``--fp16 --cpu``, a relu-only flag without
+relu attention, fairseq-validate without ``--task``). No probe: checks fairseq does not make.
+"""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""A resume never trains a checkpoint on as another model.
-
-fairseq matches a checkpoint to a model by names and shapes only, so a resume with a flag that
-changes what the weights mean (``--attention-activation``, ``--relu-gamma``, ``--arch``)
-trained them on as another model. :func:`check_resume` compares ``--arch`` and every
-``add_args`` flag but :data:`SAME_MEANING`, and refuses a difference in one line, unless
-``--finetune-from-model`` or ``--reset-optimizer`` (then a warning per change). No probe: a
-check fairseq does not make.
+"""A resume never trains a checkpoint on as another model: fairseq matches weights by name
+and shape only, so a flag that changes their meaning (``--attention-activation``, ``--arch``)
+went unnoticed. Refused in one line unless a new optimisation starts (``--finetune-from-model``,
+``--reset-optimizer``). No probe: a check fairseq does not make.
 """
 
 from __future__ import annotations

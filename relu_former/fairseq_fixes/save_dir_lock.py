@@ -1,11 +1,7 @@
-"""One training per save directory at a time.
-
-fairseq lets two ``fairseq-train`` share a ``--save-dir``, and one run's checkpoint ends up
-holding the other's model. The wrapper of ``verify_checkpoint_directory`` (fairseq-train's first
-act on the directory, rank 0 only) locks ``SAVE_DIR/fairseq-train.lock`` (``file_lock``): a
-second run is refused in one line naming the holder. It also refuses a file given as the
-directory. The lock is released when the train ``main()`` returns, so a second call in the same
-process may resume there. No probe: a check fairseq does not make.
+"""One training per save directory: two ``fairseq-train`` sharing one wrote each other's
+models. fairseq-train's first act on it, ``verify_checkpoint_directory``, takes
+``SAVE_DIR/fairseq-train.lock`` (``file_lock``) until the train ``main()`` returns; a second
+run is refused in one line naming the holder. No probe: a check fairseq does not make.
 """
 
 from __future__ import annotations
@@ -17,7 +13,7 @@ import sys
 from typing import Callable, Iterator
 
 from relu_former.errors import OptionError
-from relu_former.fairseq_fixes.wrap_once import wrap_once
+from relu_former.fairseq_fixes import wrap_once
 from relu_former.file_lock import LockHeld, take_lock
 
 LOCK_FILE = "fairseq-train.lock"

@@ -1,7 +1,7 @@
-"""``fairseq-generate`` cuts and bounds sources at the checkpoint's own limit: it builds its
-task from its own command line, so ``--max-source-positions`` was 1024 unless typed again
-(``--truncate-source`` cut an 8192-token model's inputs to 1024). Here an untyped default takes
-the saved ``task_cfg`` value, logged. No probe: a typed flag or the default is left as it is."""
+"""``fairseq-generate`` bounds sources at the checkpoint's ``--max-source-positions`` unless
+typed (it used its own default 1024: ``--truncate-source`` cut an 8192-token model's inputs).
+No probe: a typed flag or the default is left as it is.
+"""
 
 from __future__ import annotations
 
