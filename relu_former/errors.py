@@ -1,10 +1,7 @@
-"""The plugin's user errors, in fairseq's own style: ``fairseq-train: error: ...``.
-
-Each is a ``CommandLineError`` (a ``ValueError``, for Python callers) naming the flag or file and
-the fix. In fairseq's programs, ``install_cli_error_hook`` prints one as a line (exit 2 for a
-flag, 1 for a file), as it does a file given as a folder, torch's "Missing key(s) in
-state_dict" and Ctrl-C (exit 130, naming the last checkpoint saved).
-"""
+"""The plugin's user errors: ``CommandLineError`` (a ``ValueError``) naming the flag or file and
+the fix. In fairseq's programs the hook prints one as fairseq does, ``PROG: error: ...`` (exit 2
+for a flag, 1 for a file), and so a file given as a folder, weights that do not fit the model
+and Ctrl-C (exit 130, naming the last checkpoint saved)."""
 
 from __future__ import annotations
 
@@ -27,7 +24,7 @@ class CommandLineError(ValueError):
 
 
 class OptionError(CommandLineError):
-    """A bad value of a command-line flag; the message names the flag and what it accepts."""
+    """A bad value of the flag ``flag``; the message says what it accepts."""
 
     exit_status = 2
 
@@ -94,8 +91,8 @@ def _likely_cause(keys: list[str], sizes: list[str]) -> str:
 
 
 def mismatch_error(error: BaseException) -> CommandLineError | None:
-    """torch's ``load_state_dict`` error (missing, unexpected or mis-sized keys) as one line
-    naming the checkpoint, how many keys, the first and the likely cause; None otherwise."""
+    """torch's ``load_state_dict`` error as one line: the checkpoint, how many keys of each
+    kind, the first and the likely cause; None for another error."""
     text = str(error)
     if not isinstance(error, RuntimeError) or "Error(s) in loading state_dict" not in text:
         return None
@@ -124,8 +121,7 @@ def _not_a_folder(error: BaseException) -> CommandLineError | None:
 
 
 def find_command_line_error(error: BaseException | None) -> CommandLineError | None:
-    """The ``CommandLineError`` that ``error`` is, was raised from, or stands for (a file
-    given as a folder, weights that do not fit the model), if any."""
+    """The ``CommandLineError`` that ``error`` is, was raised from, or stands for, if any."""
     seen = set()
     while error is not None and id(error) not in seen:
         found = (error if isinstance(error, CommandLineError)
@@ -184,14 +180,12 @@ def _exit(line: str, status: int) -> NoReturn:
 
 
 def install_cli_error_hook() -> None:
-    """Print an uncaught ``CommandLineError`` as ``PROG: error: MESSAGE`` and exit; Ctrl-C as
-    one line, exit 130."""
+    """Print an uncaught ``CommandLineError``, and Ctrl-C, as one line and exit."""
     previous = sys.excepthook
     if getattr(previous, "_relu_former_hook", False):
         return
 
-    def hook(kind: Type[BaseException], error: BaseException,
-             traceback: TracebackType | None) -> None:
+    def hook(kind: Type[BaseException], error: BaseException, traceback: TracebackType) -> None:
         if issubclass(kind, KeyboardInterrupt):
             _exit(interrupted_line(), 130)
         found = find_command_line_error(error)

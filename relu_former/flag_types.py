@@ -69,9 +69,6 @@ def choice_type(choices: tuple, flag: str) -> Callable[[str], str]:
 
 def non_finite_floats(args: argparse.Namespace) -> list[tuple[str, object]]:
     """``(attribute, value)`` of each NaN or infinite float of ``args``, alone or in a list."""
-    found = []
-    for name, value in sorted(vars(args).items()):
-        values = value if isinstance(value, (list, tuple)) else [value]
-        if any(isinstance(v, float) and not math.isfinite(v) for v in values):
-            found.append((name, value))
-    return found
+    return [(name, value) for name, value in sorted(vars(args).items())
+            if any(isinstance(v, float) and not math.isfinite(v)
+                   for v in (value if isinstance(value, (list, tuple)) else [value]))]

@@ -59,9 +59,8 @@ def _fairseq_parent(source: type) -> type | None:
     for base in source.__mro__[1:]:
         if base.__module__.split(".")[0] == PLUGIN or base is FairseqDataclass:
             continue
-        if dataclasses.is_dataclass(source) and dataclasses.is_dataclass(base):
-            return base
-        if not dataclasses.is_dataclass(source) and hasattr(base, "add_args"):
+        if (dataclasses.is_dataclass(base) if dataclasses.is_dataclass(source)
+                else hasattr(base, "add_args")):
             return base
     return None
 
@@ -96,9 +95,7 @@ def describe(names: Sequence[str] = (), plugin_only: bool = True) -> str:
                          f"The plugin registers {listing}")
     parts = []
     for kind, group in registered.items():
-        for name in group:
-            if wanted and name not in wanted:
-                continue
+        for name in [name for name in group if not wanted or name in wanted]:
             body = flags_parser(kind, name, plugin_only).format_help()
             # an architecture's docstring says what it is, and which settings are published
             doc = ARCH_CONFIG_REGISTRY[name].__doc__ if kind == "arch" else None
@@ -108,10 +105,8 @@ def describe(names: Sequence[str] = (), plugin_only: bool = True) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m relu_former.help",
-        description=__doc__.split("\n\n")[1].replace("\n", " "),
-    )
+    parser = argparse.ArgumentParser(prog="python -m relu_former.help",
+                                     description=__doc__.split("\n\n")[1].replace("\n", " "))
     parser.add_argument("names", nargs="*", help="architectures, criterions or tasks "
                         "(default: all the plugin registers)")
     parser.add_argument("--list", action="store_true", help="only list the registered names")

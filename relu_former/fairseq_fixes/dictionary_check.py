@@ -36,12 +36,8 @@ def dictionary_difference(saved: Sequence[str], current: Sequence[str]) -> str |
 
 
 def _task_dictionaries(task) -> dict[str, list[str]]:
-    found = {}
-    for side in ("source", "target"):
-        dictionary = getattr(task, f"{side}_dictionary", None)
-        if dictionary is not None and hasattr(dictionary, "symbols"):
-            found[side] = list(dictionary.symbols)
-    return found
+    found = {side: getattr(task, f"{side}_dictionary", None) for side in ("source", "target")}
+    return {side: list(found[side].symbols) for side in found if hasattr(found[side], "symbols")}
 
 
 def _dictionaries_of_data(cfg) -> dict[str, list[str]]:
@@ -49,8 +45,6 @@ def _dictionaries_of_data(cfg) -> dict[str, list[str]]:
     from fairseq.data import Dictionary
 
     task = get_field(cfg, "task")
-    if task is None:
-        return {}
     data = get_field(task, "data")
     if not isinstance(data, str) or not data:
         return {}
@@ -69,8 +63,7 @@ def checkpoint_dictionaries(state: dict) -> dict[str, list[str]]:
     recorded = state.get(KEY)
     if recorded:
         return {side: list(symbols) for side, symbols in recorded.items()}
-    cfg = state.get("cfg")
-    return _dictionaries_of_data(cfg) if cfg is not None else {}
+    return _dictionaries_of_data(state.get("cfg"))
 
 
 def recording_dictionaries(original: Callable) -> Callable:
@@ -87,9 +80,8 @@ def recording_dictionaries(original: Callable) -> Callable:
 
 def _flag_of(trainer, filename: str) -> str:
     finetune = getattr(getattr(trainer.cfg, "checkpoint", None), "finetune_from_model", None)
-    if finetune and os.path.abspath(finetune) == os.path.abspath(filename):
-        return "--finetune-from-model"
-    return "--restore-file"
+    same = finetune and os.path.abspath(finetune) == os.path.abspath(filename)
+    return "--finetune-from-model" if same else "--restore-file"
 
 
 def move_embedding_rows(weights: dict, model, dictionaries: dict) -> list[str]:

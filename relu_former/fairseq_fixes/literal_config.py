@@ -19,10 +19,10 @@ EVALUATED_FIELDS = frozenset({
     "conv_feature_layers", "decoder_attention", "decoder_layers", "downsample",
     "encoder_attention", "encoder_layers", "feature_encoder_spec", "gated_attention",
     "lamb_betas", "left_pad_source", "left_pad_target", "model_overrides",
-    "override_encoder_layers", "pipeline_balance",
-    "pipeline_decoder_balance", "pipeline_decoder_devices", "pipeline_devices",
-    "pipeline_encoder_balance", "pipeline_encoder_devices", "pretrained", "project_input",
-    "self_attention", "wer_args", "xformers_att_config",
+    "override_encoder_layers", "pipeline_balance", "pipeline_decoder_balance",
+    "pipeline_decoder_devices", "pipeline_devices", "pipeline_encoder_balance",
+    "pipeline_encoder_devices", "pretrained", "project_input", "self_attention", "wer_args",
+    "xformers_att_config",
 })  # fmt: skip
 
 _NUMBER = {int: r"\s*[+-]?\d+\s*", float: r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*"}
@@ -47,17 +47,10 @@ def number_list_pattern(field: str) -> str:
     return ("all|" if field == "adp_trf_idx" else "") + f"{number}({re.escape(separator)}{number})*"
 
 
-# Literal nodes, and the arithmetic on them that fairseq's architectures write in strings.
+# literals, and the arithmetic on them that fairseq's architectures write in strings
 _PLAIN_NODES = (ast.Expression, ast.Constant, ast.List, ast.Tuple, ast.Set, ast.Dict,
                 ast.Load, ast.UnaryOp, ast.UAdd, ast.USub, ast.BinOp, ast.Add, ast.Sub,
                 ast.Mult)
-_SHOWN = 80  # characters of a refused string quoted in a message
-
-
-def shortened(text: str) -> str:
-    """``repr(text)``, cut to a length a one-line message can hold."""
-    shown = repr(text)
-    return shown if len(shown) <= _SHOWN else shown[:_SHOWN - 4] + "...'"
 
 
 def is_plain_expression(text: str) -> bool:
@@ -108,7 +101,8 @@ def checkpoint_config_problem(state: Any) -> str | None:
     if found is None:
         return None
     where, text, expected = found
-    return f"in {where} the string {shortened(text)}, which is not {expected}"
+    shown = repr(text) if len(repr(text)) <= 80 else repr(text)[:76] + "...'"  # one line
+    return f"in {where} the string {shown}, which is not {expected}"
 
 
 def code_in_config(config: Any, where: str) -> tuple[str, str] | None:

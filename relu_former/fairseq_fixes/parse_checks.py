@@ -19,10 +19,9 @@ from relu_former.relu_attention.config import ATTENTION_KINDS, given_activation
 
 PRECISION_FIELDS = ("cpu", "memory_efficient_fp16", "memory_efficient_bf16", "fp16", "bf16")
 
-# relu attention's own options; another activation never reads them
-_RELU_ONLY = (("relu_learn_gamma", "--relu-learn-gamma", lambda v: bool(v)),
-              ("relu_attention_scaling", "--relu-attention-scaling",
-               lambda v: v not in (None, "factor")))
+# relu attention's own options (another activation never reads them), and when they are set
+_RELU_ONLY = {"relu_learn_gamma": bool,
+              "relu_attention_scaling": lambda value: value not in (None, "factor")}
 
 
 def typed_flags(argv: Sequence[str]) -> set[str]:
@@ -62,8 +61,8 @@ def check_command_line(args: argparse.Namespace, typed: set[str] | None = None) 
             "(pairs are then weighed by softmax(score / T)): give one of the two")
     activations = {given_activation(args, kind) for kind in ATTENTION_KINDS} - {None}
     if activations and "relu" not in activations:
-        for name, flag, is_set in _RELU_ONLY:
-            value = getattr(args, name, None)
+        for name, is_set in _RELU_ONLY.items():
+            value, flag = getattr(args, name, None), as_flag(name)
             if is_set(value):
                 shown = flag if value is True else f"{flag} {value}"
                 raise OptionError(
@@ -74,14 +73,12 @@ def check_command_line(args: argparse.Namespace, typed: set[str] | None = None) 
 
 
 def _add_plugin_flags(parser: argparse.ArgumentParser) -> None:
-    if any(ACCEPT_FLAG in action.option_strings for action in parser._actions):
-        return
-    parser.add_argument(ACCEPT_FLAG, action="store_true",
-                        help="start from a checkpoint (--finetune-from-model, or --restore-file "
-                        "with --reset-optimizer) although the data's dictionary lists other "
-                        "words, or the same words in another order, than the one it was trained "
-                        "with: each word of both keeps its embedding row, moved to its index "
-                        "here, and a new word starts from a fresh row (refused without this flag)")
+    if not any(ACCEPT_FLAG in action.option_strings for action in parser._actions):
+        parser.add_argument(ACCEPT_FLAG, action="store_true", help="start from a checkpoint "
+                            "(--finetune-from-model, or --restore-file with --reset-optimizer) "
+                            "trained with another dictionary: each word keeps its embedding row, "
+                            "moved to its index here; a new word starts from a fresh row "
+                            "(refused without this flag)")
 
 
 def checking_command_lines(original: Callable) -> Callable:

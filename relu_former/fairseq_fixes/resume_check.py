@@ -42,7 +42,7 @@ def meaning_fields(model_class: type) -> tuple[str, ...]:
 
 
 def get_field(args: Any, name: str) -> Any:
-    """``args.name`` of a namespace, dataclass or config, ``args[name]`` of a dict."""
+    """``args.name`` of a namespace or config, ``args[name]`` of a dict; None if missing."""
     return args.get(name) if isinstance(args, dict) else getattr(args, name, None)
 
 
@@ -101,12 +101,6 @@ def model_differences(saved: Any, current: Any) -> list[tuple[str, Any, Any]]:
     return found
 
 
-def saved_model_args(state: dict) -> Any:
-    """The model arguments a loaded checkpoint was trained with (a namespace or a dict)."""
-    cfg = state.get("cfg")
-    return get_field(cfg, "model") if cfg is not None else state.get("args")
-
-
 def _shown(value: Any) -> str:
     return "(unset)" if value is None else str(value)
 
@@ -127,7 +121,7 @@ def _refusal(filename: str, differences: list[tuple[str, Any, Any]]) -> OptionEr
 def check_resume(trainer: Any, state: dict, filename: str, reset_optimizer: bool) -> None:
     """``OptionError`` when ``state`` (the checkpoint ``filename``) differs in meaning from
     ``trainer``'s model; with ``reset_optimizer``, a warning per change."""
-    saved = saved_model_args(state)
+    saved = get_field(state["cfg"], "model") if state.get("cfg") is not None else state.get("args")
     current = getattr(trainer.cfg, "model", None)
     differences = (model_differences(saved, current)
                    if saved is not None and current is not None else [])

@@ -60,12 +60,7 @@ def save_dirs_released_after() -> Iterator[None]:
 
 
 def _released_after(main: Callable) -> Callable:
-    @functools.wraps(main)
-    def released_main(*args, **kwargs):
-        with save_dirs_released_after():
-            return main(*args, **kwargs)
-
-    return released_main
+    return save_dirs_released_after()(main)  # a fresh block per call (ContextDecorator)
 
 
 def release_save_dirs_after_training() -> None:
