@@ -33,9 +33,7 @@ class OptionError(CommandLineError):
         super().__init__(message if message.startswith(flag) else f"{flag}: {message}")
 
 
-class _FileError(CommandLineError):
-    """A bad file, named, with what is wrong: its subclasses' ``template``."""
-
+class _FileError(CommandLineError):  # a subclass's template names the file and the problem
     template = "{path}: {problem}"
 
     def __init__(self, path: str, problem: str) -> None:

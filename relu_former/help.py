@@ -2,8 +2,7 @@
 
 fairseq answers ``--help`` before it adds the flags of the chosen ``--arch``, ``--criterion``
 and ``--task``; this prints what it would have added, for every name the plugin registers or
-the names given.
-"""
+the names given."""
 
 from __future__ import annotations
 
@@ -33,9 +32,15 @@ def plugin_names() -> Dict[str, List[str]]:
             for kind, registry in registries.items()}
 
 
-def _new_parser(prog: str) -> argparse.ArgumentParser:
-    return argparse.ArgumentParser(prog=prog, usage=argparse.SUPPRESS, add_help=False,
-                                   argument_default=argparse.SUPPRESS)
+def _parser(prog: str, source: type | None = None) -> argparse.ArgumentParser:
+    """A parser named ``prog`` with the flags of ``source`` (a model or a config dataclass)."""
+    parser = argparse.ArgumentParser(prog=prog, usage=argparse.SUPPRESS, add_help=False,
+                                     argument_default=argparse.SUPPRESS)
+    if dataclasses.is_dataclass(source):
+        gen_parser_from_dataclass(parser, source())
+    elif source is not None:
+        source.add_args(parser)
+    return parser
 
 
 def _flag_source(kind: str, name: str) -> type:
@@ -45,13 +50,6 @@ def _flag_source(kind: str, name: str) -> type:
     if kind == "criterion":
         return CRITERION_DATACLASS_REGISTRY.get(name) or CRITERION_REGISTRY[name]
     return TASK_DATACLASS_REGISTRY.get(name) or TASK_REGISTRY[name]
-
-
-def _add_flags(parser: argparse.ArgumentParser, source: type) -> None:
-    if dataclasses.is_dataclass(source):
-        gen_parser_from_dataclass(parser, source())
-    else:
-        source.add_args(parser)
 
 
 def _fairseq_parent(source: type) -> type | None:
@@ -69,15 +67,12 @@ def flags_parser(kind: str, name: str, plugin_only: bool = True) -> argparse.Arg
     """A parser of the flags fairseq adds for ``--<kind> <name>``; ``plugin_only``: just those
     the plugin adds to the fairseq class it extends (fairseq documents its own)."""
     source = _flag_source(kind, name)
-    parser = _new_parser(f"--{kind} {name}")
-    _add_flags(parser, source)
+    parser = _parser(f"--{kind} {name}", source)
     parent = _fairseq_parent(source) if plugin_only else None
     if parent is None:
         return parser
-    stock = _new_parser("stock")
-    _add_flags(stock, parent)
-    inherited = {action.dest for action in stock._actions}
-    ours = _new_parser(parser.prog)
+    inherited = {action.dest for action in _parser("stock", parent)._actions}
+    ours = _parser(parser.prog)
     for action in parser._actions:
         if action.dest not in inherited:
             ours._add_action(action)
@@ -118,12 +113,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.backends:
         print(backends_report())
-        return
-    if args.list:
-        for kind, group in plugin_names().items():
-            print(f"{kind}: {' '.join(group)}")
-        return
-    print(describe(args.names, plugin_only=not args.all_flags))
+    elif args.list:
+        print("\n".join(f"{kind}: {' '.join(group)}" for kind, group in plugin_names().items()))
+    else:
+        print(describe(args.names, plugin_only=not args.all_flags))
 
 
 if __name__ == "__main__":

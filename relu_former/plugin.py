@@ -62,8 +62,7 @@ def _import_criterions() -> None:
 
 
 def install_command_fixes() -> None:
-    """The fixes on ``fairseq_cli`` modules, each only if imported (importing one sets up
-    logging); run it again after importing such a module yourself (idempotent)."""
+    """Wrap the ``fairseq_cli`` modules imported (again after importing one yourself)."""
     save_dir_lock.release_save_dirs_after_training()
     bound_interactive_input()
     check_hydra_configs()

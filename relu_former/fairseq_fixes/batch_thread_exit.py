@@ -1,7 +1,6 @@
 """Stop fairseq's background batch threads at exit: a run that ended mid-epoch while its daemon
 thread was inside torch aborted (SIGABRT) after its work was done. ``atexit`` runs before
-daemon threads die. No probe: a race at exit (a test shows it).
-"""
+daemon threads die. No probe: a race at exit (a test shows it)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 place: a kill mid-copy cut it), where the probe :func:`copies_in_place` shows the fault; a
 resume past a damaged or missing ``checkpoint_last.pt`` from the newest intact checkpoint, never
 from update 0 over ``checkpoint_best.pt``; no ``.tmp`` left by a failed save. No probe for
-these two: their fault is in the files, which each call checks.
-"""
+these two: their fault is in the files, which each call checks."""
 
 from __future__ import annotations
 
@@ -34,9 +33,8 @@ def is_local(path: str) -> bool:
 
 
 def checkpoint_problem(path: str) -> str | None:
-    """What is wrong with the checkpoint file ``path``, or None if it is whole: a torch
-    checkpoint is a zip archive, whose end a truncated one lacks and whose CRCs a damaged one
-    fails (torch's pre-1.6 format has none: passed)."""
+    """What is wrong with the checkpoint file ``path`` (a zip archive: a cut one lacks its end,
+    a damaged one fails a CRC), or None (torch's pre-1.6 format has no CRC: passed)."""
     size = os.path.getsize(path)
     if size == 0:
         return "the file is empty (0 bytes)"
@@ -98,8 +96,7 @@ def copies_in_place(path_manager) -> bool:
     with tempfile.TemporaryDirectory() as folder:
         src, dst = os.path.join(folder, "src"), os.path.join(folder, "dst")
         for path in (src, dst):
-            with open(path, "w") as handle:
-                handle.write(path)
+            open(path, "w").close()
         inode = os.stat(dst).st_ino
         path_manager.copy(src, dst, overwrite=True)
         return os.stat(dst).st_ino == inode
@@ -130,8 +127,7 @@ def refused_global(error: BaseException) -> str | None:
     if not isinstance(error, pickle.UnpicklingError) or "weights_only" not in text.lower() \
             and "Weights only load failed" not in text:
         return None
-    match = re.search(r"(?:unsupported|Unsupported) (?:GLOBAL|global:?)\s+(?:GLOBAL\s+)?"
-                      r"([\w.]+)", text)
+    match = re.search(r"[Uu]nsupported (?:GLOBAL|global:?)\s+(?:GLOBAL\s+)?([\w.]+)", text)
     return f"the global {match.group(1)}" if match else "an object the safe loader does not allow"
 
 

@@ -5,8 +5,7 @@ a refused pickle is our one line, not torch's advice to load it unsafely -> conf
 data (``literal_config``) -> embedding rows move to the data's dictionary, if accepted.
 ``Trainer.load_checkpoint`` (a resume): the flags mean what the checkpoint's do
 (``resume_check``) -> the dictionaries match (``dictionary_check``) -> fairseq loads it.
-No probe: checks fairseq does not make; a whole, plain, matching checkpoint loads unchanged.
-"""
+No probe: checks fairseq does not make; a whole, plain, matching checkpoint loads unchanged."""
 
 from __future__ import annotations
 
@@ -16,12 +15,7 @@ import os
 import pickle
 from typing import Callable
 
-from relu_former.errors import (
-    CheckpointConfigError,
-    CorruptCheckpointError,
-    UnsafeCheckpointError,
-    note_loaded,
-)
+from relu_former import errors
 from relu_former.fairseq_fixes.checkpoint_files import checkpoint_problem, is_local, refused_global
 from relu_former.fairseq_fixes.dictionary_check import changed_dictionaries, move_embedding_rows
 from relu_former.fairseq_fixes.literal_config import checkpoint_config_problem
@@ -37,10 +31,10 @@ _PENDING_MOVES: dict[str, tuple] = {}
 def checked_loader(original: Callable) -> Callable:
     @functools.wraps(original)
     def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
-        note_loaded(str(path))
+        errors.note_loaded(str(path))
         problem = checkpoint_problem(path) if is_local(path) and os.path.isfile(path) else None
         if problem is not None:
-            raise CorruptCheckpointError(str(path), problem)
+            raise errors.CorruptCheckpointError(str(path), problem)
         try:
             state = original(path, arg_overrides=arg_overrides,
                              load_on_all_ranks=load_on_all_ranks)
@@ -49,10 +43,10 @@ def checked_loader(original: Callable) -> Callable:
             if what is None:
                 raise
             # `from None`: torch's message advises weights_only=False, the one thing not to do
-            raise UnsafeCheckpointError(str(path), what) from None
+            raise errors.UnsafeCheckpointError(str(path), what) from None
         problem = checkpoint_config_problem(state)
         if problem is not None:
-            raise CheckpointConfigError(str(path), problem)
+            raise errors.CheckpointConfigError(str(path), problem)
         pending = _PENDING_MOVES.get(os.path.abspath(str(path)))
         if pending is not None and isinstance(state.get("model"), dict):
             for line in move_embedding_rows(state["model"], *pending):

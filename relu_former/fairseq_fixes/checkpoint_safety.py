@@ -1,7 +1,6 @@
 """fairseq checkpoints under torch's ``weights_only`` unpickler (torch >= 2.6): allowlist
 exactly the classes they hold, so anything else is still refused. Not a patch: torch's own
-allowlist (why numpy's two functions are safe: docs/design.md, "Checkpoint loading").
-"""
+allowlist (why numpy's two functions are safe: docs/design.md, "Checkpoint loading")."""
 
 from __future__ import annotations
 
@@ -16,8 +15,6 @@ from omegaconf.base import ContainerMetadata, Metadata
 
 _NUMBERS = (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
             np.uint64, np.float16, np.float32, np.float64)
-_NODES = ("AnyNode", "StringNode", "IntegerNode", "FloatNode", "BooleanNode", "EnumNode",
-          "PathNode", "BytesNode")
 
 
 def fairseq_checkpoint_globals() -> list:
@@ -28,11 +25,11 @@ def fairseq_checkpoint_globals() -> list:
         found += [(function, f"numpy.{core}.multiarray.{function.__name__}")
                   for core in ("core", "_core")]
     found += list(dict.fromkeys(type(np.dtype(number)) for number in _NUMBERS))
-    # fairseq 0.10/0.11 pickle the DictConfig itself; its metadata names plain types, which the
-    # unpickler reads as values and never calls
-    found += [DictConfig, ListConfig, ContainerMetadata, Metadata, dict, list, int, str, float,
-              bool]
-    return found + [getattr(nodes, name) for name in _NODES]
+    # fairseq 0.10/0.11 pickle DictConfig; its metadata names plain types, never called
+    return found + [DictConfig, ListConfig, ContainerMetadata, Metadata, dict, list, int, str,
+                    float, bool, nodes.AnyNode, nodes.StringNode, nodes.IntegerNode,
+                    nodes.FloatNode, nodes.BooleanNode, nodes.EnumNode, nodes.PathNode,
+                    nodes.BytesNode]
 
 
 def allow_fairseq_checkpoint_globals() -> None:

@@ -1,7 +1,6 @@
 """Binarized data that is incomplete (a missing ``.idx``, a cut ``.bin``, an empty split) is
 one line naming the file and the fix, not a failure deep inside fairseq. No probe: the checks
-read file sizes; whole data loads unchanged.
-"""
+read file sizes; whole data loads unchanged."""
 
 from __future__ import annotations
 

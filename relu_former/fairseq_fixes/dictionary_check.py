@@ -1,8 +1,7 @@
 """A checkpoint never loads into a model whose dictionary lists other words in its places
 (fairseq checks shapes only). Saved checkpoints record their dictionaries; a difference is
 refused in one line unless ``--accept-dictionary-change`` with a new optimisation: then each
-word keeps its rows, moved to its index here. No probe: a check fairseq does not make.
-"""
+word keeps its rows, moved to its index here. No probe: a check fairseq does not make."""
 
 from __future__ import annotations
 
@@ -85,10 +84,8 @@ def _flag_of(trainer, filename: str) -> str:
 
 
 def move_embedding_rows(weights: dict, model, dictionaries: dict) -> list[str]:
-    """Rebuild each ``embed_tokens`` and ``output_projection`` of ``weights`` at the data's
-    size (``dictionaries``: side -> (checkpoint's symbols, data's); the encoder's tables are
-    the source side's): a word of both keeps its row, a new word gets ``model``'s initial one.
-    Returns one line per table."""
+    """Rebuild each token embedding and output projection of ``weights`` for the data's words
+    (``dictionaries``: side -> (checkpoint's, data's)); a new word gets ``model``'s row."""
     fresh = model.state_dict()
     done = []
     for name, _ in model.named_modules(remove_duplicate=False):  # shared tables: every name

@@ -1,8 +1,7 @@
 """The command-line checks for ``fairseq-hydra-train``'s configs, which no parser sees
 (``model.dropout=nan`` trained with dropout off): the wrapper of ``add_defaults`` runs
 ``parse_checks`` on the config, flattened, naming the config key. No probe: checks fairseq does
-not make.
-"""
+not make."""
 
 from __future__ import annotations
 
@@ -12,26 +11,14 @@ import os
 import sys
 from typing import Any, Callable
 
-from relu_former import flag_types
-from relu_former.errors import (
-    CONFIG_KEYS,
-    OptionError,
-    as_flag,
-    in_config_keys,
-    is_fairseq_command,
-)
-from relu_former.fairseq_fixes import wrap_once
-from relu_former.fairseq_fixes.parse_checks import (
-    PRECISION_FIELDS,
-    check_command_line,
-    check_precision,
-)
+from relu_former import errors, flag_types
+from relu_former.errors import OptionError, in_config_keys
+from relu_former.fairseq_fixes import parse_checks, wrap_once
 
 
 def flatten_config(cfg: Any) -> tuple[argparse.Namespace, dict[str, str], set[str]]:
-    """The config as a parsed command line: the fields in one namespace (the model's with its
-    architecture's defaults), each field's group (the model's first) and the model fields
-    it sets, as the flags a command line would have typed."""
+    """The config as a command line: one namespace (with the architecture's defaults), each
+    field's group (the model's first), and the model fields set, as typed flags."""
     from fairseq.dataclass.configs import FairseqConfig
     from fairseq.models import ARCH_CONFIG_REGISTRY
     from omegaconf import OmegaConf
@@ -50,7 +37,7 @@ def flatten_config(cfg: Any) -> tuple[argparse.Namespace, dict[str, str], set[st
         ARCH_CONFIG_REGISTRY[arch](args)  # fills only what is unset, as for a command line
     for name in vars(args):
         where.setdefault(name, "model")
-    typed = {as_flag(name) for name, value in model.items()
+    typed = {errors.as_flag(name) for name, value in model.items()
              if value is not None and not name.startswith("_")}
     return args, where, typed
 
@@ -88,8 +75,9 @@ def check_config(cfg: Any) -> None:
     try:
         model = cfg.get("model")
         check_model_values(OmegaConf.to_container(model) if OmegaConf.is_config(model) else {})
-        check_precision({name for name in PRECISION_FIELDS if getattr(args, name, False)})
-        check_command_line(args, typed)
+        parse_checks.check_precision({name for name in parse_checks.PRECISION_FIELDS
+                                      if getattr(args, name, False)})
+        parse_checks.check_command_line(args, typed)
     except OptionError as error:
         key = in_config_keys(error.flag, where)
         raise OptionError(key, in_config_keys(str(error), where)) from None
@@ -99,12 +87,11 @@ def _checking(original: Callable) -> Callable:
     @functools.wraps(original)
     def add_defaults(cfg) -> None:
         if not any(isinstance(cfg.get(group), argparse.Namespace) for group in cfg):  # parsed
-            if is_fairseq_command():
-                # hydra re-raises what it catches, for the error hook to print as one line,
-                # naming config keys (a later error too: a refused resume)
+            if errors.is_fairseq_command():
+                # hydra re-raises for the error hook: one line, naming config keys
                 os.environ.setdefault("HYDRA_FULL_ERROR", "1")
-                CONFIG_KEYS.clear()
-                CONFIG_KEYS.update(flatten_config(cfg)[1])
+                errors.CONFIG_KEYS.clear()
+                errors.CONFIG_KEYS.update(flatten_config(cfg)[1])
             check_config(cfg)
         return original(cfg)
 
@@ -112,8 +99,7 @@ def _checking(original: Callable) -> Callable:
 
 
 def check_hydra_configs() -> None:
-    """Wrap ``add_defaults`` where it is defined and where an imported ``fairseq_cli.train``
-    bound it by name (idempotent)."""
+    """Wrap ``add_defaults`` where defined and where ``fairseq_cli.train`` bound it, if loaded."""
     from fairseq.dataclass import initialize
 
     for module in filter(None, (initialize, sys.modules.get("fairseq_cli.train"))):

@@ -1,7 +1,6 @@
 """``fairseq-interactive`` survives an input line longer than the model takes (fairseq ended
 the session): truncated (``--truncate-source``) or skipped with a warning; a leading byte-order
-mark is removed. No probe: it needs a model and a task.
-"""
+mark is removed. No probe: it needs a model and a task."""
 
 from __future__ import annotations
 
@@ -69,8 +68,7 @@ def bound_make_batches(make_batches: Callable) -> Callable:
                                    "its beginning instead")
             return tokens, lengths
 
-        # fairseq's size filter, told to drop rather than raise, skips them: the others keep
-        # their numbers
+        # fairseq's size filter drops them (not raise): the other lines keep their numbers
         task.get_interactive_tokens_and_lengths = bounded_tokens
         dataset_cfg = cfg.dataset
         strict = dataset_cfg.skip_invalid_size_inputs_valid_test

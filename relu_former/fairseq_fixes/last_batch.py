@@ -1,7 +1,6 @@
 """Put back the sentences fairseq-fixed 0.12.3.1's ``batch_by_size`` drops: the last batch
 when not a multiple of ``--required-batch-size-multiple`` (fairseq-generate translated 16 of
-20). Applied only where the probe :func:`_drops_last_batch` shows the drop.
-"""
+20). Applied only where the probe :func:`_drops_last_batch` shows the drop."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ def _drops_last_batch(batch_by_size) -> bool:
 
 
 def keep_last_batch() -> bool:
-    """Patch ``data_utils.batch_by_size`` (which datasets look up per call) if it drops
-    sentences; True if patched. Idempotent: once patched, the probe finds no drop."""
+    """Patch ``data_utils.batch_by_size`` where the probe sees the drop; True if patched."""
     from fairseq.data import data_utils
 
     original = data_utils.batch_by_size

@@ -1,8 +1,7 @@
 """A checkpoint's config strings are data: fairseq ``eval``s some (:data:`EVALUATED_FIELDS`)
 and splits others into numbers (:data:`NUMBER_LIST_FIELDS`) when it builds the model from a
 checkpoint, so plain data could run code. :func:`config_problem` finds the first field that is
-not the literal fairseq expects. No probe: a check fairseq does not make (docs/reliability.md).
-"""
+not the literal fairseq expects. No probe: a check fairseq does not make (docs/reliability.md)."""
 
 from __future__ import annotations
 
@@ -11,8 +10,7 @@ import ast
 import re
 from typing import Any, Iterator
 
-# what fairseq (outside examples/) passes to eval, eval_str_list, eval_str_dict or eval_bool;
-# a test reads fairseq's sources for any missing
+# passed to eval or eval_str_list/dict/bool by fairseq outside examples/ (a test reads them)
 EVALUATED_FIELDS = frozenset({
     "adafactor_eps", "adam_betas", "adamax_betas", "adaptive_input_cutoff",
     "adaptive_softmax_cutoff", "character_filters", "conv_aggregator_layers",
@@ -26,8 +24,7 @@ EVALUATED_FIELDS = frozenset({
 })  # fmt: skip
 
 _NUMBER = {int: r"\s*[+-]?\d+\s*", float: r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*"}
-# what fairseq reads with int() or float() over a split, and the separator (a test reads
-# fairseq's sources for any missing)
+# read with int() or float() over a split, and the separator (a test reads fairseq's sources)
 NUMBER_LIST_FIELDS = {
     "encoder_layers_to_keep": (int, ","),  # "0,2", as fairseq's prune_state_dict reads it
     "decoder_layers_to_keep": (int, ","),

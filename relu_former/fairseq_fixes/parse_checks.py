@@ -1,7 +1,6 @@
 """Checks of the whole command line once fairseq has parsed it: what passes argparse flag by
 flag and fails later or never (``--dropout nan``, ``--fp16 --cpu``, a relu-only flag without
-relu attention, fairseq-validate without ``--task``). No probe: checks fairseq does not make.
-"""
+relu attention, fairseq-validate without ``--task``). No probe: checks fairseq does not make."""
 
 from __future__ import annotations
 
@@ -31,8 +30,7 @@ def typed_flags(argv: Sequence[str]) -> set[str]:
 
 def check_precision(given: set[str], training: bool = False) -> None:
     """``OptionError`` for half precision with ``--cpu`` or in two formats, and (``training``)
-    for bfloat16 without torch_xla (fairseq trains it on TPUs only). ``given``: the
-    :data:`PRECISION_FIELDS` typed, checked before fairseq's parser renames them."""
+    bfloat16 without torch_xla (TPUs only); ``given``: the typed :data:`PRECISION_FIELDS`."""
     half = [name for name in PRECISION_FIELDS[1:] if name in given]
     if "cpu" in given and half:
         shown = " and ".join(as_flag(name) for name in half)

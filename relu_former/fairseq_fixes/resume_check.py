@@ -1,8 +1,7 @@
 """A resume never trains a checkpoint on as another model: fairseq matches weights by name
 and shape only, so a flag that changes their meaning (``--attention-activation``, ``--arch``)
 went unnoticed. Refused in one line unless a new optimisation starts (``--finetune-from-model``,
-``--reset-optimizer``). No probe: a check fairseq does not make.
-"""
+``--reset-optimizer``). No probe: a check fairseq does not make."""
 
 from __future__ import annotations
 

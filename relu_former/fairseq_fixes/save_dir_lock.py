@@ -1,8 +1,7 @@
 """One training per save directory: two ``fairseq-train`` sharing one wrote each other's
 models. fairseq-train's first act on it, ``verify_checkpoint_directory``, takes
 ``SAVE_DIR/fairseq-train.lock`` (``file_lock``) until the train ``main()`` returns; a second
-run is refused in one line naming the holder. No probe: a check fairseq does not make.
-"""
+run is refused in one line naming the holder. No probe: a check fairseq does not make."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ _held: dict[str, int] = {}  # save dir (real path) -> the open file descriptor h
 
 
 def lock_save_dir(save_dir: str) -> None:
-    """Hold the lock of ``save_dir`` until this process (or the enclosing
-    :func:`save_dirs_released_after` block) ends; ``OptionError`` when another holds it."""
+    """Lock ``save_dir`` until the process or :func:`save_dirs_released_after` block ends."""
     key = os.path.realpath(save_dir)
     if key in _held:
         return

@@ -1,7 +1,6 @@
 """``fairseq-generate`` bounds sources at the checkpoint's ``--max-source-positions`` unless
 typed (it used its own default 1024: ``--truncate-source`` cut an 8192-token model's inputs).
-No probe: a typed flag or the default is left as it is.
-"""
+No probe: a typed flag or the default is left as it is."""
 
 from __future__ import annotations
 
