@@ -139,21 +139,6 @@ def is_fairseq_command() -> bool:
             or os.path.basename(os.path.dirname(script)) == "fairseq_cli")
 
 
-# field -> config key in fairseq-hydra-train, whose errors name keys (``model.dropout``)
-CONFIG_KEYS: dict[str, str] = {}
-_FLAG = re.compile(r"--([a-z0-9][a-z0-9-]*)")
-
-
-def in_config_keys(message: str, where: dict[str, str]) -> str:
-    """``message`` with each ``--flag`` of a config field spelled as its key (``model.x_y``)."""
-
-    def key(match: re.Match) -> str:
-        name = match.group(1).replace("-", "_")
-        return f"{where[name]}.{name}" if name in where else match.group(0)
-
-    return _FLAG.sub(key, message)
-
-
 def _prog() -> str:
     return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "fairseq"
 
@@ -188,7 +173,7 @@ def install_cli_error_hook() -> None:
             _exit(interrupted_line(), 130)
         found = find_command_line_error(error)
         if found is not None:
-            _exit(in_config_keys(one_line(found), CONFIG_KEYS), found.exit_status)
+            _exit(one_line(found), found.exit_status)
         previous(kind, error, traceback)
 
     hook._relu_former_hook = True  # type: ignore[attr-defined]

@@ -1,5 +1,5 @@
 """The plugin's changes to fairseq 0.12 (fairseq-fixed 0.12.3.1), installed by ``plugin.py``;
-docs/design.md lists each with the fault it repairs and its probe."""
+docs/design.md#what-the-plugin-changes-in-fairseq lists each with its fault and probe."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """fairseq checkpoints under torch's ``weights_only`` unpickler (torch >= 2.6): allowlist
 exactly the classes they hold, so anything else is still refused. Not a patch: torch's own
-allowlist (why numpy's two functions are safe: docs/design.md, "Checkpoint loading")."""
+allowlist (why numpy's two functions are safe: docs/design.md#checkpoint-loading)."""
 
 from __future__ import annotations
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import re
 import sys
 from typing import Any, Callable
 
 from relu_former import errors, flag_types
-from relu_former.errors import OptionError, in_config_keys
+from relu_former.errors import OptionError
 from relu_former.fairseq_fixes import parse_checks, wrap_once
 
 
@@ -40,6 +41,19 @@ def flatten_config(cfg: Any) -> tuple[argparse.Namespace, dict[str, str], set[st
     typed = {errors.as_flag(name) for name, value in model.items()
              if value is not None and not name.startswith("_")}
     return args, where, typed
+
+
+_FLAG = re.compile(r"--([a-z0-9][a-z0-9-]*)")
+
+
+def in_config_keys(message: str, where: dict[str, str]) -> str:
+    """``message`` with each ``--flag`` of a config field spelled as its key (``model.x_y``)."""
+
+    def key(match: re.Match) -> str:
+        name = match.group(1).replace("-", "_")
+        return f"{where[name]}.{name}" if name in where else match.group(0)
+
+    return _FLAG.sub(key, message)
 
 
 def check_model_values(model: dict) -> None:
@@ -90,12 +104,24 @@ def _checking(original: Callable) -> Callable:
             if errors.is_fairseq_command():
                 # hydra re-raises for the error hook: one line, naming config keys
                 os.environ.setdefault("HYDRA_FULL_ERROR", "1")
-                errors.CONFIG_KEYS.clear()
-                errors.CONFIG_KEYS.update(flatten_config(cfg)[1])
+                _name_config_keys_in_errors(flatten_config(cfg)[1])
             check_config(cfg)
         return original(cfg)
 
     return add_defaults
+
+
+def _name_config_keys_in_errors(where: dict[str, str]) -> None:
+    """Spell the flags of later errors (a refused resume) as config keys, for whichever hook
+    prints them (the plugin's; a test runner's)."""
+    previous = sys.excepthook
+
+    def hook(kind: type[BaseException], error: BaseException, traceback: Any) -> None:
+        if isinstance(error, errors.CommandLineError):
+            error.args = (in_config_keys(str(error), where),)
+        previous(kind, error, traceback)
+
+    sys.excepthook = hook
 
 
 def check_hydra_configs() -> None:
