@@ -6,6 +6,7 @@ these two: their fault is in the files, which each call checks."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import functools
@@ -84,10 +85,8 @@ def _remove_interrupted_copies(save_dir: str) -> None:
     for path in (glob.glob(os.path.join(save_dir, ".checkpoint*.pt.*.tmp"))
                  + glob.glob(os.path.join(save_dir, "checkpoint*.pt.tmp"))):
         logger.info(f"removing {path}, left by a copy or save that was interrupted")
-        try:
+        with contextlib.suppress(FileNotFoundError):  # another rank removed it first
             os.unlink(path)
-        except FileNotFoundError:  # another rank of the same job removed it first
-            pass
 
 
 def copies_in_place(path_manager) -> bool:

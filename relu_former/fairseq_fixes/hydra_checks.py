@@ -12,6 +12,11 @@ import re
 import sys
 from typing import Any, Callable
 
+from fairseq.dataclass import initialize
+from fairseq.dataclass.configs import FairseqConfig
+from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
+from omegaconf import OmegaConf
+
 from relu_former import errors, flag_types
 from relu_former.errors import OptionError
 from relu_former.fairseq_fixes import parse_checks, wrap_once
@@ -20,10 +25,6 @@ from relu_former.fairseq_fixes import parse_checks, wrap_once
 def flatten_config(cfg: Any) -> tuple[argparse.Namespace, dict[str, str], set[str]]:
     """The config as a command line: one namespace (with the architecture's defaults), each
     field's group (the model's first), and the model fields set, as typed flags."""
-    from fairseq.dataclass.configs import FairseqConfig
-    from fairseq.models import ARCH_CONFIG_REGISTRY
-    from omegaconf import OmegaConf
-
     groups = OmegaConf.to_container(cfg, resolve=True)
     model = groups.get("model") if isinstance(groups.get("model"), dict) else {}
     where: dict[str, str] = {}
@@ -59,8 +60,6 @@ def in_config_keys(message: str, where: dict[str, str]) -> str:
 def check_model_values(model: dict) -> None:
     """What the parser checks per flag, on a config's model values: the plugin's argparse
     types (``flag_types``) and every flag's choices."""
-    from fairseq.models import ARCH_MODEL_REGISTRY
-
     model_class = ARCH_MODEL_REGISTRY.get(model.get("_name"))
     if model_class is None:
         return
@@ -83,8 +82,6 @@ def check_model_values(model: dict) -> None:
 
 def check_config(cfg: Any) -> None:
     """``OptionError`` naming the config key for the first problem the parse checks find."""
-    from omegaconf import OmegaConf
-
     args, where, typed = flatten_config(cfg)
     try:
         model = cfg.get("model")
@@ -126,7 +123,5 @@ def _name_config_keys_in_errors(where: dict[str, str]) -> None:
 
 def check_hydra_configs() -> None:
     """Wrap ``add_defaults`` where defined and where ``fairseq_cli.train`` bound it, if loaded."""
-    from fairseq.dataclass import initialize
-
     for module in filter(None, (initialize, sys.modules.get("fairseq_cli.train"))):
         wrap_once(module, "add_defaults", _checking)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+from fairseq.data import data_utils
 
 
 def _drops_last_batch(batch_by_size) -> bool:
@@ -18,8 +19,6 @@ def _drops_last_batch(batch_by_size) -> bool:
 
 def keep_last_batch() -> bool:
     """Patch ``data_utils.batch_by_size`` where the probe sees the drop; True if patched."""
-    from fairseq.data import data_utils
-
     original = data_utils.batch_by_size
     if not _drops_last_batch(original):
         return False

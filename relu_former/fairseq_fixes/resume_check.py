@@ -10,7 +10,10 @@ import functools
 import logging
 from typing import Any
 
+from fairseq.models import ARCH_MODEL_REGISTRY
+
 from relu_former.errors import OptionError, as_flag
+from relu_former.relu_attention import config as attention
 
 logger = logging.getLogger(__name__)
 
@@ -51,13 +54,11 @@ def _has(args: Any, name: str) -> bool:
 
 def _plain(args: Any, name: str) -> Any:
     """``name``'s value as a command line gives it: a list, a current ``--ffn-activation``."""
-    from relu_former.relu_attention.config import LEGACY_FFN_ACTIVATIONS
-
     value = get_field(args, name)
     if isinstance(value, (list, tuple)) or type(value).__name__ == "ListConfig":
         return list(value)
     if name == "ffn_activation":
-        return LEGACY_FFN_ACTIVATIONS.get(value, value)
+        return attention.LEGACY_FFN_ACTIVATIONS.get(value, value)
     return value
 
 
@@ -67,21 +68,17 @@ def _arch(args: Any) -> str | None:
 
 def _effective_activations(args: Any) -> tuple | None:
     """The activation of each attention kind, by the model's own precedence rule."""
-    from relu_former.relu_attention.config import ATTENTION_KINDS, AttentionSettings
-
     values = argparse.Namespace(**{name: get_field(args, name) for name in _ACTIVATIONS})
     try:
-        settings = AttentionSettings.from_cfg(values)
+        settings = attention.AttentionSettings.from_cfg(values)
     except ValueError:
         return None
-    return tuple(settings.activation(kind) for kind in ATTENTION_KINDS)
+    return tuple(settings.activation(kind) for kind in attention.ATTENTION_KINDS)
 
 
 def model_differences(saved: Any, current: Any) -> list[tuple[str, Any, Any]]:
     """``(field, saved value, this run's value)`` for each meaning field that differs (an
     ``arch`` alone), of those the checkpoint holds."""
-    from fairseq.models import ARCH_MODEL_REGISTRY
-
     if _arch(saved) != _arch(current):
         return [("arch", _arch(saved), _arch(current))]
     model_class = ARCH_MODEL_REGISTRY.get(_arch(current))
