@@ -97,7 +97,8 @@ def check_config(cfg: Any) -> None:
 def _checking(original: Callable) -> Callable:
     @functools.wraps(original)
     def add_defaults(cfg) -> None:
-        if not any(isinstance(cfg.get(group), argparse.Namespace) for group in cfg):  # parsed
+        # a config no parser saw (a parsed command line holds namespaces)
+        if not any(isinstance(cfg.get(group), argparse.Namespace) for group in cfg):
             if errors.is_fairseq_command():
                 # hydra re-raises for the error hook: one line, naming config keys
                 os.environ.setdefault("HYDRA_FULL_ERROR", "1")
