@@ -1,13 +1,7 @@
-"""One style for the plugin's user errors: fairseq's own, ``fairseq-train: error: ...``.
-
-Each is a ``CommandLineError`` (a ``ValueError``, so Python callers can catch it) naming the
-flag or file and the fix. In fairseq's own programs (``is_fairseq_command``),
-``install_cli_error_hook`` prints an uncaught one as one line, exit 2 for a bad flag, 1 for a
-bad file, and does the same for what is the user's input by its kind (a file given as a
-folder, torch's "Missing key(s) in state_dict") and for Ctrl-C (exit 130, naming the last
-checkpoint saved).
-"""
-
+"""The plugin's user errors: ``CommandLineError`` (a ``ValueError``) naming the flag or file and
+the fix. In fairseq's programs the hook prints one as fairseq does, ``PROG: error: ...`` (exit 2
+for a flag, 1 for a file), and so a file given as a folder, weights that do not fit the model
+and Ctrl-C (exit 130, naming the last checkpoint saved)."""
 
 from __future__ import annotations
 
@@ -18,6 +12,11 @@ from types import TracebackType
 from typing import NoReturn, Type
 
 
+def as_flag(field: str) -> str:
+    """The command-line spelling of a config field: ``relu_gamma`` -> ``--relu-gamma``."""
+    return "--" + field.replace("_", "-")
+
+
 class CommandLineError(ValueError):
     """An error the user fixes on the command line; printed as one line, without traceback."""
 
@@ -25,7 +24,7 @@ class CommandLineError(ValueError):
 
 
 class OptionError(CommandLineError):
-    """A bad value of a command-line flag; the message names the flag and what it accepts."""
+    """A bad value of the flag ``flag``; the message says what it accepts."""
 
     exit_status = 2
 
@@ -34,63 +33,42 @@ class OptionError(CommandLineError):
         super().__init__(message if message.startswith(flag) else f"{flag}: {message}")
 
 
-class CorruptCheckpointError(CommandLineError):
-    """A checkpoint file that is empty, cut short or not a checkpoint; the message names it."""
+class _FileError(CommandLineError):  # a subclass's template names the file and the problem
+    template = "{path}: {problem}"
 
     def __init__(self, path: str, problem: str) -> None:
         self.path = path
-        super().__init__(f"checkpoint {path} is corrupt: {problem}")
+        super().__init__(self.template.format(path=path, problem=problem))
 
 
-class DataFileError(CommandLineError):
-    """A binarized data file that is missing its other half, cut short or empty; the
-    message names the file and the fix."""
-
-    def __init__(self, path: str, problem: str) -> None:
-        self.path = path
-        super().__init__(f"data file {path} {problem}")
+class CorruptCheckpointError(_FileError):
+    template = "checkpoint {path} is corrupt: {problem}"
 
 
-class UnsafeCheckpointError(CommandLineError):
-    """A checkpoint holding something the safe (``weights_only``) loader refuses: code, or a
-    class no fairseq checkpoint needs. Never suggests loading it unsafely."""
-
-    def __init__(self, path: str, what: str) -> None:
-        self.path = path
-        super().__init__(
-            f"checkpoint {path} is refused: it holds {what}, which no fairseq checkpoint needs "
-            "and which could run code when loaded. Do not load it unsafely (weights_only=False)"
-            "; use a checkpoint from a source you trust, trained with fairseq or this plugin")
+class DataFileError(_FileError):
+    template = "data file {path} {problem}"
 
 
-class CheckpointConfigError(CommandLineError):
-    """A checkpoint whose config holds a string fairseq would evaluate or split that is not
-    the literal it expects; nothing in it has run."""
-
-    def __init__(self, path: str, problem: str) -> None:
-        self.path = path
-        super().__init__(f"checkpoint {path} is refused: its config holds {problem}; nothing "
-                         "in it was run. Use a checkpoint from a source you trust")
+class UnsafeCheckpointError(_FileError):  # never advises loading it unsafely
+    template = ("checkpoint {path} is refused: it holds {problem}, which no fairseq checkpoint "
+                "needs and which could run code when loaded. Do not load it unsafely "
+                "(weights_only=False); use a checkpoint from a source you trust, trained with "
+                "fairseq or this plugin")
 
 
-class CheckpointMismatchError(CommandLineError):
-    """Weights that do not fit the model built for them; names how many keys and the first."""
+class CheckpointConfigError(_FileError):
+    template = ("checkpoint {path} is refused: its config holds {problem}; nothing in it was "
+                "run. Use a checkpoint from a source you trust")
 
 
-class NotAFolderError(CommandLineError):
-    """A file given where a folder is expected."""
-
-
-_files: dict[str, str | None] = {"saved": None, "loaded": None}
+_files: dict[str, str | None] = {"saved": None, "loaded": None}  # named in later errors
 
 
 def note_saved(path: str) -> None:
-    """Remember the checkpoint this run saved last (named when it is interrupted)."""
     _files["saved"] = path
 
 
 def note_loaded(path: str) -> None:
-    """Remember the checkpoint this run read last (named when its weights do not fit)."""
     _files["loaded"] = path
 
 
@@ -110,9 +88,9 @@ def _likely_cause(keys: list[str], sizes: list[str]) -> str:
     return "another --arch or other model flags"
 
 
-def mismatch_error(error: BaseException) -> CheckpointMismatchError | None:
-    """torch's ``load_state_dict`` error (missing, unexpected or mis-sized keys) as one line
-    naming the checkpoint, how many keys, the first and the likely cause; None otherwise."""
+def mismatch_error(error: BaseException) -> CommandLineError | None:
+    """torch's ``load_state_dict`` error as one line: the checkpoint, how many keys of each
+    kind, the first and the likely cause; None for another error."""
     text = str(error)
     if not isinstance(error, RuntimeError) or "Error(s) in loading state_dict" not in text:
         return None
@@ -125,24 +103,23 @@ def mismatch_error(error: BaseException) -> CheckpointMismatchError | None:
     if sizes:
         parts.append(f"{len(sizes)} of another shape (the first: {sizes[0]})")
     path = _files["loaded"] or "the checkpoint"
-    return CheckpointMismatchError(
+    return CommandLineError(
         f"the weights of {path} do not fit this model: {', '.join(parts)} keys. It was "
         f"probably trained with {_likely_cause(keys, sizes)}: give the flags it was trained "
         "with")
 
 
-def _not_a_folder(error: BaseException) -> NotAFolderError | None:
+def _not_a_folder(error: BaseException) -> CommandLineError | None:
     path = getattr(error, "filename", None)
     if isinstance(error, NotADirectoryError) or (
             isinstance(error, FileExistsError) and path and os.path.isfile(path)):
-        return NotAFolderError(f"{path} is a file, but a folder is expected there: give a "
+        return CommandLineError(f"{path} is a file, but a folder is expected there: give a "
                                "folder")
     return None
 
 
 def find_command_line_error(error: BaseException | None) -> CommandLineError | None:
-    """The ``CommandLineError`` that ``error`` is, was raised from, or stands for (a file
-    given as a folder, weights that do not fit the model), if any."""
+    """The ``CommandLineError`` that ``error`` is, was raised from, or stands for, if any."""
     seen = set()
     while error is not None and id(error) not in seen:
         found = (error if isinstance(error, CommandLineError)
@@ -155,13 +132,8 @@ def find_command_line_error(error: BaseException | None) -> CommandLineError | N
 
 
 def is_fairseq_command() -> bool:
-    """Whether this process is one of fairseq's command-line programs.
-
-    Judged by how the process was started, ``sys.argv[0]``: every console script fairseq
-    installs is named ``fairseq-*``, and ``python -m fairseq_cli.train`` runs
-    ``fairseq_cli/train.py``. Wrapping the scripts' ``cli_main`` instead cannot work: fairseq
-    imports ``--user-dir`` from inside ``cli_main``, when that call has already begun.
-    """
+    """Whether this process is a fairseq program (``fairseq-*``, ``fairseq_cli/*.py``), by
+    ``sys.argv[0]``: fairseq imports ``--user-dir`` inside ``cli_main``, too late to wrap it."""
     script = sys.argv[0] if sys.argv else ""
     return (os.path.basename(script).startswith("fairseq-")
             or os.path.basename(os.path.dirname(script)) == "fairseq_cli")
@@ -178,37 +150,31 @@ def one_line(error: CommandLineError) -> str:
 
 def interrupted_line() -> str:
     """What Ctrl-C prints: the program, and for a training the last checkpoint it saved."""
-    saved = _files["saved"]
-    if saved is not None:
-        return f"{_prog()}: interrupted; the last checkpoint saved is {saved}"
-    if "train" in _prog():
-        return f"{_prog()}: interrupted; this run saved no checkpoint"
-    return f"{_prog()}: interrupted"
+    if _files["saved"] is not None:
+        return f"{_prog()}: interrupted; the last checkpoint saved is {_files['saved']}"
+    return f"{_prog()}: interrupted" + ("; this run saved no checkpoint" if "train" in _prog()
+                                        else "")
 
 
 def _exit(line: str, status: int) -> NoReturn:
     sys.stdout.flush()
-    sys.stderr.write(line + "\n")
-    sys.stderr.flush()
+    print(line, file=sys.stderr, flush=True)
     os._exit(status)  # no atexit: the run is over, and its threads may be inside torch
 
 
 def install_cli_error_hook() -> None:
-    """Print an uncaught ``CommandLineError`` as ``PROG: error: MESSAGE`` and exit; Ctrl-C as
-    one line, exit 130."""
+    """Print an uncaught ``CommandLineError``, and Ctrl-C, as one line and exit."""
     previous = sys.excepthook
     if getattr(previous, "_relu_former_hook", False):
         return
 
-    def hook(kind: Type[BaseException], error: BaseException,
-             traceback: TracebackType | None) -> None:
+    def hook(kind: Type[BaseException], error: BaseException, traceback: TracebackType) -> None:
         if issubclass(kind, KeyboardInterrupt):
             _exit(interrupted_line(), 130)
         found = find_command_line_error(error)
-        if found is None:
-            previous(kind, error, traceback)
-            return
-        _exit(one_line(found), found.exit_status)
+        if found is not None:
+            _exit(one_line(found), found.exit_status)
+        previous(kind, error, traceback)
 
     hook._relu_former_hook = True  # type: ignore[attr-defined]
     sys.excepthook = hook

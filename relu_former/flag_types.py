@@ -1,11 +1,6 @@
-"""argparse ``type=`` callables that check a flag's value when the command line is parsed.
-
-``type=float`` lets ``--pooling-base nan`` through to the model, where it aborts far from the
-flag. Each type here converts the text, then runs the flag's one check (a function raising
-``ValueError`` naming the flag, shared with ``relu_attention/config.py``), so a bad value is
-argparse's one line, exit 2. Torch-free: the torch-only modules import it.
-"""
-
+"""argparse ``type=`` callables that check a flag's value when the command line is parsed
+(``type=float`` let ``--pooling-base nan`` through to the model): each converts the text, then
+runs the flag's one check, so a bad value is argparse's one line. Torch-free."""
 
 from __future__ import annotations
 
@@ -15,14 +10,12 @@ from typing import Any, Callable
 
 from relu_former.errors import OptionError
 
-# what a failed ``convert`` means, by the converter's name
 _KINDS = {"float": "a number", "int": "an integer", "str": "a string"}
 
 
 def argparse_type(flag: str, convert: Callable[[str], Any],
                   check: Callable[[Any], None] | None = None) -> Callable[[str], Any]:
-    """An argparse ``type=``: ``convert`` the text, then run the one ``check`` of the flag;
-    either failing becomes an ``argparse.ArgumentTypeError`` (argparse's one-line error)."""
+    """``convert`` the text, then ``check`` it; either failing is argparse's one-line error."""
 
     def parse(text: str) -> Any:
         try:
@@ -75,11 +68,7 @@ def choice_type(choices: tuple, flag: str) -> Callable[[str], str]:
 
 
 def non_finite_floats(args: argparse.Namespace) -> list[tuple[str, object]]:
-    """The ``(attribute, value)`` pairs of ``args`` holding a NaN or infinite float (alone or
-    in a list, as fairseq's ``--lr``): what no flag of fairseq or of the plugin accepts."""
-    found = []
-    for name, value in sorted(vars(args).items()):
-        values = value if isinstance(value, (list, tuple)) else [value]
-        if any(isinstance(v, float) and not math.isfinite(v) for v in values):
-            found.append((name, value))
-    return found
+    """``(attribute, value)`` of each NaN or infinite float of ``args``, alone or in a list."""
+    return [(name, value) for name, value in sorted(vars(args).items())
+            if any(isinstance(v, float) and not math.isfinite(v)
+                   for v in (value if isinstance(value, (list, tuple)) else [value]))]

@@ -1,10 +1,8 @@
 """``python -m relu_former.help [NAME ...]``: the flags of the plugin's registered names.
 
-fairseq answers ``--help`` in its first parsing pass, before it adds the flags of the chosen
-``--arch``, ``--criterion`` and ``--task``, so ``fairseq-train --arch relu_former_iwslt_de_en
---help`` does not show ``--attention-activation``. This prints what fairseq would have added:
-with no argument, every name the plugin registers and its flags; with names, just those.
-"""
+fairseq answers ``--help`` before it adds the flags of the chosen ``--arch``, ``--criterion``
+and ``--task``; this prints what it would have added, for every name the plugin registers or
+the names given."""
 
 from __future__ import annotations
 
@@ -27,38 +25,31 @@ PLUGIN = "relu_former"
 
 def plugin_names() -> Dict[str, List[str]]:
     """The plugin's architectures, criterions and tasks, in registration order."""
-
-    def ours(obj) -> bool:
-        return obj.__module__.split(".")[0] == PLUGIN
-
-    return {
-        "arch": [name for name, fn in ARCH_CONFIG_REGISTRY.items() if ours(fn)],
-        "criterion": [name for name, cls in CRITERION_REGISTRY.items() if ours(cls)],
-        "task": [name for name, cls in TASK_REGISTRY.items() if ours(cls)],
-    }
+    registries = {"arch": ARCH_CONFIG_REGISTRY, "criterion": CRITERION_REGISTRY,
+                  "task": TASK_REGISTRY}
+    return {kind: [name for name, obj in registry.items()
+                   if obj.__module__.split(".")[0] == PLUGIN]
+            for kind, registry in registries.items()}
 
 
-def _new_parser(prog: str) -> argparse.ArgumentParser:
-    return argparse.ArgumentParser(prog=prog, usage=argparse.SUPPRESS, add_help=False,
-                                   argument_default=argparse.SUPPRESS)
+def _parser(prog: str, source: type | None = None) -> argparse.ArgumentParser:
+    """A parser named ``prog`` with the flags of ``source`` (a model or a config dataclass)."""
+    parser = argparse.ArgumentParser(prog=prog, usage=argparse.SUPPRESS, add_help=False,
+                                     argument_default=argparse.SUPPRESS)
+    if dataclasses.is_dataclass(source):
+        gen_parser_from_dataclass(parser, source())
+    elif source is not None:
+        source.add_args(parser)
+    return parser
 
 
 def _flag_source(kind: str, name: str) -> type:
     """The class whose flags fairseq adds for ``--<kind> <name>``: a model or a dataclass."""
     if kind == "arch":
         return ARCH_MODEL_REGISTRY[name]
-    registry, configs = {
-        "criterion": (CRITERION_REGISTRY, CRITERION_DATACLASS_REGISTRY),
-        "task": (TASK_REGISTRY, TASK_DATACLASS_REGISTRY),
-    }[kind]
-    return configs.get(name) or registry[name]
-
-
-def _add_flags(parser: argparse.ArgumentParser, source: type) -> None:
-    if dataclasses.is_dataclass(source):
-        gen_parser_from_dataclass(parser, source())
-    else:
-        source.add_args(parser)
+    if kind == "criterion":
+        return CRITERION_DATACLASS_REGISTRY.get(name) or CRITERION_REGISTRY[name]
+    return TASK_DATACLASS_REGISTRY.get(name) or TASK_REGISTRY[name]
 
 
 def _fairseq_parent(source: type) -> type | None:
@@ -66,29 +57,22 @@ def _fairseq_parent(source: type) -> type | None:
     for base in source.__mro__[1:]:
         if base.__module__.split(".")[0] == PLUGIN or base is FairseqDataclass:
             continue
-        if dataclasses.is_dataclass(source) and dataclasses.is_dataclass(base):
-            return base
-        if not dataclasses.is_dataclass(source) and hasattr(base, "add_args"):
+        if (dataclasses.is_dataclass(base) if dataclasses.is_dataclass(source)
+                else hasattr(base, "add_args")):
             return base
     return None
 
 
 def flags_parser(kind: str, name: str, plugin_only: bool = True) -> argparse.ArgumentParser:
-    """A parser holding the flags fairseq adds for ``--<kind> <name>``.
-
-    ``plugin_only`` keeps just the flags the plugin adds to the fairseq model or criterion it
-    extends (fairseq documents its own flags).
-    """
+    """A parser of the flags fairseq adds for ``--<kind> <name>``; ``plugin_only``: just those
+    the plugin adds to the fairseq class it extends (fairseq documents its own)."""
     source = _flag_source(kind, name)
-    parser = _new_parser(f"--{kind} {name}")
-    _add_flags(parser, source)
+    parser = _parser(f"--{kind} {name}", source)
     parent = _fairseq_parent(source) if plugin_only else None
     if parent is None:
         return parser
-    stock = _new_parser("stock")
-    _add_flags(stock, parent)
-    inherited = {action.dest for action in stock._actions}
-    ours = _new_parser(parser.prog)
+    inherited = {action.dest for action in _parser("stock", parent)._actions}
+    ours = _parser(parser.prog)
     for action in parser._actions:
         if action.dest not in inherited:
             ours._add_action(action)
@@ -106,9 +90,7 @@ def describe(names: Sequence[str] = (), plugin_only: bool = True) -> str:
                          f"The plugin registers {listing}")
     parts = []
     for kind, group in registered.items():
-        for name in group:
-            if wanted and name not in wanted:
-                continue
+        for name in [name for name in group if not wanted or name in wanted]:
             body = flags_parser(kind, name, plugin_only).format_help()
             # an architecture's docstring says what it is, and which settings are published
             doc = ARCH_CONFIG_REGISTRY[name].__doc__ if kind == "arch" else None
@@ -118,10 +100,8 @@ def describe(names: Sequence[str] = (), plugin_only: bool = True) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m relu_former.help",
-        description=__doc__.split("\n\n")[1].replace("\n", " "),
-    )
+    parser = argparse.ArgumentParser(prog="python -m relu_former.help",
+                                     description=__doc__.split("\n\n")[1].replace("\n", " "))
     parser.add_argument("names", nargs="*", help="architectures, criterions or tasks "
                         "(default: all the plugin registers)")
     parser.add_argument("--list", action="store_true", help="only list the registered names")
@@ -133,12 +113,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.backends:
         print(backends_report())
-        return
-    if args.list:
-        for kind, group in plugin_names().items():
-            print(f"{kind}: {' '.join(group)}")
-        return
-    print(describe(args.names, plugin_only=not args.all_flags))
+    elif args.list:
+        print("\n".join(f"{kind}: {' '.join(group)}" for kind, group in plugin_names().items()))
+    else:
+        print(describe(args.names, plugin_only=not args.all_flags))
 
 
 if __name__ == "__main__":

@@ -1,20 +1,12 @@
-"""Checkpoint files that stay whole: atomic copies, a resume past a damaged or missing
-``checkpoint_last.pt``, no temporary file left by a failed save.
-
-fairseq 0.12 saves ``checkpoint_E_U.pt`` through a temporary name, then *copies* it in place to
-``checkpoint_last.pt`` and ``checkpoint_best.pt``: a kill mid-copy leaves a cut
-``checkpoint_last.pt``, and the resume crashes with a zip error. So the copies are atomic
-(``checkpoint_utils.PathManager`` only, where the probe :func:`copies_in_place` shows the
-fault); a resume from a damaged or missing ``checkpoint_last.pt`` loads the newest intact
-``checkpoint*.pt``, with a warning, never training from update 0 over ``checkpoint_best.pt``
-(``load_checkpoint``); a failed save removes its ``.tmp`` (``torch_persistent_save``). The
-file checks (:func:`checkpoint_problem`, :func:`refused_global`) run wherever a checkpoint
-is loaded (``checkpoint_loading``). No probe for the resume and the failed save: their fault
-is in the files (a damaged ``checkpoint_last.pt``, a full disk), which each call checks.
-"""
+"""Checkpoint files that stay whole: atomic copies to ``checkpoint_last.pt`` (fairseq copies in
+place: a kill mid-copy cut it), where the probe :func:`copies_in_place` shows the fault; a
+resume past a damaged or missing ``checkpoint_last.pt`` from the newest intact checkpoint, never
+from update 0 over ``checkpoint_best.pt``; no ``.tmp`` left by a failed save. No probe for
+these two: their fault is in the files, which each call checks."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import functools
@@ -29,13 +21,11 @@ from typing import Callable
 
 from relu_former.atomic_files import copy_atomic
 from relu_former.errors import CorruptCheckpointError, note_saved
-from relu_former.fairseq_fixes.wrap_once import wrap_once
 
 logger = logging.getLogger(__name__)
 
 LAST = "checkpoint_last.pt"
 _ZIP_MAGIC = b"PK\x03\x04"
-# torch.save's format before torch 1.6 is a bare pickle stream; it has no checksum to verify.
 _PICKLE_PROTOCOL_2 = b"\x80\x02"
 
 
@@ -44,12 +34,8 @@ def is_local(path: str) -> bool:
 
 
 def checkpoint_problem(path: str) -> str | None:
-    """What is wrong with the checkpoint file ``path``, or None if it reads as a whole one.
-
-    A torch checkpoint is a zip archive: a truncated one has lost its central directory (at
-    the end of the file), and a damaged member fails its CRC. Files in torch's pre-1.6 format
-    cannot be verified and are passed as whole.
-    """
+    """What is wrong with the checkpoint file ``path`` (a zip archive: a cut one lacks its end,
+    a damaged one fails a CRC), or None (torch's pre-1.6 format has no CRC: passed)."""
     size = os.path.getsize(path)
     if size == 0:
         return "the file is empty (0 bytes)"
@@ -73,13 +59,10 @@ def checkpoint_problem(path: str) -> str | None:
 
 def newest_intact_checkpoint(save_dir: str, exclude: str) -> str | None:
     """The most recently written whole ``checkpoint*.pt`` of ``save_dir`` other than ``exclude``."""
-    candidates = [p for p in glob.glob(os.path.join(save_dir, "checkpoint*.pt"))
-                  if os.path.abspath(p) != os.path.abspath(exclude)]
-    candidates.sort(key=os.path.getmtime, reverse=True)
-    for path in candidates:
-        if checkpoint_problem(path) is None:
-            return path
-    return None
+    candidates = sorted((p for p in glob.glob(os.path.join(save_dir, "checkpoint*.pt"))
+                         if os.path.abspath(p) != os.path.abspath(exclude)),
+                        key=os.path.getmtime, reverse=True)
+    return next((path for path in candidates if checkpoint_problem(path) is None), None)
 
 
 def _with_restore_file(cfg, path: str):
@@ -92,38 +75,34 @@ def _with_restore_file(cfg, path: str):
     OmegaConf.set_readonly(cfg, False)
     with open_dict(cfg):
         cfg.restore_file = path
-        # fairseq ignores --finetune-from-model once a checkpoint_last.pt exists, and refuses
-        # it beside a non-default --restore-file.
+        # fairseq refuses --finetune-from-model beside a non-default --restore-file
         cfg.finetune_from_model = None
     return cfg
 
 
 def _remove_interrupted_copies(save_dir: str) -> None:
-    """Delete the temporary files of copies and saves killed midway (nothing else names
-    them): ours (``.checkpoint*.pt.*.tmp``) and fairseq's (``checkpoint*.pt.tmp``)."""
+    """Delete what copies (ours) and saves (fairseq's) killed midway left."""
     for path in (glob.glob(os.path.join(save_dir, ".checkpoint*.pt.*.tmp"))
                  + glob.glob(os.path.join(save_dir, "checkpoint*.pt.tmp"))):
         logger.info(f"removing {path}, left by a copy or save that was interrupted")
-        try:
+        with contextlib.suppress(FileNotFoundError):  # another rank removed it first
             os.unlink(path)
-        except FileNotFoundError:  # another rank of the same job removed it first
-            pass
 
 
 def copies_in_place(path_manager) -> bool:
-    """Probe: whether ``path_manager.copy`` rewrites an existing local file in place (its inode
-    kept), as fairseq 0.12's ``shutil.copyfile`` does, so that a kill mid-copy leaves it cut."""
+    """Probe: whether ``path_manager.copy`` rewrites a file in place (its inode kept), as
+    fairseq's ``shutil.copyfile`` does."""
     with tempfile.TemporaryDirectory() as folder:
         src, dst = os.path.join(folder, "src"), os.path.join(folder, "dst")
         for path in (src, dst):
-            with open(path, "w") as handle:
-                handle.write(path)
+            open(path, "w").close()
         inode = os.stat(dst).st_ino
         path_manager.copy(src, dst, overwrite=True)
         return os.stat(dst).st_ino == inode
 
 
-def _install_atomic_copy(checkpoint_utils) -> None:
+def install_atomic_copy(checkpoint_utils) -> None:
+    """Replace ``checkpoint_utils.PathManager`` by one whose local copies are atomic."""
     base = checkpoint_utils.PathManager
     if not copies_in_place(base):  # this fairseq's copy is atomic, or ours is installed
         return
@@ -142,21 +121,16 @@ def _install_atomic_copy(checkpoint_utils) -> None:
 
 
 def refused_global(error: BaseException) -> str | None:
-    """What the ``weights_only`` unpickler refused, from its error, or None when ``error`` is
-    not such a refusal."""
+    """What the ``weights_only`` unpickler refused, from its error; None for another error."""
     text = str(error)
     if not isinstance(error, pickle.UnpicklingError) or "weights_only" not in text.lower() \
             and "Weights only load failed" not in text:
         return None
-    match = re.search(r"(?:unsupported|Unsupported) (?:GLOBAL|global:?)\s+(?:GLOBAL\s+)?"
-                      r"([\w.]+)", text)
+    match = re.search(r"[Uu]nsupported (?:GLOBAL|global:?)\s+(?:GLOBAL\s+)?([\w.]+)", text)
     return f"the global {match.group(1)}" if match else "an object the safe loader does not allow"
 
 
-def _removing_failed_save(original: Callable) -> Callable:
-    """``torch_persistent_save`` that deletes its ``FILE.tmp`` when the save fails (a full
-    disk): fairseq writes there and renames, but leaves the half-written file on an error."""
-
+def removing_failed_save(original: Callable) -> Callable:
     @functools.wraps(original)
     def torch_persistent_save(obj, filename, async_write: bool = False):
         try:
@@ -173,53 +147,42 @@ def _removing_failed_save(original: Callable) -> Callable:
     return torch_persistent_save
 
 
-def _skipping_damaged_last(original: Callable) -> Callable:
-    """``load_checkpoint`` that resumes from the newest intact checkpoint when
-    ``checkpoint_last.pt`` is damaged."""
-
-    @functools.wraps(original)
-    def load_checkpoint(cfg, trainer, **passthrough_args):
-        last = os.path.join(cfg.save_dir, LAST)
-        # Only the default resume (--restore-file unset) of an unsharded model: a file the
-        # user names is loaded as named, and sharded checkpoints come in sets.
-        if (cfg.restore_file != LAST or getattr(trainer, "checkpoint_suffix", "") != ""
-                or not is_local(last)):
-            return original(cfg, trainer, **passthrough_args)
-        _remove_interrupted_copies(cfg.save_dir)
-        if not os.path.isfile(last):
-            # fine-tuning starts from its model when there is no last checkpoint: as fairseq
-            fallback = (newest_intact_checkpoint(cfg.save_dir, exclude=last)
-                        if cfg.finetune_from_model is None and os.path.isdir(cfg.save_dir)
-                        else None)
-            if fallback is None:
-                return original(cfg, trainer, **passthrough_args)
-            # training from update 0 here would replace checkpoint_best.pt at its first
-            # validation with a worse model
+def _resume_instead(cfg, last: str) -> str | None:
+    """The checkpoint to resume from when ``last`` is missing or damaged; None: load as asked."""
+    if not os.path.isfile(last):
+        # fine-tuning starts from its model when there is no last checkpoint, as in fairseq
+        if cfg.finetune_from_model is not None or not os.path.isdir(cfg.save_dir):
+            return None
+        fallback = newest_intact_checkpoint(cfg.save_dir, exclude=last)
+        if fallback is not None:  # from update 0, its first validation would replace the best
             logger.warning(f"{last} is missing but {cfg.save_dir} holds other checkpoints: "
                            f"resuming from {fallback}, the newest intact one (to train from "
                            "the start, use an empty --save-dir)")
-            return original(_with_restore_file(cfg, os.path.abspath(fallback)), trainer,
-                            **passthrough_args)
-        problem = checkpoint_problem(last)
-        if problem is None:
-            return original(cfg, trainer, **passthrough_args)
-        fallback = newest_intact_checkpoint(cfg.save_dir, exclude=last)
-        if fallback is None:
-            raise CorruptCheckpointError(
-                last, f"{problem}; no other intact checkpoint*.pt in {cfg.save_dir} to resume "
-                      f"from: move {LAST} away to train from the start")
-        logger.warning(f"{last} is corrupt: {problem}; resuming from {fallback}, the newest "
-                       "intact checkpoint, instead")
-        return original(_with_restore_file(cfg, os.path.abspath(fallback)), trainer,
-                        **passthrough_args)
+        return fallback
+    problem = checkpoint_problem(last)
+    if problem is None:
+        return None
+    fallback = newest_intact_checkpoint(cfg.save_dir, exclude=last)
+    if fallback is None:
+        raise CorruptCheckpointError(
+            last, f"{problem}; no other intact checkpoint*.pt in {cfg.save_dir} to resume "
+                  f"from: move {LAST} away to train from the start")
+    logger.warning(f"{last} is corrupt: {problem}; resuming from {fallback}, the newest "
+                   "intact checkpoint, instead")
+    return fallback
+
+
+def skipping_damaged_last(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def load_checkpoint(cfg, trainer, **passthrough_args):
+        last = os.path.join(cfg.save_dir, LAST)
+        # only the default resume (a named file loads as named) of an unsharded model
+        if (cfg.restore_file == LAST and getattr(trainer, "checkpoint_suffix", "") == ""
+                and is_local(last)):
+            _remove_interrupted_copies(cfg.save_dir)
+            fallback = _resume_instead(cfg, last)
+            if fallback is not None:
+                cfg = _with_restore_file(cfg, os.path.abspath(fallback))
+        return original(cfg, trainer, **passthrough_args)
 
     return load_checkpoint
-
-
-def guard_checkpoint_files() -> None:
-    """Install the fixes on ``fairseq.checkpoint_utils`` (idempotent)."""
-    from fairseq import checkpoint_utils
-
-    _install_atomic_copy(checkpoint_utils)
-    wrap_once(checkpoint_utils, "load_checkpoint", _skipping_damaged_last)
-    wrap_once(checkpoint_utils, "torch_persistent_save", _removing_failed_save)

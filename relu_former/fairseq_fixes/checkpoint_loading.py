@@ -1,28 +1,11 @@
-"""fairseq's two checkpoint loaders, each wrapped once; every check a plain function of its own
-module, run in this order.
+"""fairseq's two checkpoint loaders, each wrapped once, running plain checks in this order.
 
-``checkpoint_utils.load_checkpoint_to_cpu(path)``, which every command reads a checkpoint with:
-
-1. the file is whole (``checkpoint_files.checkpoint_problem``): else ``CorruptCheckpointError``
-   naming it, before torch reads a byte (torch loads a member that fails its CRC silently);
-2. fairseq loads it; what the safe loader refuses (``checkpoint_files.refused_global``) is an
-   ``UnsafeCheckpointError``, never torch's advice to load it unsafely;
-3. its config strings are data (``literal_config.checkpoint_config_problem``): else
-   ``CheckpointConfigError`` naming the field, before fairseq evaluates or splits it;
-4. the embedding rows are moved to the data's dictionary when ``Trainer.load_checkpoint``
-   asked for it (``dictionary_check.move_embedding_rows``).
-
-``Trainer.load_checkpoint(filename, reset_optimizer)``, a training's resume or fine-tuning:
-
-1. the model flags mean what the checkpoint's do (``resume_check.check_resume``);
-2. the dictionaries match, or the change is accepted
-   (``dictionary_check.changed_dictionaries``);
-3. fairseq loads it; weights that do not fit the model end as one line naming how many keys,
-   the first and the likely cause (``errors.mismatch_error``, from fairseq's own error).
-
-No probe: these are checks fairseq does not make; a whole, plain, matching checkpoint loads
-unchanged.
-"""
+``load_checkpoint_to_cpu`` (every read): the file is whole (torch loads a bad CRC silently) ->
+a refused pickle is our one line, not torch's advice to load it unsafely -> config strings are
+data (``literal_config``) -> embedding rows move to the data's dictionary, if accepted.
+``Trainer.load_checkpoint`` (a resume): the flags mean what the checkpoint's do
+(``resume_check``) -> the dictionaries match (``dictionary_check``) -> fairseq loads it.
+No probe: checks fairseq does not make; a whole, plain, matching checkpoint loads unchanged."""
 
 from __future__ import annotations
 
@@ -32,32 +15,26 @@ import os
 import pickle
 from typing import Callable
 
-from relu_former.errors import (
-    CheckpointConfigError,
-    CorruptCheckpointError,
-    UnsafeCheckpointError,
-    note_loaded,
-)
+from relu_former import errors
 from relu_former.fairseq_fixes.checkpoint_files import checkpoint_problem, is_local, refused_global
 from relu_former.fairseq_fixes.dictionary_check import changed_dictionaries, move_embedding_rows
 from relu_former.fairseq_fixes.literal_config import checkpoint_config_problem
 from relu_former.fairseq_fixes.resume_check import check_resume
-from relu_former.fairseq_fixes.wrap_once import wrap_once
 
 logger = logging.getLogger(__name__)
 
-# the row moves for the checkpoint Trainer.load_checkpoint is loading, by its absolute path:
-# fairseq reads the file inside that method, with no hook between reading and loading
-_PENDING_MOVES: dict[str, Callable[[dict], None]] = {}
+# absolute path -> (model, changed dictionaries) of the checkpoint Trainer.load_checkpoint is
+# loading: fairseq reads the file inside that method, with no hook between reading and loading
+_PENDING_MOVES: dict[str, tuple] = {}
 
 
-def _checked_loader(original: Callable) -> Callable:
+def checked_loader(original: Callable) -> Callable:
     @functools.wraps(original)
     def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
-        note_loaded(str(path))
+        errors.note_loaded(str(path))
         problem = checkpoint_problem(path) if is_local(path) and os.path.isfile(path) else None
         if problem is not None:
-            raise CorruptCheckpointError(str(path), problem)
+            raise errors.CorruptCheckpointError(str(path), problem)
         try:
             state = original(path, arg_overrides=arg_overrides,
                              load_on_all_ranks=load_on_all_ranks)
@@ -66,21 +43,22 @@ def _checked_loader(original: Callable) -> Callable:
             if what is None:
                 raise
             # `from None`: torch's message advises weights_only=False, the one thing not to do
-            raise UnsafeCheckpointError(str(path), what) from None
+            raise errors.UnsafeCheckpointError(str(path), what) from None
         problem = checkpoint_config_problem(state)
         if problem is not None:
-            raise CheckpointConfigError(str(path), problem)
-        move = _PENDING_MOVES.get(os.path.abspath(str(path)))
-        if move is not None and isinstance(state.get("model"), dict):
-            move(state["model"])
+            raise errors.CheckpointConfigError(str(path), problem)
+        pending = _PENDING_MOVES.get(os.path.abspath(str(path)))
+        if pending is not None and isinstance(state.get("model"), dict):
+            for line in move_embedding_rows(state["model"], *pending):
+                logger.info(f"{path}: {line}")
         return state
 
     return load_checkpoint_to_cpu
 
 
 def _saved_state(filename: str) -> dict | None:
-    """The pickled structure of the checkpoint ``filename`` (its tensors mapped, not read), or
-    None where there is none to read: fairseq's own load then says why, naming the file."""
+    """The checkpoint's structure (tensors mapped, not read), or None: fairseq's load then
+    says why."""
     import torch
 
     try:
@@ -90,7 +68,7 @@ def _saved_state(filename: str) -> dict | None:
     return state if isinstance(state, dict) else None
 
 
-def _checked_trainer_load(original: Callable) -> Callable:
+def checked_trainer_load(original: Callable) -> Callable:
     @functools.wraps(original)
     def load_checkpoint(self, filename, reset_optimizer=False, *args, **kwargs):
         state = _saved_state(filename) if os.path.isfile(filename) else None
@@ -98,27 +76,12 @@ def _checked_trainer_load(original: Callable) -> Callable:
         if state is not None:
             check_resume(self, state, filename, reset_optimizer)
             changed = changed_dictionaries(self, state, filename, reset_optimizer)
-        if not changed:
-            return original(self, filename, reset_optimizer, *args, **kwargs)
-
-        def move(weights: dict) -> None:
-            for line in move_embedding_rows(weights, self.get_model(), changed):
-                logger.info(f"{filename}: {line}")
-
         key = os.path.abspath(filename)
-        _PENDING_MOVES[key] = move
+        if changed:
+            _PENDING_MOVES[key] = (self.get_model(), changed)
         try:
             return original(self, filename, reset_optimizer, *args, **kwargs)
         finally:
-            del _PENDING_MOVES[key]
+            _PENDING_MOVES.pop(key, None)
 
     return load_checkpoint
-
-
-def check_checkpoint_loading() -> None:
-    """Wrap both loaders (idempotent)."""
-    from fairseq import checkpoint_utils
-    from fairseq.trainer import Trainer
-
-    wrap_once(checkpoint_utils, "load_checkpoint_to_cpu", _checked_loader)
-    wrap_once(Trainer, "load_checkpoint", _checked_trainer_load)

@@ -1,11 +1,6 @@
-"""Binarized data that is incomplete is named, with the fix, before fairseq reads it.
-
-fairseq 0.12 handles a damaged ``PREFIX.idx``/``PREFIX.bin`` pair badly: a missing ``.idx``
-makes the split "not found" (naming the folder), a truncated ``.bin`` fails deep inside a
-batch, an empty split ends in a traceback. Wrapping ``indexed_dataset.dataset_exists`` and
-``data_utils.load_indexed_dataset``, each ends in one ``DataFileError`` line naming the file
-and how to rebuild it. No probe: the checks read file sizes, whole data loads unchanged.
-"""
+"""Binarized data that is incomplete (a missing ``.idx``, a cut ``.bin``, an empty split) is
+one line naming the file and the fix, not a failure deep inside fairseq. No probe: the checks
+read file sizes; whole data loads unchanged."""
 
 from __future__ import annotations
 
@@ -15,18 +10,15 @@ import struct
 from typing import Callable
 
 from relu_former.errors import DataFileError
-from relu_former.fairseq_fixes.wrap_once import wrap_once
 
 _REBUILD = ("rebuild the folder with fairseq-preprocess (or the recipe's prepare.sh, after "
             "removing its data-bin)")
-
-
 _EMPTY = ("holds no sentences: the split it stands for is empty. Give fairseq-preprocess text "
           "with sentences for it, or for an empty valid split train with --disable-validation")
 
 
 def check_pair(prefix: str) -> None:
-    """Raise ``DataFileError`` when exactly one of ``prefix.idx`` and ``prefix.bin`` exists."""
+    """``DataFileError`` when only one of ``prefix.idx`` and ``prefix.bin`` exists, or empty."""
     idx, bin_ = f"{prefix}.idx", f"{prefix}.bin"
     has_idx, has_bin = os.path.exists(idx), os.path.exists(bin_)
     if has_bin and not has_idx:
@@ -38,8 +30,8 @@ def check_pair(prefix: str) -> None:
 
 
 def check_loaded(prefix: str, dataset) -> None:
-    """Raise ``DataFileError`` for a loaded split that is empty or whose ``.bin`` is shorter
-    than its index says (fairseq's memory-mapped format)."""
+    """``DataFileError`` for a loaded split that is empty or whose ``.bin`` is shorter than its
+    (memory-mapped) index says."""
     if len(dataset) == 0:
         raise DataFileError(f"{prefix}.bin", _EMPTY)
     index = getattr(dataset, "_index", None)
@@ -55,7 +47,7 @@ def check_loaded(prefix: str, dataset) -> None:
             f"{_REBUILD}")
 
 
-def _checking_exists(original: Callable) -> Callable:
+def checking_exists(original: Callable) -> Callable:
     @functools.wraps(original)
     def dataset_exists(path, impl):
         check_pair(path)
@@ -64,7 +56,7 @@ def _checking_exists(original: Callable) -> Callable:
     return dataset_exists
 
 
-def _checking_load(original: Callable) -> Callable:
+def checking_load(original: Callable) -> Callable:
     @functools.wraps(original)
     def load_indexed_dataset(path, dictionary=None, dataset_impl=None, combine=False,
                              default="cached"):
@@ -78,21 +70,9 @@ def _checking_load(original: Callable) -> Callable:
                 raise
             raise DataFileError(f"{path}.idx", f"cannot be read as a fairseq index ({error}): "
                                 f"it is damaged or cut short; {_REBUILD}") from error
-        if dataset is not None and not combine:
-            check_loaded(path, dataset)
-        elif dataset is not None:
-            for part in getattr(dataset, "datasets", [dataset]):
-                prefix = getattr(part, "_path", None) or path
-                check_loaded(prefix, part)
+        if dataset is not None:  # each part of a combined split is checked by its own path
+            for part in getattr(dataset, "datasets", [dataset]) if combine else [dataset]:
+                check_loaded(getattr(part, "_path", None) or path, part)
         return dataset
 
     return load_indexed_dataset
-
-
-
-def check_data_files() -> None:
-    """Install the checks on fairseq's data loading (idempotent)."""
-    from fairseq.data import data_utils, indexed_dataset
-
-    wrap_once(indexed_dataset, "dataset_exists", _checking_exists)
-    wrap_once(data_utils, "load_indexed_dataset", _checking_load)

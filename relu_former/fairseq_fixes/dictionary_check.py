@@ -1,18 +1,7 @@
-"""A checkpoint is never loaded into a model whose dictionary lists other words in its places.
-
-fairseq 0.12 matches a checkpoint to a model by tensor shapes only: fine-tuning on data
-binarized with another dictionary of the same size (the same words in another order, say)
-loads without a word, each embedding row then another word's. Here every checkpoint
-fairseq-train saves records its dictionaries (``Trainer.state_dict``); before a training
-loads one (``checkpoint_loading``), its dictionaries (or those of the data folder it was
-trained on) are compared with the data's: a difference is refused in one line naming the flag
-and the first differing index, unless ``--accept-dictionary-change`` (parsed by
-``parse_checks``, passed to distributed workers in an environment variable): then each word of
-both keeps its embedding and output row, moved to its index here, and a new word keeps the
-model's initial row. That needs a new optimisation (``--finetune-from-model`` or
-``--reset-optimizer``): the saved optimizer moments belong to the old rows. No probe: a check
-fairseq does not make; matching dictionaries load unchanged.
-"""
+"""A checkpoint never loads into a model whose dictionary lists other words in its places
+(fairseq checks shapes only). Saved checkpoints record their dictionaries; a difference is
+refused in one line unless ``--accept-dictionary-change`` with a new optimisation: then each
+word keeps its rows, moved to its index here. No probe: a check fairseq does not make."""
 
 from __future__ import annotations
 
@@ -22,7 +11,7 @@ import os
 from typing import Callable, Sequence
 
 from relu_former.errors import OptionError
-from relu_former.fairseq_fixes.wrap_once import wrap_once
+from relu_former.fairseq_fixes.resume_check import get_field
 
 logger = logging.getLogger(__name__)
 
@@ -46,31 +35,22 @@ def dictionary_difference(saved: Sequence[str], current: Sequence[str]) -> str |
 
 
 def _task_dictionaries(task) -> dict[str, list[str]]:
-    found = {}
-    for side in ("source", "target"):
-        dictionary = getattr(task, f"{side}_dictionary", None)
-        if dictionary is not None and hasattr(dictionary, "symbols"):
-            found[side] = list(dictionary.symbols)
-    return found
+    found = {side: getattr(task, f"{side}_dictionary", None) for side in ("source", "target")}
+    return {side: list(found[side].symbols) for side in found if hasattr(found[side], "symbols")}
 
 
 def _dictionaries_of_data(cfg) -> dict[str, list[str]]:
     """The dictionaries of the data folder a checkpoint config was trained on, if still there."""
     from fairseq.data import Dictionary
 
-    task = cfg.get("task") if isinstance(cfg, dict) else getattr(cfg, "task", None)
-    if task is None:
-        return {}
-
-    def get(name):
-        return task.get(name) if isinstance(task, dict) else getattr(task, name, None)
-
-    data = get("data")
+    task = get_field(cfg, "task")
+    data = get_field(task, "data")
     if not isinstance(data, str) or not data:
         return {}
     folder = data.split(os.pathsep)[0]
     found = {}
-    for side, lang in (("source", get("source_lang")), ("target", get("target_lang"))):
+    for side in ("source", "target"):
+        lang = get_field(task, f"{side}_lang")
         path = os.path.join(folder, f"dict.{lang}.txt")
         if lang and os.path.isfile(path):
             found[side] = list(Dictionary.load(path).symbols)
@@ -78,16 +58,14 @@ def _dictionaries_of_data(cfg) -> dict[str, list[str]]:
 
 
 def checkpoint_dictionaries(state: dict) -> dict[str, list[str]]:
-    """The dictionaries a loaded checkpoint was trained with: recorded in it, else from its
-    data."""
+    """The dictionaries a loaded checkpoint was trained with: recorded, else its data's."""
     recorded = state.get(KEY)
     if recorded:
         return {side: list(symbols) for side, symbols in recorded.items()}
-    cfg = state.get("cfg")
-    return _dictionaries_of_data(cfg) if cfg is not None else {}
+    return _dictionaries_of_data(state.get("cfg"))
 
 
-def _recording(original: Callable) -> Callable:
+def recording_dictionaries(original: Callable) -> Callable:
     @functools.wraps(original)
     def state_dict(self):
         state = original(self)
@@ -101,20 +79,13 @@ def _recording(original: Callable) -> Callable:
 
 def _flag_of(trainer, filename: str) -> str:
     finetune = getattr(getattr(trainer.cfg, "checkpoint", None), "finetune_from_model", None)
-    if finetune and os.path.abspath(finetune) == os.path.abspath(filename):
-        return "--finetune-from-model"
-    return "--restore-file"
+    same = finetune and os.path.abspath(finetune) == os.path.abspath(filename)
+    return "--finetune-from-model" if same else "--restore-file"
 
 
 def move_embedding_rows(weights: dict, model, dictionaries: dict) -> list[str]:
-    """Give each word of the data its own embedding row of a checkpoint's ``weights``.
-
-    ``dictionaries``: side -> (the checkpoint's symbols, the data's). Each token embedding
-    and output projection (fairseq's ``embed_tokens`` and ``output_projection``; the encoder's
-    belong to the source side, the decoder's to the target) is rebuilt at the data's size: a
-    word of both dictionaries gets its row from the checkpoint, a word new to the data the row
-    ``model`` was initialised with. Returns one line per table, saying what was moved.
-    """
+    """Rebuild each token embedding and output projection of ``weights`` for the data's words
+    (``dictionaries``: side -> (checkpoint's, data's)); a new word gets ``model``'s row."""
     fresh = model.state_dict()
     done = []
     for name, _ in model.named_modules(remove_duplicate=False):  # shared tables: every name
@@ -141,45 +112,32 @@ def move_embedding_rows(weights: dict, model, dictionaries: dict) -> list[str]:
 
 
 def changed_dictionaries(trainer, state: dict, filename: str, reset_optimizer: bool) -> dict:
-    """side -> (saved, current) symbols for each dictionary of ``state`` (the checkpoint
-    ``filename``) that differs from the data's and is accepted; ``OptionError`` for one that is
-    not."""
+    """side -> (saved, current) symbols of each accepted dictionary change of ``state`` (the
+    checkpoint ``filename``); ``OptionError`` for a change not accepted."""
     current = _task_dictionaries(getattr(trainer, "task", None))
     saved = checkpoint_dictionaries(state) if current else {}
     changed = {}
-    for side in ("source", "target"):
-        if side not in saved or side not in current:
-            continue
+    for side in [side for side in ("source", "target") if side in saved and side in current]:
         difference = dictionary_difference(saved[side], current[side])
         if difference is None:
             continue
         message = (f"the {side} dictionary of the data does not match the one {filename} was "
                    f"trained with: {difference}")
         accepted = os.environ.get(ACCEPT_ENV) == "1"
-        if accepted and reset_optimizer:
-            logger.warning(f"{message} ({ACCEPT_FLAG}: each word's embedding row is moved to "
-                           "its index here)")
-            changed[side] = (saved[side], current[side])
-            continue
-        # a resume keeps the saved optimizer state: its moments of the embeddings are rows
-        # of the old dictionary
-        if accepted:
+        if accepted and not reset_optimizer:  # a resume keeps the old rows' optimizer moments
             raise OptionError(ACCEPT_FLAG, f"{message}; {ACCEPT_FLAG} starts a new model from "
                               "its weights, but this resume would keep its optimizer state, "
                               "whose embedding rows belong to the old dictionary: add "
                               f"--reset-optimizer, or fine-tune with --finetune-from-model "
                               f"{filename} and another --save-dir")
-        also = "" if reset_optimizer else " --reset-optimizer"
-        raise OptionError(_flag_of(trainer, filename), f"{message}; its embeddings would "
-                          "belong to other words. Binarize the data with the checkpoint's "
-                          "dictionary (fairseq-preprocess --srcdict/--tgtdict), or pass "
-                          f"{ACCEPT_FLAG}{also} to start from it anyway, each word's embedding "
-                          "row moved to its index here")
+        if not accepted:
+            also = "" if reset_optimizer else " --reset-optimizer"
+            raise OptionError(_flag_of(trainer, filename), f"{message}; its embeddings would "
+                              "belong to other words. Binarize the data with the checkpoint's "
+                              "dictionary (fairseq-preprocess --srcdict/--tgtdict), or pass "
+                              f"{ACCEPT_FLAG}{also} to start from it anyway, each word's "
+                              "embedding row moved to its index here")
+        logger.warning(f"{message} ({ACCEPT_FLAG}: each word's embedding row is moved to its "
+                       "index here)")
+        changed[side] = (saved[side], current[side])
     return changed
-
-
-def record_dictionaries() -> None:
-    """Make every checkpoint fairseq-train saves record its dictionaries (idempotent)."""
-    from fairseq.trainer import Trainer
-
-    wrap_once(Trainer, "state_dict", _recording)

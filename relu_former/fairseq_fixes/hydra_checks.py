@@ -1,14 +1,7 @@
-"""The command-line checks for configs that no parser saw: ``fairseq-hydra-train``'s.
-
-``fairseq-hydra-train`` never calls fairseq's parser, so ``model.dropout=nan`` trained with
-dropout off and ``++common.cpu=true ++common.fp16=true`` ended in a 140-line CUDA assertion.
-Both programs call ``add_defaults(cfg)`` after importing the plugin; its wrapper runs the parse
-checks on the config (the model flags' types and choices, then ``check_precision`` and
-``check_command_line`` on the config flattened, the architecture's defaults filled in). An
-error names the config key (``model.dropout``) and, in fairseq's programs, ends in one line,
-exit 2 (``HYDRA_FULL_ERROR`` lets hydra pass it to the plugin's hook). No probe: these are
-checks fairseq does not make.
-"""
+"""The command-line checks for ``fairseq-hydra-train``'s configs, which no parser sees
+(``model.dropout=nan`` trained with dropout off): the wrapper of ``add_defaults`` runs
+``parse_checks`` on the config, flattened, naming the config key. No probe: checks fairseq does
+not make."""
 
 from __future__ import annotations
 
@@ -19,27 +12,19 @@ import re
 import sys
 from typing import Any, Callable
 
-from relu_former import flag_types
-from relu_former.errors import CommandLineError, OptionError, is_fairseq_command
-from relu_former.fairseq_fixes.parse_checks import (
-    PRECISION_FIELDS,
-    check_command_line,
-    check_precision,
-)
-from relu_former.fairseq_fixes.wrap_once import wrap_once
+from fairseq.dataclass import initialize
+from fairseq.dataclass.configs import FairseqConfig
+from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
+from omegaconf import OmegaConf
 
-_FLAG = re.compile(r"--([a-z0-9][a-z0-9-]*)")
+from relu_former import errors, flag_types
+from relu_former.errors import OptionError
+from relu_former.fairseq_fixes import parse_checks, wrap_once
 
 
 def flatten_config(cfg: Any) -> tuple[argparse.Namespace, dict[str, str], set[str]]:
-    """The config as a parsed command line: every field in one namespace (the model's
-    filled in with its architecture's defaults), the group each field is set in (the model's
-    first, then fairseq's order of groups) and the model fields the config sets (not None),
-    spelled as flags: what a command line would have typed."""
-    from fairseq.dataclass.configs import FairseqConfig
-    from fairseq.models import ARCH_CONFIG_REGISTRY
-    from omegaconf import OmegaConf
-
+    """The config as a command line: one namespace (with the architecture's defaults), each
+    field's group (the model's first), and the model fields set, as typed flags."""
     groups = OmegaConf.to_container(cfg, resolve=True)
     model = groups.get("model") if isinstance(groups.get("model"), dict) else {}
     where: dict[str, str] = {}
@@ -54,9 +39,12 @@ def flatten_config(cfg: Any) -> tuple[argparse.Namespace, dict[str, str], set[st
         ARCH_CONFIG_REGISTRY[arch](args)  # fills only what is unset, as for a command line
     for name in vars(args):
         where.setdefault(name, "model")
-    typed = {"--" + name.replace("_", "-") for name, value in model.items()
+    typed = {errors.as_flag(name) for name, value in model.items()
              if value is not None and not name.startswith("_")}
     return args, where, typed
+
+
+_FLAG = re.compile(r"--([a-z0-9][a-z0-9-]*)")
 
 
 def in_config_keys(message: str, where: dict[str, str]) -> str:
@@ -70,10 +58,8 @@ def in_config_keys(message: str, where: dict[str, str]) -> str:
 
 
 def check_model_values(model: dict) -> None:
-    """What fairseq's parser checks flag by flag, on the model values a config sets: the
-    plugin's argparse types (``relu_former.flag_types``) and every flag's choices."""
-    from fairseq.models import ARCH_MODEL_REGISTRY
-
+    """What the parser checks per flag, on a config's model values: the plugin's argparse
+    types (``flag_types``) and every flag's choices."""
     model_class = ARCH_MODEL_REGISTRY.get(model.get("_name"))
     if model_class is None:
         return
@@ -95,34 +81,26 @@ def check_model_values(model: dict) -> None:
 
 
 def check_config(cfg: Any) -> None:
-    """Raise ``OptionError``, naming the config key, for the first problem the parse checks
-    find in a config built without fairseq's parser."""
-    from omegaconf import OmegaConf
-
+    """``OptionError`` naming the config key for the first problem the parse checks find."""
     args, where, typed = flatten_config(cfg)
     try:
         model = cfg.get("model")
         check_model_values(OmegaConf.to_container(model) if OmegaConf.is_config(model) else {})
-        check_precision({name for name in PRECISION_FIELDS if getattr(args, name, False)})
-        check_command_line(args, typed)
+        parse_checks.check_precision({name for name in parse_checks.PRECISION_FIELDS
+                                      if getattr(args, name, False)})
+        parse_checks.check_command_line(args, typed)
     except OptionError as error:
         key = in_config_keys(error.flag, where)
         raise OptionError(key, in_config_keys(str(error), where)) from None
 
 
-def _from_parsed_command_line(cfg: Any) -> bool:
-    return any(isinstance(cfg.get(group), argparse.Namespace) for group in cfg)
-
-
 def _checking(original: Callable) -> Callable:
     @functools.wraps(original)
     def add_defaults(cfg) -> None:
-        if not _from_parsed_command_line(cfg):
-            if is_fairseq_command():
-                # hydra prints the traceback of an error it catches itself; with this set it
-                # re-raises it, and the plugin's error hook prints a CommandLineError (this
-                # check's, or a later one: a refused resume, a value the model refuses) as one
-                # line, any other error as Python's traceback
+        # a config no parser saw (a parsed command line holds namespaces)
+        if not any(isinstance(cfg.get(group), argparse.Namespace) for group in cfg):
+            if errors.is_fairseq_command():
+                # hydra re-raises for the error hook: one line, naming config keys
                 os.environ.setdefault("HYDRA_FULL_ERROR", "1")
                 _name_config_keys_in_errors(flatten_config(cfg)[1])
             check_config(cfg)
@@ -131,34 +109,20 @@ def _checking(original: Callable) -> Callable:
     return add_defaults
 
 
-# the config keys of the config being trained, by field: for the errors raised after the check
-_CONFIG_KEYS: dict[str, str] = {}
-
-
 def _name_config_keys_in_errors(where: dict[str, str]) -> None:
-    """Spell the flags in the plugin's later errors (a refused resume, say) as the config's
-    keys, before the error hook prints them."""
-    _CONFIG_KEYS.clear()
-    _CONFIG_KEYS.update(where)
+    """Spell the flags of later errors (a refused resume) as config keys, for whichever hook
+    prints them (the plugin's; a test runner's)."""
     previous = sys.excepthook
-    if getattr(previous, "_relu_former_config_keys", False):
-        return
 
     def hook(kind: type[BaseException], error: BaseException, traceback: Any) -> None:
-        if isinstance(error, CommandLineError):
-            error.args = (in_config_keys(str(error), _CONFIG_KEYS),)
+        if isinstance(error, errors.CommandLineError):
+            error.args = (in_config_keys(str(error), where),)
         previous(kind, error, traceback)
 
-    hook._relu_former_config_keys = True  # type: ignore[attr-defined]
     sys.excepthook = hook
 
 
 def check_hydra_configs() -> None:
-    """Wrap fairseq's ``add_defaults`` once, where ``fairseq.dataclass.initialize`` defines it
-    and where an imported ``fairseq_cli.train`` bound it by name (idempotent; that module is
-    never imported here: it sets up logging)."""
-    from fairseq.dataclass import initialize
-
-    train = sys.modules.get("fairseq_cli.train")
-    for module in (initialize, train) if train is not None else (initialize,):
+    """Wrap ``add_defaults`` where defined and where ``fairseq_cli.train`` bound it, if loaded."""
+    for module in filter(None, (initialize, sys.modules.get("fairseq_cli.train"))):
         wrap_once(module, "add_defaults", _checking)

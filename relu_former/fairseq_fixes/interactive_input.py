@@ -1,13 +1,6 @@
-"""``fairseq-interactive`` survives an input line longer than the model accepts.
-
-fairseq 0.12's interactive loop batches each buffer of lines with the model's maximum
-positions; one line longer than ``--max-source-positions`` raises and ends the session, every
-later line lost. Wrapping ``fairseq_cli.interactive.make_batches`` (loaded only in that
-command), such a line is truncated (``--truncate-source``) or skipped, with a warning naming
-it, and a UTF-8 byte-order mark at the start of a line (which glued onto the first word, then
-``<unk>``) is removed. No probe: it would need a model and a task; lines within the limit
-pass unchanged.
-"""
+"""``fairseq-interactive`` survives an input line longer than the model takes (fairseq ended
+the session): truncated (``--truncate-source``) or skipped with a warning; a leading byte-order
+mark is removed. No probe: it needs a model and a task."""
 
 from __future__ import annotations
 
@@ -18,7 +11,7 @@ from typing import Callable, Iterator
 
 import torch
 
-from relu_former.fairseq_fixes.wrap_once import wrap_once
+from relu_former.fairseq_fixes import wrap_once
 
 logger = logging.getLogger(__name__)
 
@@ -35,19 +28,14 @@ def truncate_source(tokens: torch.Tensor, limit: int, eos: int) -> torch.Tensor:
     return torch.cat([tokens[: limit - 1], tokens.new_tensor([eos])])
 
 
-BYTE_ORDER_MARK = "\ufeff"
-
-
 def strip_byte_order_mark(line: str) -> str:
     """``line`` without the byte-order marks it starts with (U+FEFF, as decoded UTF-8)."""
-    return line.lstrip(BYTE_ORDER_MARK)
+    return line.lstrip("\ufeff")
 
 
 def bound_make_batches(make_batches: Callable) -> Callable:
-    """``make_batches`` of fairseq-interactive, skipping or truncating over-long lines (and
-    removing byte-order marks)."""
-    # lines of earlier buffers (the S- number of this buffer's first line), counted per run of
-    # fairseq-interactive's main(): each has a config of its own
+    """``make_batches`` of fairseq-interactive, skipping or truncating over-long lines."""
+    # lines of earlier buffers (the S- number of this buffer's first line), per main() call
     seen = {"cfg": None, "lines": 0}
 
     @functools.wraps(make_batches)
@@ -63,14 +51,11 @@ def bound_make_batches(make_batches: Callable) -> Callable:
             return
         truncate = bool(getattr(cfg.task, "truncate_source", False))
         encode = type(task).get_interactive_tokens_and_lengths
-        skipped = []
 
         def bounded_tokens(lines_, encode_fn_):
             tokens, lengths = encode(task, lines_, encode_fn_)
-            for i, length in enumerate(lengths):
-                if length <= limit:
-                    continue
-                where = (f"input line {first_id + i} has {length} source tokens (end of "
+            for i in [i for i, length in enumerate(lengths) if length > limit]:
+                where = (f"input line {first_id + i} has {lengths[i]} source tokens (end of "
                          f"sentence included), more than the model's {limit} "
                          "(--max-source-positions)")
                 if truncate:
@@ -79,13 +64,11 @@ def bound_make_batches(make_batches: Callable) -> Callable:
                     logger.warning(f"{where}: translating its first {limit - 1} tokens "
                                    "(--truncate-source)")
                 else:
-                    skipped.append(i)
                     logger.warning(f"{where}: skipped; pass --truncate-source to translate "
                                    "its beginning instead")
             return tokens, lengths
 
-        # The skipped lines are left to fairseq's own size filter, told to drop rather than
-        # raise, so that the other lines keep their numbers.
+        # fairseq's size filter drops them (not raise): the other lines keep their numbers
         task.get_interactive_tokens_and_lengths = bounded_tokens
         dataset_cfg = cfg.dataset
         strict = dataset_cfg.skip_invalid_size_inputs_valid_test
@@ -101,10 +84,7 @@ def bound_make_batches(make_batches: Callable) -> Callable:
 
 def bound_interactive_input() -> None:
     """Install :func:`bound_make_batches` if ``fairseq_cli.interactive`` is loaded (idempotent)."""
-    for name in ("fairseq_cli.interactive", "__main__"):
+    for name in ("fairseq_cli.interactive", "__main__"):  # or run as python -m
         module = sys.modules.get(name)
-        spec = getattr(module, "__spec__", None)
-        if module is None or getattr(spec, "name", name) != "fairseq_cli.interactive":
-            continue
-        if callable(getattr(module, "make_batches", None)):
+        if module and getattr(module.__spec__, "name", name) == "fairseq_cli.interactive":
             wrap_once(module, "make_batches", bound_make_batches)

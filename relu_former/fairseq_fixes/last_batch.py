@@ -1,17 +1,13 @@
-"""Put back the sentences that fairseq-fixed's ``batch_by_size`` drops.
-
-fairseq-fixed 0.12.3.1 drops the last batch when its size is not a multiple of
-``--required-batch-size-multiple`` (fairseq 0.12.2 keeps it): ``fairseq-generate`` translated
-16 of 20 test sentences, a small valid set became "The dataset is empty". The batches
-partition ``indices`` in order, so the dropped tail is appended as one batch. Applied only
-where the probe :func:`_drops_last_batch` shows the drop.
-"""
+"""Put back the sentences fairseq-fixed 0.12.3.1's ``batch_by_size`` drops: the last batch
+when not a multiple of ``--required-batch-size-multiple`` (fairseq-generate translated 16 of
+20). Applied only where the probe :func:`_drops_last_batch` shows the drop."""
 
 from __future__ import annotations
 
 import functools
 
 import numpy as np
+from fairseq.data import data_utils
 
 
 def _drops_last_batch(batch_by_size) -> bool:
@@ -22,14 +18,7 @@ def _drops_last_batch(batch_by_size) -> bool:
 
 
 def keep_last_batch() -> bool:
-    """Patch ``fairseq.data.data_utils.batch_by_size`` if it drops sentences; True if patched.
-
-    Idempotent: once patched, the probe finds no drop. ``FairseqDataset.batch_by_size`` looks
-    the function up on the module at every call, so replacing the module attribute reaches
-    every dataset.
-    """
-    from fairseq.data import data_utils
-
+    """Patch ``data_utils.batch_by_size`` where the probe sees the drop; True if patched."""
     original = data_utils.batch_by_size
     if not _drops_last_batch(original):
         return False
@@ -43,10 +32,8 @@ def keep_last_batch() -> bool:
                            max_tokens=max_tokens, max_sentences=max_sentences,
                            required_batch_size_multiple=required_batch_size_multiple,
                            fixed_shapes=fixed_shapes)
-        if fixed_shapes is not None:
-            return batches  # fixed shapes drop remainders by design
         covered = sum(len(b) for b in batches)
-        if covered < len(indices):
+        if fixed_shapes is None and covered < len(indices):  # fixed shapes drop by design
             batches = list(batches) + [indices[covered:]]
         return batches
 

@@ -1,12 +1,6 @@
-"""Checks of the whole command line, run as soon as fairseq has parsed it.
-
-Some bad command lines pass argparse flag by flag and fail much later, or never: a NaN float
-(``--dropout nan``), ``--fp16`` with ``--cpu`` (a traceback in the optimizer), a relu-only
-flag with no ReLU attention (ignored), ``fairseq-validate`` without ``--task`` ("KeyError:
-None"). Wrapping ``fairseq.options.parse_args_and_arch``, each is an ``OptionError`` naming the
-flag and the fix, one line, exit 2; the wrapper also adds ``--accept-dictionary-change``. No
-probe: these are checks fairseq does not make.
-"""
+"""Checks of the whole command line once fairseq has parsed it: what passes argparse flag by
+flag and fails later or never (``--dropout nan``, ``--fp16 --cpu``, a relu-only flag without
+relu attention, fairseq-validate without ``--task``). No probe: checks fairseq does not make."""
 
 from __future__ import annotations
 
@@ -17,72 +11,56 @@ import os
 import sys
 from typing import Callable, Sequence
 
-from relu_former.errors import OptionError
+from relu_former.errors import OptionError, as_flag
 from relu_former.fairseq_fixes.dictionary_check import ACCEPT_ENV, ACCEPT_FLAG
-from relu_former.fairseq_fixes.wrap_once import wrap_once
 from relu_former.flag_types import non_finite_floats
 from relu_former.relu_attention.config import ATTENTION_KINDS, given_activation
 
-# the flags check_precision reads: --cpu, then fairseq's half-precision flags
 PRECISION_FIELDS = ("cpu", "memory_efficient_fp16", "memory_efficient_bf16", "fp16", "bf16")
 
-# relu attention's own options; another activation never reads them
-_RELU_ONLY = (("relu_learn_gamma", "--relu-learn-gamma", lambda v: bool(v)),
-              ("relu_attention_scaling", "--relu-attention-scaling",
-               lambda v: v not in (None, "factor")))
+# relu attention's own options (another activation never reads them), and when they are set
+_RELU_ONLY = {"relu_learn_gamma": bool,
+              "relu_attention_scaling": lambda value: value not in (None, "factor")}
 
 
 def typed_flags(argv: Sequence[str]) -> set[str]:
-    """The ``--flags`` written on a command line (``--flag value`` and ``--flag=value``):
-    what the user typed, as opposed to a default the architecture filled in."""
+    """The ``--flags`` typed on a command line (not defaults an architecture filled in)."""
     return {item.split("=", 1)[0] for item in argv if item.startswith("--")}
 
 
 def check_precision(given: set[str], training: bool = False) -> None:
-    """Raise ``OptionError`` for half precision with ``--cpu`` or in two formats at once, and
-    (``training``) for bfloat16 where torch_xla is missing: fairseq 0.12's trainer runs
-    ``--bf16`` on TPUs only and otherwise ends in "'NoneType' object has no attribute
-    'xla_device'" (seen on an H200).
-
-    ``given``: the fields among :data:`PRECISION_FIELDS` the user set, as set: fairseq's parser
-    then turns ``--memory-efficient-fp16`` into ``--fp16`` too and ``--bf16`` into ``--tpu``
-    (its error for ``--fp16 --bf16`` names ``--tpu``), so the message names what was typed.
-    """
+    """``OptionError`` for half precision with ``--cpu`` or in two formats, and (``training``)
+    bfloat16 without torch_xla (TPUs only); ``given``: the typed :data:`PRECISION_FIELDS`."""
     half = [name for name in PRECISION_FIELDS[1:] if name in given]
     if "cpu" in given and half:
-        shown = " and ".join(_flag(name) for name in half)
-        raise OptionError(_flag(half[0]), f"half-precision training needs a GPU, but --cpu is "
+        shown = " and ".join(as_flag(name) for name in half)
+        raise OptionError(as_flag(half[0]), f"half-precision training needs a GPU, but --cpu is "
                           f"given: drop {shown} to run in float32 on the CPU, or drop --cpu")
     formats = {name.rsplit("_", 1)[-1]: name for name in reversed(half)}
     if len(formats) > 1:
-        raise OptionError(_flag(formats["bf16"]), f"{_flag(formats['bf16'])} and "
-                          f"{_flag(formats['fp16'])} ask for two half-precision formats: "
+        raise OptionError(as_flag(formats["bf16"]), f"{as_flag(formats['bf16'])} and "
+                          f"{as_flag(formats['fp16'])} ask for two half-precision formats: "
                           "give one of them")
     bf16 = [name for name in half if name.endswith("bf16")]
     if training and bf16 and "tpu" not in given and importlib.util.find_spec("torch_xla") is None:
-        raise OptionError(_flag(bf16[0]), f"fairseq 0.12 trains in bfloat16 on TPUs only (it "
-                          f"turns {_flag(bf16[0])} into --tpu, and torch_xla is not installed): "
+        raise OptionError(as_flag(bf16[0]), f"fairseq 0.12 trains in bfloat16 on TPUs only (it "
+                          f"turns {as_flag(bf16[0])} into --tpu, and torch_xla is not installed): "
                           "use --fp16 on a GPU")
 
 
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
 def check_command_line(args: argparse.Namespace, typed: set[str] | None = None) -> None:
-    """Raise ``OptionError`` for the first problem of a parsed fairseq command line;
-    ``typed``: the flags the user wrote (for the checks of combinations of typed flags)."""
+    """``OptionError`` for the first problem of a parsed command line (``typed``: the flags
+    written, for the checks of combinations)."""
     for name, value in non_finite_floats(args):
-        flag = "--" + name.replace("_", "-")
-        raise OptionError(flag, f"must be a finite number, got {value!r}")
+        raise OptionError(as_flag(name), f"must be a finite number, got {value!r}")
     if typed and {"--pooling-base", "--pooling-temperature"} <= typed:
         raise OptionError(
             "--pooling-base", "--pooling-base is ignored when --pooling-temperature is given "
             "(pairs are then weighed by softmax(score / T)): give one of the two")
     activations = {given_activation(args, kind) for kind in ATTENTION_KINDS} - {None}
     if activations and "relu" not in activations:
-        for name, flag, is_set in _RELU_ONLY:
-            value = getattr(args, name, None)
+        for name, is_set in _RELU_ONLY.items():
+            value, flag = getattr(args, name, None), as_flag(name)
             if is_set(value):
                 shown = flag if value is True else f"{flag} {value}"
                 raise OptionError(
@@ -93,18 +71,15 @@ def check_command_line(args: argparse.Namespace, typed: set[str] | None = None) 
 
 
 def _add_plugin_flags(parser: argparse.ArgumentParser) -> None:
-    """The plugin's flags that belong to no model, criterion or task."""
-    if any(ACCEPT_FLAG in action.option_strings for action in parser._actions):
-        return
-    parser.add_argument(ACCEPT_FLAG, action="store_true",
-                        help="start from a checkpoint (--finetune-from-model, or --restore-file "
-                        "with --reset-optimizer) although the data's dictionary lists other "
-                        "words, or the same words in another order, than the one it was trained "
-                        "with: each word of both keeps its embedding row, moved to its index "
-                        "here, and a new word starts from a fresh row (refused without this flag)")
+    if not any(ACCEPT_FLAG in action.option_strings for action in parser._actions):
+        parser.add_argument(ACCEPT_FLAG, action="store_true", help="start from a checkpoint "
+                            "(--finetune-from-model, or --restore-file with --reset-optimizer) "
+                            "trained with another dictionary: each word keeps its embedding row, "
+                            "moved to its index here; a new word starts from a fresh row "
+                            "(refused without this flag)")
 
 
-def _checking(original: Callable) -> Callable:
+def checking_command_lines(original: Callable) -> Callable:
     @functools.wraps(original)
     def parse_args_and_arch(parser, input_args=None, parse_known=False, suppress_defaults=False,
                             modify_parser=None):
@@ -113,19 +88,17 @@ def _checking(original: Callable) -> Callable:
         typed = typed_flags(argv)
         # before fairseq's parser, which rewrites these flags and then names the rewritten ones
         training = any("--max-update" in action.option_strings for action in parser._actions)
-        check_precision({name for name in PRECISION_FIELDS + ("tpu",) if _flag(name) in typed},
+        check_precision({name for name in PRECISION_FIELDS + ("tpu",) if as_flag(name) in typed},
                         training)
         if parser.get_default("task") is None and "--task" not in typed:
-            # fairseq-validate's parser has no default task, and fairseq 0.12 then looks up
-            # TASK_REGISTRY[None] and ends in "KeyError: None"
+            # fairseq-validate's parser has no default task: "KeyError: None"
             raise OptionError("--task", "--task is required by this command (it has no default "
                               "task): give the task the model was trained with, e.g. --task "
                               "translation")
         parsed = original(parser, input_args=input_args, parse_known=parse_known,
                           suppress_defaults=suppress_defaults, modify_parser=modify_parser)
         args = parsed[0] if parse_known else parsed
-        # suppress_defaults: a partial namespace of overrides (fairseq-validate), checked whole
-        # with the checkpoint's arguments later by fairseq itself
+        # suppress_defaults: fairseq-validate's partial overrides, not a whole command line
         if not suppress_defaults:
             check_command_line(args, typed)
         if getattr(args, "accept_dictionary_change", False):
@@ -134,10 +107,3 @@ def _checking(original: Callable) -> Callable:
         return parsed
 
     return parse_args_and_arch
-
-
-def check_parsed_command_lines() -> None:
-    """Wrap ``fairseq.options.parse_args_and_arch`` once (idempotent)."""
-    from fairseq import options
-
-    wrap_once(options, "parse_args_and_arch", _checking)

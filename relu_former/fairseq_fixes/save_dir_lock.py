@@ -1,21 +1,7 @@
-"""One training per save directory at a time.
-
-fairseq 0.12 lets two ``fairseq-train`` runs share a ``--save-dir``: both write and rename
-their saves, both copy to ``checkpoint_last.pt``, and one run's checkpoint ends up holding the
-other's model while its log says it saved its own. The plugin wraps fairseq-train's first act
-on the directory, ``checkpoint_utils.verify_checkpoint_directory`` (called once, by the first
-rank), to lock ``SAVE_DIR/fairseq-train.lock`` (``relu_former.file_lock``). A second run is
-refused in one line naming the directory and the live process that holds it, or saying that
-the last holder ended and its workers are finishing. A ``--save-dir`` that names a file is
-refused in one line too (fairseq's ``os.makedirs`` ended in a ``FileExistsError`` traceback).
-No probe: this is a check fairseq does not make.
-
-The lock is released when fairseq's train ``main()`` returns or raises
-(``save_dirs_released_after``), not only when its process ends, so that a notebook, a test or a
-sweep calling ``fairseq_cli.train.main()`` again on the directory, to resume, is not refused by
-its own earlier call. Like any ``flock``, it holds between processes of one machine, on local
-or NFSv4 file systems; remote save directories (``s3://...``) are not locked.
-"""
+"""One training per save directory: two ``fairseq-train`` sharing one wrote each other's
+models. fairseq-train's first act on it, ``verify_checkpoint_directory``, takes
+``SAVE_DIR/fairseq-train.lock`` (``file_lock``) until the train ``main()`` returns; a second
+run is refused in one line naming the holder. No probe: a check fairseq does not make."""
 
 from __future__ import annotations
 
@@ -26,7 +12,7 @@ import sys
 from typing import Callable, Iterator
 
 from relu_former.errors import OptionError
-from relu_former.fairseq_fixes.wrap_once import wrap_once
+from relu_former.fairseq_fixes import wrap_once
 from relu_former.file_lock import LockHeld, take_lock
 
 LOCK_FILE = "fairseq-train.lock"
@@ -35,9 +21,7 @@ _held: dict[str, int] = {}  # save dir (real path) -> the open file descriptor h
 
 
 def lock_save_dir(save_dir: str) -> None:
-    """Hold the lock of ``save_dir`` until this process ends (or the enclosing
-    :func:`save_dirs_released_after` block does); ``OptionError`` naming the directory and
-    the holder when another process holds it. Taking it again is a no-op."""
+    """Lock ``save_dir`` until the process or :func:`save_dirs_released_after` block ends."""
     key = os.path.realpath(save_dir)
     if key in _held:
         return
@@ -48,9 +32,7 @@ def lock_save_dir(save_dir: str) -> None:
                           "wait for it to end or give another --save-dir") from None
 
 
-def _locking_save_dir(original: Callable) -> Callable:
-    """``verify_checkpoint_directory`` that refuses a file and locks the (local) directory."""
-
+def locking_save_dir(original: Callable) -> Callable:
     @functools.wraps(original)
     def verify_checkpoint_directory(save_dir: str) -> None:
         local = "://" not in str(save_dir)
@@ -66,8 +48,7 @@ def _locking_save_dir(original: Callable) -> Callable:
 
 @contextlib.contextmanager
 def save_dirs_released_after() -> Iterator[None]:
-    """Release the save-directory locks taken inside the block when it ends, however it ends;
-    a lock held before the block stays held."""
+    """Release the locks taken inside the block when it ends; earlier ones stay held."""
     before = set(_held)
     try:
         yield
@@ -77,31 +58,16 @@ def save_dirs_released_after() -> Iterator[None]:
 
 
 def _released_after(main: Callable) -> Callable:
-    @functools.wraps(main)
-    def released_main(*args, **kwargs):
-        with save_dirs_released_after():
-            return main(*args, **kwargs)
-
-    return released_main
+    return save_dirs_released_after()(main)  # a fresh block per call (ContextDecorator)
 
 
 def release_save_dirs_after_training() -> None:
-    """Wrap the train ``main()`` of ``fairseq_cli.train`` in :func:`save_dirs_released_after`
-    if that module is imported (idempotent; never imported here: it sets up logging)."""
+    """Wrap ``fairseq_cli.train.main`` in :func:`save_dirs_released_after`, if imported."""
     train = sys.modules.get("fairseq_cli.train")
     if train is None:
         return
     wrap_once(train, "main", _released_after)
     hydra = sys.modules.get("fairseq_cli.hydra_train")
     if hydra is not None and hydra.pre_main is train.main.__wrapped__:
-        # fairseq-hydra-train imported main under this name before the plugin loaded; the
-        # same wrapped function, so that distributed workers unpickle it by its name
+        # fairseq-hydra-train's name for main: distributed workers unpickle it by name
         hydra.pre_main = train.main
-
-
-def lock_save_dirs() -> None:
-    """Install the lock on ``fairseq.checkpoint_utils`` (idempotent)."""
-    from fairseq import checkpoint_utils
-
-    wrap_once(checkpoint_utils, "verify_checkpoint_directory", _locking_save_dir)
-    release_save_dirs_after_training()

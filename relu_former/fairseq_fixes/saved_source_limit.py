@@ -1,11 +1,6 @@
-"""``fairseq-generate`` cuts and bounds sources at the checkpoint's own limit.
-
-fairseq-generate builds its task from its own command line, so ``--max-source-positions`` is
-1024 unless typed again: ``--truncate-source`` cut the inputs of an 8192-token model to 1024,
-or left inputs longer than a 256-token model takes. Wrapping ``TranslationTask.load_dataset``,
-the task takes the saved limit (``task_cfg``) when the flag was not typed, and logs it. No
-probe: a typed flag, or a checkpoint at the default, is left as it is.
-"""
+"""``fairseq-generate`` bounds sources at the checkpoint's ``--max-source-positions`` unless
+typed (it used its own default 1024: ``--truncate-source`` cut an 8192-token model's inputs).
+No probe: a typed flag or the default is left as it is."""
 
 from __future__ import annotations
 
@@ -15,14 +10,13 @@ import sys
 from typing import Callable
 
 from relu_former.fairseq_fixes.parse_checks import typed_flags
-from relu_former.fairseq_fixes.wrap_once import wrap_once
 
 logger = logging.getLogger(__name__)
 
 FLAG = "--max-source-positions"
 
 
-def _with_saved_source_limit(original: Callable) -> Callable:
+def with_saved_source_limit(original: Callable) -> Callable:
     from fairseq.tasks.translation import TranslationConfig
 
     default = TranslationConfig.max_source_positions  # the dataclass default, 1024
@@ -39,10 +33,3 @@ def _with_saved_source_limit(original: Callable) -> Callable:
         return original(self, split, epoch=epoch, combine=combine, **kwargs)
 
     return load_dataset
-
-
-def use_saved_source_limit() -> None:
-    """Install the fix on fairseq's ``TranslationTask`` (and so on its subclasses)."""
-    from fairseq.tasks.translation import TranslationTask
-
-    wrap_once(TranslationTask, "load_dataset", _with_saved_source_limit)

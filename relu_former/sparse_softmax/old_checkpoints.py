@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
-from relu_former.fairseq_fixes.wrap_once import wrap_once
+from relu_former.fairseq_fixes import wrap_once
 from relu_former.sparse_softmax.k_flag import K_DEST
 
 LEGACY_DEST = "sparse_k"

@@ -12,9 +12,9 @@ import torch
 
 from relu_former.atomic_files import copy_atomic
 from relu_former.fairseq_fixes.checkpoint_files import (
-    _install_atomic_copy,
     checkpoint_problem,
     copies_in_place,
+    install_atomic_copy,
 )
 
 from helpers import USER_DIR, fairseq_command, loaded_updates, run_command
@@ -79,7 +79,7 @@ def test_atomic_copy_is_installed_only_where_fairseq_copies_in_place():
         copy = staticmethod(lambda src, dst, overwrite=False: bool(copy_atomic(src, dst)))
 
     fairseq_without_the_fault = types.SimpleNamespace(PathManager=AtomicPathManager)
-    _install_atomic_copy(fairseq_without_the_fault)
+    install_atomic_copy(fairseq_without_the_fault)
     assert fairseq_without_the_fault.PathManager is AtomicPathManager
 
 
