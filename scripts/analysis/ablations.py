@@ -236,6 +236,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     check_run_args(parser, args)
     if args.max_update is not None and args.max_update < 1:
         parser.error(f"--max-update must be at least 1, got {args.max_update}")
+    if args.out.exists() and not args.out.is_dir():  # the demo checks its --out on its own
+        parser.error(f"--out {args.out} is a file, not a folder; give a new or existing folder")
     return args
 
 

@@ -62,5 +62,3 @@ def check_run_args(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         parser.error("--threads and --jobs must be at least 1")
     if args.budget_scale <= 0:
         parser.error(f"--budget-scale must be positive, got {args.budget_scale}")
-    if args.out.exists() and not args.out.is_dir():
-        parser.error(f"--out {args.out} is a file, not a folder; give a new or existing folder")

@@ -1,5 +1,5 @@
-"""The flags the demo and the ablations share: a file given as the report folder is refused in
-one line naming the flag, before any work."""
+"""The ablations: a file given as the report folder is refused in one line naming the flag,
+before any work."""
 
 import subprocess
 import sys
