@@ -5,8 +5,10 @@ and Ctrl-C (exit 130, naming the last checkpoint saved)."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import re
+import signal
 import sys
 from types import TracebackType
 from typing import NoReturn, Type
@@ -61,15 +63,8 @@ class CheckpointConfigError(_FileError):
                 "run. Use a checkpoint from a source you trust")
 
 
-_files: dict[str, str | None] = {"saved": None, "loaded": None}  # named in later errors
-
-
-def note_saved(path: str) -> None:
-    _files["saved"] = path
-
-
-def note_loaded(path: str) -> None:
-    _files["loaded"] = path
+# the last checkpoint saved and loaded, named in later errors (set by the checkpoint wrappers)
+FILES: dict[str, str | None] = {"saved": None, "loaded": None}
 
 
 _KEYS = re.compile(r"(Missing|Unexpected) key\(s\) in state_dict: ((?:\"[^\"]*\"(?:, )?)+)")
@@ -89,8 +84,7 @@ def _likely_cause(keys: list[str], sizes: list[str]) -> str:
 
 
 def mismatch_error(error: BaseException) -> CommandLineError | None:
-    """torch's ``load_state_dict`` error as one line: the checkpoint, how many keys of each
-    kind, the first and the likely cause; None for another error."""
+    """torch's ``load_state_dict`` error as one line (key counts, the first, the cause)."""
     text = str(error)
     if not isinstance(error, RuntimeError) or "Error(s) in loading state_dict" not in text:
         return None
@@ -102,7 +96,7 @@ def mismatch_error(error: BaseException) -> CommandLineError | None:
     sizes = _SIZES.findall(text)
     if sizes:
         parts.append(f"{len(sizes)} of another shape (the first: {sizes[0]})")
-    path = _files["loaded"] or "the checkpoint"
+    path = FILES["loaded"] or "the checkpoint"
     return CommandLineError(
         f"the weights of {path} do not fit this model: {', '.join(parts)} keys. It was "
         f"probably trained with {_likely_cause(keys, sizes)}: give the flags it was trained "
@@ -150,14 +144,19 @@ def one_line(error: CommandLineError) -> str:
 
 def interrupted_line() -> str:
     """What Ctrl-C prints: the program, and for a training the last checkpoint it saved."""
-    if _files["saved"] is not None:
-        return f"{_prog()}: interrupted; the last checkpoint saved is {_files['saved']}"
-    return f"{_prog()}: interrupted" + ("; this run saved no checkpoint" if "train" in _prog()
+    saved = FILES["saved"]
+    return f"{_prog()}: interrupted" + (f"; the last checkpoint saved is {saved}" if saved else
+                                        "; this run saved no checkpoint" if "train" in _prog()
                                         else "")
 
 
 def _exit(line: str, status: int) -> NoReturn:
     sys.stdout.flush()
+    # os._exit skips multiprocessing's atexit: data workers die first, silently, torch unwarned
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for child in multiprocessing.active_children():
+        child.kill()
+        child.join(5)
     print(line, file=sys.stderr, flush=True)
     os._exit(status)  # no atexit: the run is over, and its threads may be inside torch
 

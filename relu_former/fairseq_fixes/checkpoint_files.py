@@ -19,8 +19,9 @@ import tempfile
 import zipfile
 from typing import Callable
 
+from relu_former import errors
 from relu_former.atomic_files import copy_atomic
-from relu_former.errors import CorruptCheckpointError, note_saved
+from relu_former.errors import CorruptCheckpointError
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +142,7 @@ def removing_failed_save(original: Callable) -> Callable:
                 os.unlink(tmp)
                 logger.warning(f"saving {filename} failed: removed the partial {tmp}")
             raise
-        note_saved(str(filename))  # named if the run is interrupted later
+        errors.FILES["saved"] = str(filename)  # named if the run is interrupted later
         return saved
 
     return torch_persistent_save

@@ -31,7 +31,7 @@ _PENDING_MOVES: dict[str, tuple] = {}
 def checked_loader(original: Callable) -> Callable:
     @functools.wraps(original)
     def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
-        errors.note_loaded(str(path))
+        errors.FILES["loaded"] = str(path)
         problem = checkpoint_problem(path) if is_local(path) and os.path.isfile(path) else None
         if problem is not None:
             raise errors.CorruptCheckpointError(str(path), problem)
