@@ -48,7 +48,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-from relu_former.atomic_files import write_text_atomic
+from scripts.common.atomic_files import write_text_atomic
 from scripts.common.child_processes import child_env
 from scripts.common.fairseq_generate import translate_and_score
 from scripts.common.fairseq_preprocess import preprocess

@@ -56,7 +56,7 @@ from typing import Callable, Iterator
 import torch
 from torch import Tensor
 
-from relu_former.atomic_files import write_text_atomic
+from scripts.common.atomic_files import write_text_atomic
 from scripts.common.plotting import heatmaps, markdown_table, panel_plot
 
 MODULES = ("encoder.self_attn", "decoder.self_attn", "decoder.encoder_attn",

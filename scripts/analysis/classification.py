@@ -47,13 +47,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-from relu_former.atomic_files import write_text_atomic
 from scripts.analysis.gettext_classes import (
     add_corpus_arguments,
     check_corpus_arguments,
     corpus_from_args,
     describe,
 )
+from scripts.common.atomic_files import write_text_atomic
 from scripts.common.plotting import line_plot, markdown_table
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Sequence
 
-from relu_former.atomic_files import write_text_atomic
+from scripts.common.atomic_files import write_text_atomic
 from scripts.common.corpus_splits import add_split_args, check_split_args, write_split_columns
 from scripts.common.gettext_corpus import (
     DEFAULT_LOCALE_DIR,

@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
-from relu_former.atomic_files import write_text_atomic
+from scripts.common.atomic_files import write_text_atomic
 from scripts.common.benchmarking import log
 from scripts.common.fairseq_cli import fairseq_command
 from scripts.common.fairseq_log import json_log_records

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Sequence
 
-from relu_former.atomic_files import copy_atomic, write_text_atomic
+from scripts.common.atomic_files import copy_atomic, write_text_atomic
 from scripts.common.plotting import markdown_table
 from scripts.common.repo_paths import git_commit
 

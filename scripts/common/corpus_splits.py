@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Mapping, Sequence, TypeVar
 
-from relu_former.atomic_files import write_text_atomic
+from scripts.common.atomic_files import write_text_atomic
 
 T = TypeVar("T")
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import List
 
-from relu_former.atomic_files import write_text_atomic
+from scripts.common.atomic_files import write_text_atomic
 from scripts.common.child_processes import child_env, stream
 from scripts.common.fairseq_cli import fairseq_command
 from scripts.common.parallel_runs import threads_per_job

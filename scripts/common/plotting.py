@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from relu_former.atomic_files import atomic_path
+from scripts.common.atomic_files import atomic_path
 
 
 def format_number(value: Any, digits: int = 3) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List
 
-from relu_former.atomic_files import write_text_atomic
+from scripts.common.atomic_files import write_text_atomic
 from scripts.common.fairseq_train import train
 from scripts.common.parallel_runs import in_parallel
 from scripts.common.run_record import Budget, Run, trained_before

@@ -15,7 +15,7 @@ from __future__ import annotations
 from fnmatch import fnmatch
 from pathlib import Path
 
-from relu_former.atomic_files import write_text_atomic
+from scripts.common.atomic_files import write_text_atomic
 from scripts.common.work_folder import OWNER_STAMP
 
 MARKER = ".written-by-relu-former-demo"

@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-from relu_former.atomic_files import write_text_atomic
+from scripts.common.atomic_files import write_text_atomic
 from scripts.common.plotting import markdown_table
 from scripts.common.run_record import Run
 from scripts.demo.loss_plots import task_loss_panels

@@ -29,7 +29,7 @@ from typing import Any, Callable, Dict, List, Sequence
 
 import torch
 
-from relu_former.atomic_files import write_text_atomic
+from scripts.common.atomic_files import write_text_atomic
 from scripts.common.benchmarking import (
     BenchmarkParser,
     finish_report,

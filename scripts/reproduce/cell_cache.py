@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from relu_former.atomic_files import write_text_atomic
+from scripts.common.atomic_files import write_text_atomic
 
 RESULT = "result.json"
 

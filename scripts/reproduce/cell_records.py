@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from relu_former.atomic_files import write_text_atomic
+from scripts.common.atomic_files import write_text_atomic
 
 # what a training that reproduces a record has the same: its model is the same model
 REPRODUCED = ("curve", "updates", "stopped")

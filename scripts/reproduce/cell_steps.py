@@ -16,7 +16,7 @@ from typing import Callable, Dict
 
 from filelock import FileLock
 
-from relu_former.atomic_files import write_text_atomic
+from scripts.common.atomic_files import write_text_atomic
 from scripts.common.child_processes import child_env, stopped_by, stream
 from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce.budget import BUDGET

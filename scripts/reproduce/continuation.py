@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 from typing import Any, Dict, List
 
-from relu_former.atomic_files import copy_atomic, write_text_atomic
+from scripts.common.atomic_files import copy_atomic, write_text_atomic
 from scripts.reproduce.log_figures import NLL, short_name, still_improving, validation_curve
 
 MARKER = "continued_from.json"

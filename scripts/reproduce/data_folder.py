@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable, Dict, Mapping
 
-from relu_former.atomic_files import write_text_atomic
+from scripts.common.atomic_files import write_text_atomic
 from scripts.common.folder_lock import FolderInUse, folder_lock
 from scripts.reproduce.cell_cache import settings_key
 

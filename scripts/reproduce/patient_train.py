@@ -159,10 +159,6 @@ def main(args: Sequence[str]) -> None:
     # fairseq_cli.train before any of fairseq: it sets up fairseq's log format first
     from fairseq_cli import train
 
-    # registers the plugin here too where a script imported relu_former before fairseq
-    # (fairseq's --user-dir then finds it imported and registers nothing)
-    import relu_former.plugin  # noqa: F401
-
     checkpoints = train.checkpoint_utils  # the module train's main calls
     validations = Validations()
     checkpoints.load_checkpoint = restoring(checkpoints.load_checkpoint, validations)

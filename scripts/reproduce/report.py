@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Mapping, Sequence
 
 from filelock import FileLock
 
-from relu_former.atomic_files import write_text_atomic
+from scripts.common.atomic_files import write_text_atomic
 from scripts.common.plotting import line_plot, markdown_table
 from scripts.common.repo_paths import git_commit
 from scripts.reproduce.claims import judge, learning_field, update_span

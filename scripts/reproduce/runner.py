@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-from relu_former.atomic_files import write_text_atomic
+from scripts.common.atomic_files import write_text_atomic
 from scripts.common.child_processes import stopped_by
 from scripts.common.folder_lock import folder_lock
 from scripts.reproduce import continuation, stop_rule

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Sequence
 
-from relu_former.atomic_files import write_text_atomic
+from scripts.common.atomic_files import write_text_atomic
 from scripts.common.plotting import markdown_table
 from scripts.reproduce.cell_cache import CellCache, settings_key
 from scripts.reproduce.rate_search import widened

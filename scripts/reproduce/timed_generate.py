@@ -56,10 +56,6 @@ def main(args: Sequence[str]) -> None:
     sys.argv = [fairseq_command("fairseq-generate"), *args]
     from fairseq_cli import generate  # before any of fairseq: it sets up fairseq's logging
 
-    # registers the plugin here too where a script imported relu_former before fairseq
-    # (fairseq's --user-dir then finds it imported and registers nothing)
-    import relu_former.plugin  # noqa: F401
-
     # generate's _main makes one stopwatch, gen_timer, for its generation loop
     generate.StopwatchMeter = cpu_stopwatch(generate.StopwatchMeter)
     generate.cli_main()

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Dict, List
 
-from relu_former.atomic_files import write_text_atomic
+from scripts.common.atomic_files import write_text_atomic
 from scripts.reproduce.kinds import Step
 from scripts.reproduce.spec import Row, TableSpec
 

@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Dict, List
 
-from relu_former.atomic_files import write_text_atomic
+from scripts.common.atomic_files import write_text_atomic
 from scripts.common.fairseq_cli import fairseq_command
 from scripts.reproduce import patient_train
 from scripts.reproduce.claims import NO_MODEL_CLAIM, NoModel
