@@ -39,12 +39,8 @@ class CorpusSize(Protocol):
 
 
 def generated_corpus(n_train: int, seed: int = 1) -> Dict[str, List[Pair]]:
-    """A learnable stand-in for a language pair, for machines without gettext catalogs.
-
-    Words are made-up syllable strings with a fixed one-to-one lexicon; the target moves the
-    source's last word to second place (a verb-final to verb-second reordering), so the model
-    must learn both the lexicon and an alignment. Groups of 20 sentences form a 'catalog'.
-    """
+    """A learnable stand-in language pair for machines without gettext catalogs: a made-up
+    one-to-one lexicon, and the source's last word moved to second place (a reordering)."""
     rng = random.Random(seed)
     syllables = ["ka", "lo", "mi", "ne", "ru", "sa", "te", "vo", "zu", "ba", "di", "fe"]
 
