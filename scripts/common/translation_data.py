@@ -1,10 +1,6 @@
-"""The translation corpus of the demo and the ablations: gettext catalogs, tokenised, BPE'd.
-
-:func:`make_corpus` reads the GNU gettext catalogs installed on the machine
-(:mod:`scripts.common.gettext_corpus`) into raw ``{split}.{de,en,catalog}`` files, or, saying
-so, writes a generated stand-in task when there are too few; :func:`prepare` Moses-tokenises
-and lower-cases them and applies a joint BPE (the recipes' helpers,
-``scripts/recipes/lib/prepare_text.py``).
+"""The translation corpus of the demo and the ablations: the machine's gettext catalogs (or,
+saying so, a generated stand-in where there are too few), Moses-tokenised, lower-cased, in a
+joint BPE.
 """
 
 from __future__ import annotations
