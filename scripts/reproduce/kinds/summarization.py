@@ -1,8 +1,6 @@
-"""Summarization cells (Pyramidion paper): one ``pyramidion_base`` encoder-decoder per row,
-through the real ``fairseq-train``/``fairseq-generate``, trained to a plateau as the
-translation tables train; ROUGE by the recipes' scorer; cost as CPU seconds (training per
-update, decoding through :mod:`~scripts.reproduce.timed_generate`). Toy data: the machine's
-manual pages, each summarised by its NAME line (``scripts/demo/summary_data.py``). Paper
+"""Summarization cells (Pyramidion paper): one ``pyramidion_base`` model per row, trained to
+a plateau as the translation tables train, ROUGE by the recipes' scorer, costs in CPU
+seconds. Toy data: the machine's manual pages, each summarised by its NAME line. Paper
 scale: ``scripts/recipes/long_doc_summarization`` (``DATASET=arxiv``).
 """
 
@@ -53,9 +51,8 @@ def prepare(spec: TableSpec, scale: str, settings: Dict[str, Any], work: Path,
 
 
 def reference_line(found: SummaryReferences) -> str:
-    """What a model must beat on these test pages: the demo's reference outputs (the same
-    frequent words for every page, the page's first words) and the unigram entropy of the
-    summaries (the valid nll of a model that reads neither the page nor the summary)."""
+    """What a model must beat on these test pages: the demo's reference outputs and the
+    summaries' unigram entropy."""
     trivial, lead = found.scores["trivial"], found.scores["lead"]
     return (f"Without a model, on the same test pages: the {found.words} most frequent "
             f"summary words for every page (trivial) score ROUGE-1 {trivial['rouge1']:.2f}, "
@@ -106,8 +103,7 @@ _LENGTH = re.compile(r"\bL(?:/(\d+))?\b")
 
 
 def resolve(flags: Sequence[str], length: int) -> List[str]:
-    """Rows write lengths as ``L``, ``L/2``, ``L/4`` (of the input length): the same table
-    at any input length."""
+    """Rows write lengths as ``L``, ``L/2``, ``L/4`` of the input length."""
     return [_LENGTH.sub(lambda m: str(length // int(m.group(1) or 1)), flag) for flag in flags]
 
 
@@ -125,9 +121,7 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
                  "--max-target-positions", str(target + 8)]
     extra = [*positions, "--attention-dropout", "0.1", "--criterion",
              "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--log-interval", "10"]
-    # to a plateau as the translation tables train (no update cap), decoding the best
-    # validated model; the translation kind's count, read through its module (the command
-    # tests stub it)
+    # the translation kind's count, read through its module (the command tests stub it)
     extra += plateau_flags(settings, translation.epoch_updates(
         data_bin, settings["max_tokens"], (length, target + 8), (SOURCE, TARGET)))
     train = train_step(replace(row, flags=tuple(resolve(row.flags, length))), seed,
@@ -147,8 +141,7 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
 
 
 def collect(spec: TableSpec, row: Row, folder: Path) -> Dict[str, float]:
-    """ROUGE-1/2/L, valid nll, and the costs (training CPU s per update, decoding s, CPU and
-    wall); a hidden row's cell (a rate of the grid) only its training figures."""
+    """The training figures and, but for a grid cell, ROUGE-1/2/L and decoding seconds."""
     figures = train_figures(folder / "train.log")
     if row.hidden:
         return figures
