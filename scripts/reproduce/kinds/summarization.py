@@ -7,7 +7,7 @@ scale: ``scripts/recipes/long_doc_summarization`` (``DATASET=arxiv``).
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Sequence
 
@@ -69,26 +69,15 @@ def build_data(settings: Dict[str, Any], folder: Path,
     """The demo's manual-page summaries, cut to size and binarized, in ``folder``."""
     from scripts.demo.summary_data import SummaryScale, build_summary_data
 
-    sizes = SummaryScale(
-        source_tokens=settings["source_tokens"], target_tokens=settings["target_tokens"],
-        vocab=settings["vocab"], layers=settings["layers"], dim=settings["dim"],
-        ffn=settings["ffn"], heads=settings["heads"], max_tokens=settings["max_tokens"],
-        max_update=settings["max_update"], safety_cap_s=1e9, warmup=settings["warmup"],
-        lr=settings["lr"], max_test=settings["max_test"],
-        min_train_docs=settings["min_train_docs"],
-        heldout_per_mille=settings["heldout_per_mille"],
-        generated_docs=settings["generated_docs"])
+    # every size but the time cap and the Transpooler row is one of the table's settings
+    sizes = SummaryScale(**{field.name: settings[field.name] for field in fields(SummaryScale)
+                            if field.name not in ("safety_cap_s", "transpooler")},
+                         safety_cap_s=1e9)
     for sub in ("raw", "prep"):
         (folder / sub).mkdir(parents=True, exist_ok=True)
     description = build_summary_data(Path(settings["man_dir"]), sizes, folder / "raw",
                                      folder / "prep", say=say)
-    from fairseq import options
-    from fairseq_cli import preprocess
-
-    preprocess.main(options.get_preprocessing_parser().parse_args([
-        "--source-lang", "doc", "--target-lang", "sum", "--joined-dictionary", "--workers", "1",
-        "--destdir", str(folder / "bin"),
-        *(f"--{split}pref={folder / 'prep' / split}" for split in ("train", "valid", "test"))]))
+    translation.preprocess(folder / "prep", folder / "bin", "doc", "sum")
     return {"description": description}
 
 

@@ -164,17 +164,23 @@ def build_data(settings: Dict[str, Any], folder: Path) -> Dict[str, Any]:
                            "en, word level, " + "; ".join(description)}
 
 
-def binarize(raw: Path, out: Path, lengths: List[int], vocab: int | None) -> None:
-    """fairseq-preprocess every data set with the sentence data's joined dictionary (its
-    ``vocab`` most frequent words) plus the sentence separator, in this process."""
+def preprocess(text: Path, dest: Path, src: str, tgt: str, *extra: str) -> None:
+    """fairseq-preprocess ``text/{train,valid,test}.{src,tgt}`` into ``dest`` with a joined
+    dictionary, in this process."""
     from fairseq import options
-    from fairseq_cli import preprocess
+    from fairseq_cli import preprocess as fairseq_preprocess
 
+    fairseq_preprocess.main(options.get_preprocessing_parser().parse_args([
+        "--source-lang", src, "--target-lang", tgt, "--joined-dictionary", "--workers", "1",
+        "--destdir", str(dest), *extra,
+        *(f"--{split}pref={text / split}" for split in ("train", "valid", "test"))]))
+
+
+def binarize(raw: Path, out: Path, lengths: List[int], vocab: int | None) -> None:
+    """Every data set with the sentence data's dictionary (its ``vocab`` most frequent words)
+    plus the sentence separator."""
     def run(name: str, *extra: str) -> None:
-        preprocess.main(options.get_preprocessing_parser().parse_args([
-            "--source-lang", SRC, "--target-lang", TGT, "--joined-dictionary", "--workers",
-            "1", "--destdir", str(out / name), *extra,
-            *(f"--{split}pref={raw / name / split}" for split in ("train", "valid", "test"))]))
+        preprocess(raw / name, out / name, SRC, TGT, *extra)
 
     limit = [] if vocab is None else ["--nwordssrc", str(vocab), "--nwordstgt", str(vocab)]
     run("dictionary", "--dict-only", *limit)
