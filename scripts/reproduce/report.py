@@ -11,6 +11,7 @@ import math
 import os
 import platform
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Sequence
 
@@ -48,11 +49,8 @@ def spreads(spec: TableSpec, cells: Sequence) -> Dict[tuple, Spread]:
 
 def diverged_seeds(cells: Sequence) -> Dict[str, int]:
     """Per row, how many seeds stopped on a NaN or infinite loss."""
-    counts: Dict[str, int] = {}
-    for cell in cells:
-        if cell.result is not None and cell.result["figures"].get("diverged"):
-            counts[cell.row.key] = counts.get(cell.row.key, 0) + 1
-    return counts
+    return Counter(cell.row.key for cell in cells
+                   if cell.result is not None and cell.result["figures"].get("diverged"))
 
 
 def result_table(spec: TableSpec, table: Dict[tuple, Spread],
