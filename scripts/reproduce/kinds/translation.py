@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, List, Tuple
 from scripts.common.atomic_files import write_text_atomic
 from scripts.common.fairseq_cli import fairseq_command
 from scripts.common.fairseq_train import train_command
+from scripts.common.gettext_corpus import Pair
 from scripts.common.repo_paths import USER_DIR
 from scripts.common.run_record import Budget, Run
 from scripts.reproduce import patient_train, timed_generate
@@ -26,6 +27,7 @@ from scripts.reproduce.claims import NO_MODEL_CLAIM, NoModel
 from scripts.reproduce.data_folder import shared_data
 from scripts.reproduce.doc_corpus import (
     SEPARATOR,
+    Document,
     catalog_pairs,
     pack_documents,
     split_documents,
@@ -130,30 +132,21 @@ def build_data(settings: Dict[str, Any], folder: Path) -> Dict[str, Any]:
             split_pairs = split_pairs[: settings["max_train_pairs"]]
         src = moses_tokenize([p.source for p in split_pairs], settings["lang"], lowercase=True)
         tgt = moses_tokenize([p.target for p in split_pairs], TGT, lowercase=True)
-        per_split[split] = list(zip(split_pairs, src, tgt))
+        per_split[split] = [Pair(s, t, pair.catalog) for pair, s, t in zip(split_pairs, src, tgt)]
     lengths = sorted({0, *settings.get("lengths", ())})
     for length in lengths:
-        name = data_name(length)
         sizes = []
         for split, items in per_split.items():
-            if length == 0:
-                src_lines = [s for _, s, _ in items]
-                tgt_lines = [t for _, _, t in items]
-            else:
-                tokens = {id(p): (s, t) for p, s, t in items}
-                sizes_of = {key: len(t.split()) for key, (_, t) in tokens.items()}
-                docs = pack_documents([p for p, _, _ in items], length,
-                                      length=lambda p, n=sizes_of: n[id(p)])
-                if split == "test" and settings.get("max_test_docs"):
-                    docs = docs[: settings["max_test_docs"]]
-                joiner = f" {SEPARATOR} "
-                src_lines = [joiner.join(tokens[id(p)][0] for p in d.pairs) for d in docs]
-                tgt_lines = [joiner.join(tokens[id(p)][1] for p in d.pairs) for d in docs]
-            for suffix, lines in ((SRC, src_lines), (TGT, tgt_lines)):
-                write_text_atomic(raw / name / f"{split}.{suffix}",
-                                  "".join(line + "\n" for line in lines))
-            sizes.append(f"{split} {len(src_lines)}")
-        description.append(f"{name}: {', '.join(sizes)}")
+            # a sentence is a document of one pair; documents are packed to the length
+            docs = (pack_documents(items, length) if length else
+                    [Document(pair.catalog, (pair,)) for pair in items])
+            if length and split == "test" and settings.get("max_test_docs"):
+                docs = docs[: settings["max_test_docs"]]
+            for suffix, source in ((SRC, True), (TGT, False)):
+                write_text_atomic(raw / data_name(length) / f"{split}.{suffix}",
+                                  "".join(doc.side(source) + "\n" for doc in docs))
+            sizes.append(f"{split} {len(docs)}")
+        description.append(f"{data_name(length)}: {', '.join(sizes)}")
     # the dictionary is built from the sentence data ("dictionary" is a copy of its text)
     for split in ("train", "valid", "test"):
         for suffix in (SRC, TGT):
