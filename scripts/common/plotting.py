@@ -15,11 +15,7 @@ from scripts.common.atomic_files import atomic_path
 
 def format_number(value: Any, digits: int = 3) -> str:
     """Format a table cell: floats to ``digits`` significant digits (large ones as integers)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return str(value)
-    if isinstance(value, int):
-        return str(value)
-    if math.isnan(value) or math.isinf(value):
+    if isinstance(value, bool) or not isinstance(value, float) or not math.isfinite(value):
         return str(value)
     if abs(value) >= 10**digits:
         return f"{value:.0f}"

@@ -84,13 +84,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def table_settings(args: argparse.Namespace) -> Dict[str, Any]:
-    settings = SPEC.settings(args.scale)
-    if args.locale_dir is not None:
-        settings["locale_dir"] = args.locale_dir
-    return settings
-
-
 def bpe_data(words: Path, merges: int, cache: Path) -> Path:
     """The word-level data's sentences in a joint BPE of ``merges`` merges, binarized as the
     table's; built once, under ``cache``."""
@@ -161,13 +154,6 @@ def build_cases(args: argparse.Namespace, settings: Dict[str, Any], folders: Dic
         log(f"built {variant}: {len(trainer.task.target_dictionary)} types, "
             f"{batches[1]} updates and {batches[2]} target tokens an epoch")
     return cases
-
-
-def measure(args: argparse.Namespace, cases: Dict[str, Case]) -> Dict[str, float]:
-    """``{case: median CPU seconds of a round}``."""
-    steps = {name: case.train_round for name, case in cases.items()}
-    return interleaved_median_seconds(steps, rounds=args.rounds, warmup=1,
-                                      progress=lambda s: log(f"  {s}"), clock=time.process_time)
 
 
 def chain_of(event: Any) -> List[Any]:
@@ -298,11 +284,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     quiet_fairseq()
     log(f"bench_toy_update: {torch_setup()}")
-    settings = table_settings(args)
+    settings = SPEC.settings(args.scale)
+    if args.locale_dir is not None:
+        settings["locale_dir"] = args.locale_dir
     folders = data_folders(args, settings)
     with tempfile.TemporaryDirectory(prefix="bench_toy_update_") as save_dir:
         cases = build_cases(args, settings, folders, Path(save_dir))
-        seconds = measure(args, cases)
+        # the median round's process CPU seconds of each case
+        seconds = interleaved_median_seconds(
+            {name: case.train_round for name, case in cases.items()}, rounds=args.rounds,
+            warmup=1, progress=lambda s: log(f"  {s}"), clock=time.process_time)
         shares = {row: profile_shares(args, cases[f"{WORD}/{row}"]) for row in ROWS}
     text = report(args, settings, folders, cost_rows(cases, seconds), shares)
     log(f"wrote {finish_report(args, 'bench_toy_update', text)}")
