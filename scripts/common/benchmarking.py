@@ -1,10 +1,6 @@
-"""Timing and peak-memory measurement shared by the ``bench_*.py`` scripts.
-
-Time: the median per case over interleaved rounds (A, B, B, A, ...) after warm-up: load on a
-shared CPU changes slowly against one round, so a ratio of such medians is steady. Peak memory
-(:class:`PeakTensorMemory`): a dispatch mode that tracks the storages alive at once, the most
-tensor memory the code held beyond what existed when it started (what a GPU allocator reports
-as ``max_memory_allocated``), on any device; it misses kernels' internal scratch buffers.
+"""Timing and peak-memory measurement shared by the ``bench_*.py`` scripts: the median per
+case over interleaved rounds (load on a shared CPU changes slowly against one round), and
+the most tensor memory held at once (:class:`PeakTensorMemory`, any device).
 """
 
 from __future__ import annotations
@@ -34,9 +30,8 @@ def log(message: str) -> None:
 
 
 class BenchmarkParser(argparse.ArgumentParser):
-    """The command line every ``bench_*.py`` shares: ``--quick``, flags whose default depends on
-    it, and (:meth:`add_threads_and_out`) ``--threads`` and ``--out``, which ``run_all`` passes.
-    """
+    """The command line every ``bench_*.py`` shares: ``--quick``, flags whose default depends
+    on it, ``--threads`` and ``--out``."""
 
     def __init__(self, doc: str, quick_help: str) -> None:
         super().__init__(description=doc.split("\n\n")[0],
@@ -67,8 +62,8 @@ class BenchmarkParser(argparse.ArgumentParser):
 
 def finish_report(args: argparse.Namespace, name: str, text: str,
                   appendix: str = "") -> Path | None:
-    """Print a benchmark's report and, with ``--out``, write it (plus ``appendix``, e.g. image
-    links) to ``OUT/NAME.md`` atomically; the path written, or None."""
+    """Print a benchmark's report and, with ``--out``, write it (plus ``appendix``) to
+    ``OUT/NAME.md``; the path written, or None."""
     print(text)
     if args.out is None:
         return None
@@ -76,8 +71,7 @@ def finish_report(args: argparse.Namespace, name: str, text: str,
 
 
 def quiet_fairseq() -> None:
-    """Silence fairseq's and hydra's logs and warnings at every model build: a benchmark's
-    output is its table."""
+    """Silence fairseq's and hydra's logs and warnings: a benchmark's output is its table."""
     for name in ("fairseq", "hydra"):
         logging.getLogger(name).setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", category=FutureWarning)
@@ -99,7 +93,9 @@ def tagged_log(tag: str) -> Callable[[str], None]:
 
 
 class PeakTensorMemory(TorchDispatchMode):
-    """Context manager: ``with PeakTensorMemory() as mem: ...`` then read ``mem.peak_bytes``."""
+    """``with PeakTensorMemory() as mem: ...``, then ``mem.peak_bytes``: the most tensor
+    memory held at once beyond what existed at the start (as ``max_memory_allocated``; it
+    misses kernels' scratch buffers)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -147,9 +143,8 @@ def interleaved_median_seconds(
     progress: Callable[[str], None] | None = None,
     clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, float]:
-    """Median time (``clock``: wall or CPU) of each case over ``rounds`` interleaved rounds
-    after ``warmup``, the order reversed every other round: a case always run after another
-    would inherit its state (allocator, caches, clock speed)."""
+    """Median time (``clock``) of each case over ``rounds`` rounds after ``warmup``, the order
+    reversed every other round (a case run after another inherits its state)."""
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
     times: dict[str, list[float]] = {name: [] for name in cases}

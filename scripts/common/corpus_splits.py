@@ -1,6 +1,5 @@
 """Train/valid/test splits of the corpus builders: the split flags, a hash-chosen subset and
-one text file per split and column, written atomically. A split is chosen by a hash of an
-example's key, so it is the same on every run and a key never lands in two splits.
+one text file per split and column.
 """
 
 from __future__ import annotations
@@ -17,8 +16,7 @@ T = TypeVar("T")
 
 
 def corpus_parser(doc: str, out_files: str) -> argparse.ArgumentParser:
-    """A corpus builder's parser: the first paragraph of its module's ``doc`` as description,
-    and ``--out``, the folder for ``out_files``."""
+    """A corpus builder's parser, with ``--out`` (the folder for ``out_files``)."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True, help=f"output folder for {out_files}")
@@ -28,9 +26,7 @@ def corpus_parser(doc: str, out_files: str) -> argparse.ArgumentParser:
 def build_and_write(build: Callable[[], Mapping[str, Sequence[T]]],
                     write: Callable[[Mapping[str, Sequence[T]]], Path],
                     report: Callable[[str], str]) -> int:
-    """A builder's main after parsing: ``build()`` the splits, ``write`` them and print
-    ``report(sizes)`` (e.g. "train 900, valid 15, test 15"); a missing input folder is one
-    line on stderr and exit status 2, with nothing written."""
+    """Build, write and report the splits; a missing input is one line and status 2."""
     try:
         splits = build()
     except FileNotFoundError as error:
@@ -43,8 +39,7 @@ def build_and_write(build: Callable[[], Mapping[str, Sequence[T]]],
 
 def add_split_args(parser: argparse.ArgumentParser, unit: str, valid: int, test: int,
                    max_train: bool = False) -> None:
-    """``--valid-per-mille`` and ``--test-per-mille`` (shares of ``unit``, e.g. "pairs"), and
-    with ``max_train`` ``--max-train``."""
+    """``--valid-per-mille``, ``--test-per-mille`` and, with ``max_train``, ``--max-train``."""
     for split, default in (("valid", valid), ("test", test)):
         parser.add_argument(f"--{split}-per-mille", type=int, default=default,
                             help=f"share of {unit} in {split}, per thousand "
@@ -76,8 +71,7 @@ def hash_subset(items: Sequence[T], key: Callable[[T], str], limit: int | None) 
 
 def write_split_columns(out: str | Path, splits: Mapping[str, Sequence[T]],
                         columns: Mapping[str, Callable[[T], str]]) -> Path:
-    """Write ``OUT/{split}.{suffix}``, one line per example, for every split and every
-    ``suffix -> field`` of ``columns``, each file atomically; ``out`` is created."""
+    """Write ``OUT/{split}.{suffix}`` for every split and ``suffix -> field`` of ``columns``."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     for split, examples in splits.items():

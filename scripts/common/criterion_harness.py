@@ -1,9 +1,6 @@
-"""A stand-in task and model to run a fairseq criterion on fixed logits, without training.
-
-A criterion needs from its task only the target dictionary, and from its model the logits,
-the targets and the normalised probabilities; these two classes provide exactly that, so a
-criterion's loss and gradient can be measured (benchmarks) or compared to a reference (tests)
-on logits chosen by the caller.
+"""A stand-in task and model to run a fairseq criterion on fixed logits (benchmarks, tests):
+a criterion needs only the task's target dictionary and the model's logits, targets and
+normalised probabilities.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""Where fairseq's console scripts (``fairseq-train``, ``fairseq-generate``, ...) are.
-
-The scripts and tests run fairseq as a user would, through its console scripts. The one to
-run is the one installed beside the running interpreter (the virtual environment's), so that
-a ``python -m scripts...`` started with ``.venv/bin/python`` never picks up another fairseq
-that happens to be first on ``PATH``; ``PATH`` is the fall-back for installs that put the
-scripts elsewhere. ``scripts/recipes/lib/recipe.sh`` (``fairseq_cli``) follows the same order
-for the interpreter it runs.
+"""Where fairseq's console scripts are: beside the running interpreter first, so that a
+script started with ``.venv/bin/python`` never runs another fairseq first on ``PATH``
+(``scripts/recipes/lib/recipe.sh`` follows the same order).
 """
 
 from __future__ import annotations
@@ -16,10 +11,7 @@ from pathlib import Path
 
 
 def fairseq_command(name: str) -> str:
-    """Path of the fairseq console script ``name``: beside ``sys.executable``, else on PATH.
-
-    Exits with a message naming the script and the fix when neither has it.
-    """
+    """Path of the fairseq console script ``name``; exits naming the fix where none is."""
     beside = Path(sys.executable).parent / name
     if beside.exists():
         return str(beside)

@@ -1,9 +1,5 @@
-"""Reading fairseq's ``--log-format json`` output.
-
-With ``--log-format json`` fairseq prints one record a line, e.g.
-``2026-11-29 08:01:09 | INFO | train_inner | {"epoch": 1, "loss": "12.2", ...}``; the tag is
-``train_inner`` (every ``--log-interval`` updates), ``train`` (end of epoch) or ``valid``.
-Values are strings; callers convert the ones they use.
+"""Reading fairseq's ``--log-format json`` output: one record a line, e.g.
+``... | INFO | train_inner | {"epoch": 1, "loss": "12.2", ...}``, values as strings.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """A German-English parallel corpus from the GNU gettext catalogs installed on this machine.
 
 Every ``<locale-dir>/<lang>/LC_MESSAGES/*.mo`` file holds human translations of a program's
-messages: the English ``msgid`` and its translation ``msgstr``. Read together they are a real,
-offline parallel corpus (~71k German-English pairs on the development
-machine). This module reads the binary ``.mo`` format with ``struct``, cleans the messages
-(keyboard accelerators, line wrapping, format-only strings), de-duplicates them and splits
-them deterministically: a pair's split depends only on its English text, so the same sentence
-can never sit in train and test, and adding a catalog does not reshuffle the others.
+messages (English ``msgid``, translated ``msgstr``): a real, offline parallel corpus (~71k
+German-English pairs on the development machine), cleaned, de-duplicated and split by a hash
+of the English text, so a sentence never sits in train and test.
 
     python -m scripts.common.gettext_corpus --out corpus/     # de -> en from /usr/share/locale
     python -m scripts.common.gettext_corpus --locale-dir fixtures/ --lang fr --out corpus/
@@ -70,11 +67,7 @@ def _charset(header: bytes) -> str:
 
 
 def read_mo(path: Path) -> List[Message]:
-    """Read a GNU ``.mo`` file (either byte order) into its messages, header excluded.
-
-    Plural entries give their singular forms (msgid and msgstr[0]); a context, if any, is
-    returned separately. Strings are decoded with the catalog's declared charset.
-    """
+    """A GNU ``.mo`` file's messages (singular forms), decoded with its declared charset."""
     data = Path(path).read_bytes()
     if len(data) < 28:
         raise CatalogError(f"{path}: too short to be a .mo catalog")
@@ -136,11 +129,8 @@ def strip_accelerators(source: str, target: str) -> Tuple[str, str]:
 
 
 def message_lines(message: Message) -> List[Tuple[str, str]]:
-    """The cleaned (translation, English) pairs a message yields.
-
-    A multi-line message with the same number of non-empty lines on both sides is paired line
-    by line (help texts); otherwise it is one pair with the lines joined.
-    """
+    """The cleaned (translation, English) pairs of a message: line by line where both sides
+    have the same number of lines (help texts), else one pair."""
     src_lines = [line for line in message.msgstr.split("\n") if line.strip()]
     tgt_lines = [line for line in message.msgid.split("\n") if line.strip()]
     if not (len(src_lines) > 1 and len(src_lines) == len(tgt_lines)):
@@ -186,12 +176,9 @@ def build_corpus(locale_dir: Path = Path(DEFAULT_LOCALE_DIR), lang: str = "de",
                  max_tokens: int = 50, max_ratio: float = 3.0, valid_per_mille: int = 15,
                  test_per_mille: int = 15, max_train: int | None = None,
                  log=None) -> Dict[str, List[Pair]]:
-    """Read, clean, de-duplicate and split every catalog of ``lang`` under ``locale_dir``.
-
-    Each English text and each translation is kept once (first in catalog-name order), so a
-    sentence never leaks across splits. ``max_train`` keeps a hash-chosen subset of train.
-    Raises ``FileNotFoundError`` when there is no catalog for ``lang``.
-    """
+    """Every catalog of ``lang`` read, cleaned, de-duplicated (first in catalog order) and
+    split; ``max_train`` keeps a hash-chosen subset of train. ``FileNotFoundError`` when
+    there is no catalog for ``lang``."""
     files = catalog_files(locale_dir, lang)
     if not files:
         raise FileNotFoundError(

@@ -15,11 +15,7 @@ from scripts.common.atomic_files import atomic_path
 
 def format_number(value: Any, digits: int = 3) -> str:
     """Format a table cell: floats to ``digits`` significant digits (large ones as integers)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return str(value)
-    if isinstance(value, int):
-        return str(value)
-    if math.isnan(value) or math.isinf(value):
+    if isinstance(value, bool) or not isinstance(value, float) or not math.isfinite(value):
         return str(value)
     if abs(value) >= 10**digits:
         return f"{value:.0f}"
@@ -92,15 +88,10 @@ def panel_plot(
     title: str,
     xlabel: str,
     ylabel: str,
-    scatter: Mapping[str, Mapping[str, tuple[Sequence[float], Sequence[float]]]] | None = None,
     integer_x: bool = False,
 ) -> Path:
-    """Side-by-side panels sharing the y axis: ``panel -> label -> (xs, ys)`` lines.
-
-    ``scatter`` (same nesting, labels matching the lines) adds unconnected points in the
-    line's colour, e.g. the individual heads around a per-layer mean. ``integer_x`` puts a
-    tick on each x of the data and nowhere else (layers, heads).
-    """
+    """Side-by-side panels sharing the y axis: ``panel -> label -> (xs, ys)`` lines;
+    ``integer_x`` puts a tick on each x of the data and nowhere else (layers, heads)."""
     plt = _pyplot()
 
     names = list(panels)
@@ -109,11 +100,7 @@ def panel_plot(
     )
     for ax, name in zip(axes[0], names):
         for label, (xs, ys) in panels[name].items():
-            (line,) = ax.plot(list(xs), list(ys), marker="o", label=label)
-            points = (scatter or {}).get(name, {}).get(label)
-            if points is not None:
-                ax.scatter(list(points[0]), list(points[1]), s=12, alpha=0.5,
-                           color=line.get_color())
+            ax.plot(list(xs), list(ys), marker="o", label=label)
         ax.set_title(name, fontsize="medium")
         ax.set_xlabel(xlabel)
         ax.grid(True, alpha=0.3)
@@ -135,11 +122,8 @@ def heatmaps(
     ylabels: Sequence[str] | None = None,
     title: str = "",
 ) -> Path:
-    """Matrices (``(panel title, 2-D array)``) next to each other, each with its colour bar.
-
-    Each panel keeps its own colour scale: softmax rows sum to one while ReLU rows do not,
-    so a shared scale would hide one of them.
-    """
+    """Matrices (``(panel title, 2-D array)``) side by side, each with its own colour scale
+    (softmax rows sum to one, ReLU rows do not: a shared scale would hide one)."""
     plt = _pyplot()
     count = len(maps)
     rows = len(maps[0][1]) if count else 1

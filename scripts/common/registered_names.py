@@ -1,8 +1,4 @@
-"""What the plugin registers with fairseq, so that a script runs whatever is there.
-
-The demo builds its comparison from the architectures, criteria and tasks it finds, and says
-which rows it leaves out when a name is missing.
-"""
+"""What the plugin registers with fairseq: the demo compares what it finds."""
 
 from __future__ import annotations
 

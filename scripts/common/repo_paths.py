@@ -1,9 +1,5 @@
 """Where the checkout is, and at which commit: the scripts run fairseq from its root with
-``--user-dir relu_former``.
-
-Every fairseq command the scripts start runs with the repository root as its working folder
-and this checkout's plugin as its user dir, so a run never mixes two checkouts' code; the
-reports name the commit that code is (:func:`git_commit`).
+this checkout's plugin as ``--user-dir``, so a run never mixes two checkouts' code.
 """
 
 from __future__ import annotations

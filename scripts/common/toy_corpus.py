@@ -1,8 +1,5 @@
-"""A generated toy translation task, learnable in a few updates, for tests and tools.
-
-Each source word ``w<i>`` maps to the target word ``v<i>`` and the target order is reversed,
-so attention has something to learn and BLEU rises above zero within a few updates. Nothing
-is downloaded; a seed gives the same corpus on every machine.
+"""A generated toy translation task, learnable in a few updates, for tests and tools: source
+word ``w<i>`` is target word ``v<i>``, in reversed order (attention has something to learn).
 """
 
 from __future__ import annotations
@@ -17,10 +14,7 @@ DEFAULT_SIZES = {"train": 200, "valid": 20, "test": 20}
 def write_toy_parallel_corpus(folder: Path, sizes: Mapping[str, int] | None = None,
                               vocab: int = 30, min_len: int = 3, max_len: int = 10,
                               seed: int = 0, src: str = "de", tgt: str = "en") -> Path:
-    """Write ``{split}.{src}`` and ``{split}.{tgt}`` for every split of ``sizes`` in ``folder``.
-
-    Sentences have ``min_len`` to ``max_len`` words drawn from ``vocab`` word types.
-    """
+    """Write ``{split}.{src}`` and ``{split}.{tgt}`` for every split of ``sizes`` in ``folder``."""
     rng = random.Random(seed)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

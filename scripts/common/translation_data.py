@@ -1,10 +1,6 @@
-"""The translation corpus of the demo and the ablations: gettext catalogs, tokenised, BPE'd.
-
-:func:`make_corpus` reads the GNU gettext catalogs installed on the machine
-(:mod:`scripts.common.gettext_corpus`) into raw ``{split}.{de,en,catalog}`` files, or, saying
-so, writes a generated stand-in task when there are too few; :func:`prepare` Moses-tokenises
-and lower-cases them and applies a joint BPE (the recipes' helpers,
-``scripts/recipes/lib/prepare_text.py``).
+"""The translation corpus of the demo and the ablations: the machine's gettext catalogs (or,
+saying so, a generated stand-in where there are too few), Moses-tokenised, lower-cased, in a
+joint BPE.
 """
 
 from __future__ import annotations
@@ -39,12 +35,8 @@ class CorpusSize(Protocol):
 
 
 def generated_corpus(n_train: int, seed: int = 1) -> Dict[str, List[Pair]]:
-    """A learnable stand-in for a language pair, for machines without gettext catalogs.
-
-    Words are made-up syllable strings with a fixed one-to-one lexicon; the target moves the
-    source's last word to second place (a verb-final to verb-second reordering), so the model
-    must learn both the lexicon and an alignment. Groups of 20 sentences form a 'catalog'.
-    """
+    """A learnable stand-in language pair for machines without gettext catalogs: a made-up
+    one-to-one lexicon, and the source's last word moved to second place (a reordering)."""
     rng = random.Random(seed)
     syllables = ["ka", "lo", "mi", "ne", "ru", "sa", "te", "vo", "zu", "ba", "di", "fe"]
 

@@ -1,16 +1,12 @@
 """CPU seconds per update and per epoch of the sentence-translation tables' toy model, per
 vocabulary, and where they go.
 
-At the tables' 8,000 words the output layer is most of an update; a joint BPE of a few
-thousand types shrinks it but lengthens every sentence, so the figure that decides is the
-cost of an **epoch** (CPU s per update x fairseq's updates per epoch at the table's
-``--max-tokens``). Data: the table's own data folder under ``--work``, and per ``--bpe-merges
-M`` the same sentences in a joint BPE of M merges (built once under ``OUT/data``). Models: the
-table's ``transformer`` and ``relu_former`` rows, built from the very ``fairseq-train`` command
-a cell runs. Timing: the first ``--batches`` updates of epoch 1, the models in interleaved
-rounds, the median round's process CPU time, one thread; ``torch.profiler`` over
-``--profile-steps`` updates says where the time goes. It runs with the allocator settings the
-table's training children get (it restarts itself with them).
+A joint BPE shrinks the output layer (most of an update at 8,000 words) but lengthens every
+sentence, so what decides is the cost of an **epoch**. Data: the table's own data folder under
+``--work``, and per ``--bpe-merges M`` the same sentences in a joint BPE. Models: the table's
+``transformer`` and ``relu_former`` rows, from the very ``fairseq-train`` command a cell runs,
+timed in interleaved rounds (process CPU time, one thread, the cells' allocator settings);
+``torch.profiler`` says where the time goes.
 
     python -m scripts.reproduce.bench_toy_update --quick --out bench/toy_update   # seconds
     python -m scripts.reproduce.bench_toy_update                                  # full size
@@ -88,16 +84,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def table_settings(args: argparse.Namespace) -> Dict[str, Any]:
-    settings = SPEC.settings(args.scale)
-    if args.locale_dir is not None:
-        settings["locale_dir"] = args.locale_dir
-    return settings
-
-
 def bpe_data(words: Path, merges: int, cache: Path) -> Path:
-    """The word-level data's raw sentences in joint BPE of ``merges`` merges, binarized with
-    the table's :func:`translation.binarize` (all types kept); built once, under ``cache``."""
+    """The word-level data's sentences in a joint BPE of ``merges`` merges, binarized as the
+    table's; built once, under ``cache``."""
     from scripts.recipes.lib.prepare_text import BpeEncoder, learn_bpe, read_lines
 
     sentences = words / "raw" / "sentences"
@@ -132,8 +121,7 @@ def data_folders(args: argparse.Namespace, settings: Dict[str, Any]) -> Dict[str
 
 def table_trainer(scale: str, settings: Dict[str, Any], row: str, data: Path,
                   save_dir: Path) -> Any:
-    """The Trainer of the table's cell for ``row`` (seed 1) on the sentences of the data
-    folder ``data``: the arguments of the cell's own fairseq-train command."""
+    """The Trainer of the table's cell for ``row`` (seed 1) on the sentences of ``data``."""
     cell = replace(SPEC.row(row), hidden=True)  # its training step only, as a grid cell
     train = translation.steps(SPEC, cell, 1, scale, settings, {"folder": str(data)},
                               save_dir / row, None)[0]
@@ -168,13 +156,6 @@ def build_cases(args: argparse.Namespace, settings: Dict[str, Any], folders: Dic
     return cases
 
 
-def measure(args: argparse.Namespace, cases: Dict[str, Case]) -> Dict[str, float]:
-    """``{case: median CPU seconds of a round}``."""
-    steps = {name: case.train_round for name, case in cases.items()}
-    return interleaved_median_seconds(steps, rounds=args.rounds, warmup=1,
-                                      progress=lambda s: log(f"  {s}"), clock=time.process_time)
-
-
 def chain_of(event: Any) -> List[Any]:
     """``event`` and the operators it runs inside, innermost first."""
     chain = []
@@ -185,11 +166,8 @@ def chain_of(event: Any) -> List[Any]:
 
 
 def group_of(event: Any, forward: Dict[int, Any], vocab: int) -> str:
-    """The group of a profiled operator's own time, from its context (the operators it runs
-    in and, for a backward one, the forward operator of its autograd sequence number, from
-    ``forward``), first match: ``optimizer step`` (the Trainer's optimizer scopes), ``vocabulary``
-    (an operand of the vocabulary's size), ``attention``, ``dropout``, ``other matrix
-    products``, ``other``."""
+    """The group of a profiled operator's own time, from the operators it runs in (for a
+    backward one, also its forward operator's), the first of :data:`GROUPS` that matches."""
     context = chain_of(event)
     for node in context:
         if node.name.startswith(BACKWARD) and node.sequence_nr in forward:
@@ -211,8 +189,7 @@ def group_of(event: Any, forward: Dict[int, Any], vocab: int) -> str:
 
 
 def forward_operators(events: Sequence[Any]) -> Dict[int, Any]:
-    """Autograd sequence number -> the innermost forward operator recorded with it (the
-    operators it runs inside share the number: the node is made at the bottom)."""
+    """Autograd sequence number -> the innermost forward operator recorded with it."""
     forward: Dict[int, Any] = {}
     for event in events:
         chain = chain_of(event)
@@ -248,8 +225,7 @@ def profile_shares(args: argparse.Namespace, case: Case) -> Dict[str, float]:
 
 def cost_rows(cases: Dict[str, Case], seconds: Dict[str, float]) -> List[List[Any]]:
     """Per variant and row: types, epoch size, CPU seconds per update, per 1,000 target
-    tokens and per epoch, and the epoch's tokens and seconds over the same row's at word
-    level."""
+    tokens and per epoch, and the epoch's figures over word level's."""
     def epoch_seconds(name: str) -> float:
         return seconds[name] / len(cases[name].samples) * cases[name].epoch_updates
 
@@ -308,11 +284,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     quiet_fairseq()
     log(f"bench_toy_update: {torch_setup()}")
-    settings = table_settings(args)
+    settings = SPEC.settings(args.scale)
+    if args.locale_dir is not None:
+        settings["locale_dir"] = args.locale_dir
     folders = data_folders(args, settings)
     with tempfile.TemporaryDirectory(prefix="bench_toy_update_") as save_dir:
         cases = build_cases(args, settings, folders, Path(save_dir))
-        seconds = measure(args, cases)
+        # the median round's process CPU seconds of each case
+        seconds = interleaved_median_seconds(
+            {name: case.train_round for name, case in cases.items()}, rounds=args.rounds,
+            warmup=1, progress=lambda s: log(f"  {s}"), clock=time.process_time)
         shares = {row: profile_shares(args, cases[f"{WORD}/{row}"]) for row in ROWS}
     text = report(args, settings, folders, cost_rows(cases, seconds), shares)
     log(f"wrote {finish_report(args, 'bench_toy_update', text)}")
@@ -320,8 +301,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def with_allocator_settings(start: Callable[[], int]) -> int:
-    """Run ``start`` with the reproduction children's allocator settings: glibc reads them
-    when a process starts, so a process without them starts itself again with them."""
+    """Run ``start`` with the cells' allocator settings, which glibc reads at start-up: a
+    process without them starts itself again with them."""
     if KEEP_BIG_BLOCKS.keys() <= os.environ.keys():
         return start()
     env = {**KEEP_BIG_BLOCKS, **os.environ}

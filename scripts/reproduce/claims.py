@@ -1,31 +1,8 @@
-"""A table's claims judged from its cells: each refused with its reason, or tested.
-
-A claim on a learned figure (:attr:`~scripts.reproduce.spec.Metric.learned`) is refused
-while either of its rows
-
-- has no cell: *not run*; diverged on every seed: *not resolved*, saying so;
-- has a seed whose cell started from (or measured) a model that was trained on after the
-  cell finished (the runner's stale cell, run again by the next call that trains):
-  *not resolved: stale*;
-- is at or below a figure that a model reading nothing reaches (:class:`NoModel`: a valid
-  nll at or above the target's unigram entropy, a ROUGE at or below the trivial output's):
-  *not meaningful*, whatever the direction of the difference;
-- has a seed that did not stop at a plateau (stopped at its cap, or trained before stop
-  reasons were recorded), or, in a table that stops on the valid loss, stopped by its
-  patience alone while its valid loss still fell (a cell trained before
-  :mod:`~scripts.reproduce.stop_rule` and not yet continued):
-  *not resolved: still learning*;
-- has a seed whose record lacks the claim's figure (finished before that figure was
-  measured), or, for a time measured alone, has it from a timed step that ran beside other
-  steps: *not resolved*, saying so;
-- in a table with one budget (:mod:`~scripts.reproduce.budget`), has seeds of another budget
-  than the other row's (or one row trained to its plateau): *not resolved: not one budget*;
-  has a seed stopped before the budget U, or whose valid loss still falls over its last 16
-  validations at U: *not resolved: still learning at U*;
-- or has fewer than :data:`~scripts.reproduce.direction.MIN_SEEDS` seeds.
-
-A claim on a cost is refused only for the first and the last two reasons. The claims left are
-tested by :mod:`scripts.reproduce.direction`, and their p-values Holm-corrected together.
+"""A table's claims judged from its cells: each refused with its reason (:func:`refusal`,
+in that order: not run, diverged, not one budget, stale, at or below a model that reads
+nothing, still learning, a figure not measured, too few seeds; a claim on a cost only for
+the first two and the last two), or tested by :mod:`scripts.reproduce.direction`, the
+p-values Holm-corrected over every claim of the table.
 """
 
 from __future__ import annotations
@@ -64,8 +41,8 @@ NO_MODEL_CLAIM = f"a claim on such a row is {NOT_MEANINGFUL}, whatever the direc
 
 @dataclass(frozen=True)
 class NoModel:
-    """A figure reached without a model (``what`` says how); a row at or below it in the
-    metric's good direction has not learnt what the claim is about."""
+    """A figure reached without a model (``what`` says how): a row at or below it has not
+    learnt what the claim is about."""
 
     metric: Metric
     value: float
@@ -73,10 +50,8 @@ class NoModel:
 
 
 def learning_field(cell: Any, key: str) -> Any:
-    """A finished cell's record of how it learnt (``stopped``, ``still_improving``,
-    ``updates``, ``curve``, ``lr``, ``lr_grid``, ``patience``): the cell's attribute (e.g. the
-    rate the runner chose for its row), else at the top of its result or among its figures;
-    None in a cell stored before it was recorded."""
+    """A finished cell's record of how it learnt (``stopped``, ``updates``, ``curve``,
+    ``lr``...): the cell's attribute, else its result's, else its figures'; else None."""
     value = getattr(cell, key, None)
     if value is not None:
         return value
@@ -102,8 +77,8 @@ def seed_values(cells: Sequence, row: str, key: str) -> Dict[int, float]:
 
 
 def diverged(spec: TableSpec, cells: Sequence, row: str) -> str | None:
-    """Why ``row`` is not judged on the seeds that did not diverge: some of its seeds did
-    (a result the table shows; the others' mean alone would hide it), else None."""
+    """Why ``row`` is not judged: some of its seeds diverged (the others' mean would hide
+    it), else None."""
     ran = [cell for cell in cells if cell.row.key == row and cell.result is not None]
     failed = [cell for cell in ran if cell.result["figures"].get("diverged")]
     if not failed:
@@ -135,15 +110,14 @@ def below_no_model(spec: TableSpec, cells: Sequence, row: str,
 
 
 def update_span(updates: Sequence[Any]) -> str:
-    """The recorded update counts as a span, e.g. 400 or 350-420 (None and NaN left out);
-    empty when none was recorded."""
+    """The recorded update counts as a span, e.g. 400 or 350-420; empty when none."""
     found = sorted(int(u) for u in updates if isinstance(u, (int, float)) and math.isfinite(u))
     return "-".join(str(u) for u in sorted({found[0], found[-1]})) if found else ""
 
 
 def stale(spec: TableSpec, cells: Sequence, row: str) -> str | None:
-    """Why ``row``'s figures are of older models (seeds whose cell is ``stale``: what it
-    started from, or measured, was trained on after it finished), or None."""
+    """Why ``row``'s figures are of older models (seeds whose parent was trained on after
+    them), or None."""
     found = [cell for cell in cells if cell.row.key == row and cell.result is not None
              and cell.stale]
     if not found:
@@ -154,9 +128,8 @@ def stale(spec: TableSpec, cells: Sequence, row: str) -> str | None:
 
 
 def still_learning(spec: TableSpec, cells: Sequence, row: str) -> str | None:
-    """Why ``row`` may still be learning (a seed not stopped at a plateau, or, in a table
-    that stops on the valid loss (``spec.valid_loss_stop``), stopped at one while its valid
-    loss still fell: :func:`still_falling`), or None."""
+    """Why ``row`` may still be learning (a seed not stopped at a plateau, or stopped at one
+    while its valid loss still fell), or None."""
     found = finished(cells, row)
     if any(learning_field(cell, BUDGET) for cell in found):
         return short_of_budget(spec.row(row).label, found)
@@ -187,11 +160,8 @@ def still_learning(spec: TableSpec, cells: Sequence, row: str) -> str | None:
 
 
 def short_of_budget(label: str, found: Sequence) -> str | None:
-    """Why the seeds ``found`` of a row trained at its table's budget U
-    (:mod:`~scripts.reproduce.budget`) may still be learning: seeds of different budgets,
-    seeds stopped before U, or seeds whose valid loss still falls over their last
-    :data:`~scripts.reproduce.budget.TREND_VALIDATIONS` validations at U; None where every
-    seed has stopped falling at U."""
+    """Why the seeds ``found`` of a row trained at a budget U may still be learning
+    (different budgets, stopped before U, still falling at U), or None."""
     budgets = sorted({int(learning_field(cell, BUDGET) or 0) for cell in found})
     if len(budgets) > 1:
         return (f"{NOT_RESOLVED}: {label}'s seeds trained different budgets "
@@ -212,8 +182,7 @@ def short_of_budget(label: str, found: Sequence) -> str | None:
 
 
 def budget_mismatch(spec: TableSpec, cells: Sequence, rows: Sequence[str]) -> str | None:
-    """Why two rows are not compared at one budget (one trained at a budget, the other to
-    its own plateau or at another budget), else None."""
+    """Why two rows did not train one budget, else None."""
     budgets = {row: {learning_field(cell, BUDGET) or None for cell in finished(cells, row)}
                for row in rows}
     if len({frozenset(found) for found in budgets.values()}) == 1:
@@ -252,10 +221,7 @@ def refusal(spec: TableSpec, claim: Comparison, cells: Sequence, ran: set,
 
 
 def unmeasured(spec: TableSpec, cells: Sequence, row: str, key: str) -> str | None:
-    """Why ``row`` cannot be compared on the figure ``key``: seeds whose record has no such
-    figure (finished before the figure was measured, e.g. decoding CPU seconds), or, for a
-    time measured alone (:attr:`~scripts.reproduce.spec.Metric.alone`), whose timed step ran
-    beside other steps (finished before timed steps ran alone); else None."""
+    """Why ``row`` cannot be compared on ``key`` (:meth:`Metric.unusable`), else None."""
     found, metric = finished(cells, row), spec.metric(key)
     why = [metric.unusable(cell.result) for cell in found]
     lacking, beside = why.count("missing"), why.count("beside")
@@ -280,8 +246,7 @@ SEEDS_CAP = 10
 
 
 def claim_test(spec: TableSpec, claim: Comparison, cells: Sequence) -> Test:
-    """The claim's test: paired over the seeds both rows finished where they finished the
-    same seeds, else Welch's."""
+    """Paired where both rows finished the same seeds, else Welch's."""
     metric = spec.metric(claim.metric)
     a, b = (seed_values(cells, row, claim.metric) for row in (claim.better, claim.worse))
     if len(a) >= 2 and set(a) == set(b):
@@ -293,8 +258,7 @@ def claim_test(spec: TableSpec, claim: Comparison, cells: Sequence) -> Test:
 
 def claim_spread(test: Test, spec: TableSpec, claim: Comparison,
                  cells: Sequence) -> float | tuple:
-    """The spread :func:`~scripts.reproduce.direction.seeds_needed` reads: of the per-seed
-    differences (paired), or both rows' (Welch)."""
+    """The spread ``seeds_needed`` reads: of the differences (paired), or both rows'."""
     a, b = (seed_values(cells, row, claim.metric) for row in (claim.better, claim.worse))
     if test.kind in (PAIRED, SIGN_FLIP):
         return spread([a[s] - b[s] for s in sorted(a)]).std
@@ -302,10 +266,8 @@ def claim_spread(test: Test, spec: TableSpec, claim: Comparison,
 
 
 def initial_weights(spec: TableSpec, cells: Sequence, rows: Sequence[str]) -> str:
-    """Whether the same seed gave two rows the same initial weights: rows that start from
-    other models start from those (``shared`` only where it is the same one); rows trained
-    from scratch ``shared`` where their parameter counts match (the same shapes, created in
-    the same order), else ``differ`` with the counts (the data order is still the seed's)."""
+    """Whether the same seed gave two rows the same initial weights: the same starting
+    model, or from scratch the same parameter count (the data order is the seed's anyway)."""
     parents = [spec.row(row).parent or spec.row(row).same_as for row in rows]
     if any(parents):
         return ("shared: the same starting model" if parents[0] == parents[1] else
@@ -322,23 +284,16 @@ def initial_weights(spec: TableSpec, cells: Sequence, rows: Sequence[str]) -> st
 
 
 def needs(needed: int | None, n: int) -> str | None:
-    """A claim's need when it is not resolved: ``not resolved: needs about N seeds a side``
-    where ``needed`` is more than its ``n`` seeds; None otherwise."""
+    """A claim's need where ``needed`` is more than its ``n`` seeds, else None."""
     if needed is None:
         return f"{NOT_RESOLVED}: no difference observed"
     return f"{NOT_RESOLVED}: needs about {needed} seeds a side" if needed > n else None
 
 
 def judge(spec: TableSpec, cells: Sequence, data: Mapping[str, Any]) -> List[Dict[str, Any]]:
-    """Per claim of ``spec``: ``claim``, ``rows``, ``metric``, ``margin``, our ``difference``
-    (in the paper's favour; paired: the mean per-seed difference), the ``test``
-    (:data:`~scripts.reproduce.direction.PAIRED`, ``WELCH`` or an exact test), its ``t``,
-    ``df`` and ``p``, Holm's ``p_holm`` over the table's ``family`` (every claim of the spec,
-    tested yet or not: a claim not tested counts as p = 1), the ``verdict``, the ``budget``
-    (U, or None for rows trained to their plateaus), the ``seeds`` of each row, how the
-    rows' ``initial_weights`` compare, and the ``seeds_needed`` a side for 80% power at the
-    claim's Bonferroni level 5% / family (which Holm's never asks more than). Figures that
-    cannot be computed are None."""
+    """Per claim of ``spec``: its test, verdict, budget, seeds and the ``seeds_needed`` a
+    side for 80% power at the Bonferroni level 5% / family (which Holm never asks more
+    than). The Holm family is every claim of the spec: one not tested counts as p = 1."""
     references = data.get("no_model", {})
     ran = {cell.row.key for cell in cells if cell.result is not None}
     family = len(spec.comparisons)
@@ -381,9 +336,8 @@ def judge(spec: TableSpec, cells: Sequence, data: Mapping[str, Any]) -> List[Dic
 
 def seeds_wanted(spec: TableSpec, cells: Sequence, data: Mapping[str, Any],
                  cap: int = SEEDS_CAP) -> Dict[str, int]:
-    """Row -> the seeds it should have for the claims not resolved yet whose need is within
-    ``cap`` (both rows of each such claim, so that they stay paired); empty when no claim
-    within reach asks for more."""
+    """Row -> the seeds the claims not resolved need, where that is within ``cap`` (both
+    rows of a claim, so that they stay paired)."""
     wanted: Dict[str, int] = {}
     for claim in judge(spec, cells, data):
         needed = claim["seeds_needed"]

@@ -1,7 +1,7 @@
-"""A table's shared data, built once per data setting (the folder named by their hash) and
-reused by every cell and run. A ``data.json`` stamp, written last, marks a finished build; a
-build holds a lock beside the folder and marks it ``building`` first, so a stopped build is
-built again and a folder with neither mark (not written here) is never deleted.
+"""A table's shared data, built once per data setting (a folder named by their hash). A
+``data.json`` stamp, written last, marks a finished build; a build marks its folder
+``building`` first, so a stopped build is built again and a folder with neither mark (not
+written here) is never deleted.
 """
 
 from __future__ import annotations
@@ -23,9 +23,7 @@ BUILDING = "building"  # this program's mark on a folder it is building
 def shared_data(work: Path, prefix: str, data_settings: Mapping[str, Any],
                 build: Callable[[Path], Dict[str, Any]],
                 say: Callable[[str], None]) -> Dict[str, Any]:
-    """``build(folder)``'s description of the data, built only when not already finished;
-    the returned dict also holds ``folder``, where it is now (a folder copied to another
-    machine, or another --work, is read there)."""
+    """``build(folder)``'s description of the data and its ``folder``, built once."""
     folder = work / "data" / f"{prefix}-{settings_key(dict(data_settings))[:12]}"
     stamp = folder / STAMP
     if stamp.is_file():

@@ -1,42 +1,21 @@
 """The rule that says whether a paper's claim about two rows holds at our scale.
 
-Rows A (the paper's winner) and B are measured on seeds. A's advantage in the metric's good
-direction is d = mean(A) - mean(B) (sign flipped when lower is better).
+A is the row the paper favours; d = mean(A) - mean(B), sign flipped where lower is better.
+Rows run on the same seeds are tested on the per-seed differences (:func:`paired`: the same
+seed gives both the same data order, so the spread is smaller); other rows by Welch's t-test
+(:func:`welch`). Where the spread is zero (to float64's rounding, :data:`ROUNDING`) t is not
+defined and the test is exact (sign flips or permutations, scipy's ``permutation_test``):
+three seeds then give at best p = 0.25 (paired) or 0.10 (Welch), never 0.
 
-*Paired* (:func:`paired`): where both rows ran the same seeds (the same seed gives them the
-same data order, and the same initial weights where their parameters have the same shapes),
-the test is on the per-seed differences D_i = A_i - B_i: t = (mean(D) + M) / (s_D / sqrt(n))
-on n - 1 degrees of freedom (scipy's one-sample t-test). Removing what a seed does to both
-rows, its spread is smaller than the rows' own, so it needs fewer seeds.
+A *superiority* claim (margin M = 0) is two-sided at 5%: *holds* (p < 5%, t > 0), *reversed*
+(p < 5%, t < 0), else *not resolved*. A *parity* claim ("matches", "comparable") is a
+non-inferiority test against its margin M, one-sided at 2.5%; p is two-sided for both kinds.
+A table's p-values are Holm-corrected (:func:`holm`); fewer than :data:`MIN_SEEDS` seeds a
+side resolves nothing. The statistics run on the values divided by a power of two near their
+largest magnitude (exact), so scaling the values and the margin changes no verdict, t or p.
 
-*Welch* (:func:`welch`): rows of different seeds, t = (d + M) / SE with
-SE = sqrt(s_A^2/n_A + s_B^2/n_B) on the Welch-Satterthwaite degrees of freedom (scipy's
-``ttest_ind`` with unequal variances).
-
-Where the spread is zero (every difference equal, or each row the same on every seed, to
-float64's rounding: :data:`ROUNDING`) t is not defined, and the test is exact instead: the
-sign-flip test of the differences, or the permutation test of the two rows' values (scipy's
-``permutation_test``, every rearrangement).
-Three seeds then give at best p = 0.25 (paired) or 0.10 (Welch), never 0.
-
-A *superiority* claim ("A beats B", M = 0) is two-sided at 5%: it *holds* when p < 5% and
-t > 0, is *reversed* when p < 5% and t < 0, and is otherwise *not resolved*. A *parity* claim
-("A matches B", "comparable", ">=") carries a margin M in the metric's units and is a
-non-inferiority test, one-sided at 2.5%: it *holds* when A is shown to be no more than M
-behind, is *reversed* when A is shown to be more than M behind; p is reported two-sided for
-both kinds, so every claim of a table is read against the same 5%. Over a table's claims the
-p-values are Holm-corrected (:func:`holm`). Fewer than :data:`MIN_SEEDS` seeds on a side
-resolves nothing.
-
-Every statistic is computed on the values divided by a power of two near their largest
-magnitude (exact in float64), so scaling every value (and the margin) by any positive factor
-gives the same verdict, t and p: values near 1e-320 do not lose their variance to underflow,
-nor do values near 1e200 overflow it.
-
-How many seeds a claim needs (:func:`seeds_needed`): the smallest n a side at which the test
-has 80% power at the claim's level, if the true difference were the observed one (for a
-parity claim, d + M) with the observed spread: scipy's noncentral t (the sign-flip or
-permutation test's smallest p where the spread is zero).
+:func:`seeds_needed`: the seeds a side for 80% power if the true difference (parity: d + M)
+and spread were the observed ones (scipy's noncentral t).
 
     python -m scripts.reproduce.direction --a 10.0 10.5 9.5 --b 9.0 9.6 8.4
     python -m scripts.reproduce.direction --paired --a 10.0 10.5 9.5 --b 9.0 9.6 8.4
@@ -91,9 +70,8 @@ def spread(values: Sequence[float]) -> Spread:
 
 def unit_free(groups: Sequence[Sequence[float]], margin: float | None = None
               ) -> Tuple[List[List[float]], float | None, int]:
-    """``groups`` and ``margin`` divided by 2^e, the power of two just above their largest
-    magnitude (exact: only the exponents change), and e. Raises ``ValueError`` where the
-    margin is beyond float64's range in those units."""
+    """``groups`` and ``margin`` divided by 2^e, e the exponent of their largest magnitude
+    (exact), and e; ``ValueError`` where the margin is beyond float64 in those units."""
     biggest = max((abs(v) for group in groups for v in group), default=0.0)
     power = math.frexp(biggest)[1] if biggest else 0
     scaled = [[math.ldexp(v, -power) for v in group] for group in groups]
@@ -106,7 +84,7 @@ def unit_free(groups: Sequence[Sequence[float]], margin: float | None = None
 
 
 def unscale(value: float, power: int) -> float:
-    """``value`` times 2^``power`` (back in the values' units), infinite beyond float64."""
+    """``value`` back in the values' units, infinite beyond float64."""
     try:
         return math.ldexp(value, power)
     except OverflowError:
@@ -115,11 +93,9 @@ def unscale(value: float, power: int) -> float:
 
 @dataclass(frozen=True)
 class Test:
-    """One claim's test: ``d`` A's advantage (good direction; paired: the mean per-seed
-    difference), ``se`` its standard error, ``t`` = (d + margin) / se (infinite, with the
-    sign of d + margin, for an exact test of zero spread), ``df``, ``p`` two-sided, ``kind``
-    (:data:`PAIRED`, :data:`WELCH`, :data:`SIGN_FLIP`, :data:`PERMUTATION`), ``n`` the seeds
-    (pairs) a side; NaN where a side has fewer than two seeds."""
+    """One claim's test: A's advantage ``d``, its ``se``, ``t`` = (d + margin) / se (infinite
+    for an exact test of zero spread), ``df``, two-sided ``p``, the test's ``kind`` and the
+    seeds ``n`` a side; NaN where a side has fewer than two seeds."""
 
     d: float
     se: float
@@ -132,8 +108,8 @@ class Test:
 
 
 def exact_p(groups: Sequence[Sequence[float]]) -> float:
-    """The two-sided p of an exact test of zero mean (one group: every sign flip) or of equal
-    means (two groups: every split), by scipy's ``permutation_test``."""
+    """The two-sided p of the exact test of zero mean (one group: every sign flip) or of
+    equal means (two groups: every split)."""
     import numpy as np
     from scipy.stats import permutation_test
 
@@ -148,21 +124,16 @@ def exact_p(groups: Sequence[Sequence[float]]) -> float:
     return float(found.pvalue)
 
 
-def direction_sign(higher_is_better: bool) -> float:
-    return 1.0 if higher_is_better else -1.0
-
-
 def paired(a: Sequence[float], b: Sequence[float], higher_is_better: bool = True,
            margin: float | None = None) -> Test:
     """The paired t-test of A's per-seed advantage over B (``a[i]``, ``b[i]``: one seed),
-    against -``margin`` for a parity claim; the exact sign-flip test where every difference
-    is the same."""
+    against -``margin``; the sign-flip test where every difference is the same."""
     from scipy.stats import ttest_1samp
 
     if len(a) != len(b):
         raise ValueError(f"paired values need one of each row a seed ({len(a)} and {len(b)})")
     (sa, sb), shift, power = unit_free([a, b], margin)
-    sign = direction_sign(higher_is_better)
+    sign = 1.0 if higher_is_better else -1.0
     diffs = [sign * (x - y) for x, y in zip(sa, sb)]
     n = len(diffs)
     d = statistics.fmean(diffs) if diffs else math.nan
@@ -182,13 +153,12 @@ def paired(a: Sequence[float], b: Sequence[float], higher_is_better: bool = True
 
 def welch(a: Sequence[float], b: Sequence[float], higher_is_better: bool = True,
           margin: float | None = None) -> Test:
-    """The Welch t-test of A's advantage over B (each a row's values over its seeds),
-    against -``margin`` for a parity claim; the exact permutation test where neither row
-    varies."""
+    """The Welch t-test of A's advantage over B, against -``margin``; the permutation test
+    where neither row varies."""
     from scipy.stats import ttest_ind
 
     (sa, sb), shift, power = unit_free([a, b], margin)
-    sign = direction_sign(higher_is_better)
+    sign = 1.0 if higher_is_better else -1.0
     moved = [sign * x + (shift or 0.0) for x in sa]
     other = [sign * x for x in sb]
     d = sign * (statistics.fmean(sa) - statistics.fmean(sb)) if sa and sb else math.nan
@@ -208,12 +178,10 @@ def welch(a: Sequence[float], b: Sequence[float], higher_is_better: bool = True,
 
 def seeds_needed(test: Test, sd: float | Tuple[float, float], level: float = ALPHA,
                  most: int = 10 ** 6) -> int | None:
-    """The seeds a side (pairs, for a paired test) at which ``test``'s kind has
-    :data:`POWER` power at the two-sided ``level`` (a parity claim: ``level``/2 on its side),
-    if the true difference were the observed one (a parity claim: d + M, its distance from
-    the margin) and the spread the observed ``sd`` (paired: of the differences; Welch: the
-    two rows' (s_A, s_B)): scipy's noncentral t. Where the spread is zero, the exact test's
-    smallest p decides. None where no difference was observed; at most ``most``."""
+    """The seeds a side at which ``test``'s kind has :data:`POWER` power at the two-sided
+    ``level``, for the observed difference (parity: d + M) and spread ``sd`` (paired: of the
+    differences; Welch: (s_A, s_B)); the exact test's smallest p where the spread is zero.
+    None where no difference was observed; at most ``most``."""
     from scipy.special import comb
     from scipy.stats import nct
     from scipy.stats import t as student_t
@@ -252,8 +220,7 @@ def seeds_needed(test: Test, sd: float | Tuple[float, float], level: float = ALP
 
 @dataclass(frozen=True)
 class Trend:
-    """A least-squares line through (x, y) points: its ``slope`` (y per x), t and degrees of
-    freedom, and ``p`` of the one-sided test that y falls (slope < 0)."""
+    """A least-squares line's ``slope``, t, df and one-sided ``p`` that it falls."""
 
     slope: float
     t: float
@@ -262,10 +229,8 @@ class Trend:
 
 
 def falling(points: Sequence[Sequence[float]]) -> Trend:
-    """Whether y still falls along x: slope b = Sxy / Sxx, residual variance
-    s^2 = sum (y - a - b x)^2 / (n - 2), t = b / (s / sqrt(Sxx)) on n - 2 degrees of freedom,
-    p = P(T <= t). NaN figures for fewer than 3 points or equal x; a line fitted exactly
-    (s = 0) gives p 0 when it falls, 1 otherwise."""
+    """Whether y still falls along x: the slope's t on n - 2 df, p = P(T <= t). NaN for
+    fewer than 3 points or equal x; an exact fit gives p 0 when it falls, 1 otherwise."""
     from scipy.stats import t as student_t
 
     xs, ys = [float(x) for x, _ in points], [float(y) for _, y in points]
@@ -288,11 +253,8 @@ def falling(points: Sequence[Sequence[float]]) -> Trend:
 
 
 def holm(p_values: Sequence[float]) -> List[float]:
-    """Holm's step-down adjusted p-values (each compared with :data:`ALPHA`): the i-th
-    smallest of the m tests is multiplied by m - i (i from 0), kept monotone and capped at
-    1. A NaN (a test that could not be run) stays NaN and is not one of the m (the claims
-    pass 1 for a claim not tested, to keep it in the family). Written here: scipy.stats has
-    no Holm (its ``false_discovery_control`` is Benjamini-Hochberg's)."""
+    """Holm's step-down adjusted p-values; a NaN stays NaN and is not one of the family.
+    Written here: scipy.stats has no Holm."""
     order = sorted((i for i, p in enumerate(p_values) if not math.isnan(p)),
                    key=lambda i: p_values[i])
     adjusted = [math.nan] * len(p_values)
@@ -304,8 +266,7 @@ def holm(p_values: Sequence[float]) -> List[float]:
 
 
 def decide(test: Test, p: float | None = None) -> str:
-    """:data:`HOLDS`, :data:`REVERSED` or :data:`NOT_RESOLVED` from ``test`` at
-    :data:`ALPHA`, with ``p`` (e.g. Holm's adjusted p) in place of the test's own."""
+    """The verdict of ``test`` at :data:`ALPHA`, with ``p`` (e.g. Holm's) for its own."""
     p = test.p if p is None else p
     if math.isnan(p) or p >= ALPHA:
         return NOT_RESOLVED
@@ -313,8 +274,7 @@ def decide(test: Test, p: float | None = None) -> str:
 
 
 def too_few_seeds(a: int, b: int) -> str | None:
-    """The refusal when a side has fewer than :data:`MIN_SEEDS` seeds (``a``, ``b``), else
-    None."""
+    """The refusal when a side has fewer than :data:`MIN_SEEDS` seeds, else None."""
     if min(a, b) >= MIN_SEEDS:
         return None
     return f"{NOT_RESOLVED}: fewer than {MIN_SEEDS} seeds a side ({a} and {b})"

@@ -7,12 +7,11 @@ test sentence is trained on, by the document models or the sentence models they 
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-from scripts.common.gettext_corpus import Pair, build_corpus
+from scripts.common.gettext_corpus import Pair, build_corpus, split_of
 
 SEPARATOR = "<sep>"
 
@@ -59,9 +58,6 @@ def split_documents(documents: Sequence[Document], valid_per_mille: int,
     """Train/valid/test by a hash of each document's catalog and first English sentence."""
     splits: Dict[str, List[Document]] = {"train": [], "valid": [], "test": []}
     for doc in documents:
-        key = f"{doc.catalog}\t{doc.pairs[0].target}".lower().encode("utf-8")
-        bucket = int(hashlib.sha1(key).hexdigest()[:8], 16) % 1000
-        name = ("test" if bucket < test_per_mille else
-                "valid" if bucket < test_per_mille + valid_per_mille else "train")
-        splits[name].append(doc)
+        key = f"{doc.catalog}\t{doc.pairs[0].target}"
+        splits[split_of(key, valid_per_mille, test_per_mille)].append(doc)
     return splits

@@ -1,10 +1,6 @@
-"""Figures of one cell read from the files fairseq and the recipes' scorer write.
-
-``train.log``: fairseq-train's ``--log-format json`` output (the recipes tee theirs to
-``SAVE_DIR/train.log``); ``score-<subset>.json``: ``scripts/recipes/lib/score.py``'s result;
-``generate-<subset>.txt``: fairseq-generate's output, whose last lines give the decoding time
-(on the wall; on the process's CPU clock where :mod:`~scripts.reproduce.timed_generate` ran it).
-The same readers serve the toy runs and a cluster's paper-scale logs.
+"""Figures of one cell read from what fairseq and the recipes' scorer write: ``train.log``
+(``--log-format json``), ``score-<subset>.json`` and ``generate-<subset>.txt`` (its decoding
+times). The same readers serve the toy runs and a cluster's paper-scale logs.
 """
 
 from __future__ import annotations
@@ -30,49 +26,41 @@ ERROR = "error"
 
 
 def as_loss(metric: str, value: float) -> float:
-    """fairseq's value of the stopping figure ``metric`` as the falling figure the protocol
-    reads: the error rate for :data:`ERROR` (fairseq's value is the accuracy), else itself."""
+    """fairseq's ``value`` of ``metric`` as a falling figure (the accuracy as the error)."""
     return 100.0 - value if metric == ERROR else value
 
 
 def checkpoint_metric_flags(metric: str) -> List[str]:
-    """fairseq-train's flags that keep the best checkpoint by the stopping figure ``metric``
-    and stop on it (``--patience``)."""
+    """fairseq-train's flags that keep the best checkpoint by ``metric`` and stop on it."""
     if metric == ERROR:
         return ["--best-checkpoint-metric", "accuracy", "--maximize-best-checkpoint-metric"]
     return ["--best-checkpoint-metric", metric]
 
 
 def stopping_metric(fairseq_metric: str, maximize: bool) -> str | None:
-    """The stopping figure of a training fairseq stops on ``fairseq_metric`` (maximised or
-    not): the inverse of :func:`checkpoint_metric_flags`; None for a maximised figure other
-    than the accuracy."""
+    """The inverse of :func:`checkpoint_metric_flags`; None for a maximised figure other than
+    the accuracy."""
     if not maximize:
         return fairseq_metric
     return ERROR if fairseq_metric == "accuracy" else None
 
 
 def logged_value(record: Dict[str, Any], metric: str, prefix: str) -> float:
-    """The stopping figure ``metric`` in one fairseq log record, its keys prefixed by
-    ``prefix`` (``valid_``, ``train_`` or none); a loss missing there, the record's
-    ``loss``; NaN where there is none."""
+    """``metric`` in one log record whose keys start with ``prefix``, else its ``loss``,
+    else NaN."""
     if metric == ERROR:
         return as_loss(metric, float(record.get(f"{prefix}accuracy", "nan")))
     return float(record.get(f"{prefix}{metric}", record.get(f"{prefix}loss", "nan")))
 
 
 def short_name(metric: str) -> str:
-    """A loss's name in a cell's figures: ``nll`` for ``nll_loss`` (``valid_nll``,
-    ``first_nll``), ``loss`` for ``loss`` (``valid_loss``, ``first_loss``), ``error`` for
-    :data:`ERROR` (``valid_error``)."""
+    """A loss's name in a cell's figures (``valid_nll`` for ``nll_loss``)."""
     return metric.removesuffix("_loss")
 
 
 def validation_curve(lines: List[str], metric: str = NLL) -> List[List[float]]:
-    """``[[update, valid loss], ...]`` of a fairseq-train json log, in update order: the
-    loss ``metric`` (the valid nll by default; a log without it, its ``loss``). A run
-    resumed from its last checkpoint appends to the same log and validates again from there:
-    a validation at or before an earlier one replaces the rest of the curve."""
+    """``[[update, valid loss], ...]`` of a fairseq-train json log; a resumed run appends to
+    the log, and a validation at or before an earlier one replaces the rest of the curve."""
     curve: List[List[float]] = []
     for record in json_log_records(lines, "valid"):
         nll = logged_value(record, metric, "valid_")
@@ -82,9 +70,8 @@ def validation_curve(lines: List[str], metric: str = NLL) -> List[List[float]]:
 
 
 def training_record(log: Path, patience: int | None, metric: str = NLL) -> Dict[str, Any]:
-    """How a finished training went: its validation ``curve``, ``updates``, why it
-    ``stopped`` (``plateau``: its patience, :mod:`~scripts.reproduce.stop_rule`; ``cap``: a
-    budget) and whether a capped run was ``still_improving``."""
+    """A finished training's ``curve``, ``updates``, why it ``stopped`` (``plateau`` or
+    ``cap``) and whether a capped run was ``still_improving``."""
     text = log.read_text(encoding="utf-8", errors="replace")
     lines = text.splitlines()
     curve = validation_curve(lines, metric)
@@ -107,10 +94,9 @@ def still_improving(curve: List[List[float]], stopped: str | None,
 
 
 def train_figures(log: Path, metric: str = NLL) -> Dict[str, float]:
-    """``valid_nll`` (the best validation's, bits), ``first_nll``, ``updates``,
-    ``train_seconds`` and ``params`` of a finished fairseq-train log (``valid_loss`` ... for
-    another ``metric``), NaN where missing; ``FileNotFoundError``/``ValueError`` for a missing
-    or unfinished log."""
+    """``valid_nll`` (the best, bits), ``first_nll``, ``updates``, ``train_seconds`` and
+    ``params`` of a finished fairseq-train log, NaN where missing; ``FileNotFoundError`` or
+    ``ValueError`` for a missing or unfinished log."""
     if not log.is_file():
         raise FileNotFoundError(f"no training log {log}")
     lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -143,10 +129,8 @@ def train_figures(log: Path, metric: str = NLL) -> Dict[str, float]:
 
 
 def decode_times(generate_output: Path) -> Dict[str, float]:
-    """fairseq-generate's own decoding time of the subset, ``decode_seconds`` (on the wall),
-    and ``decode_cpu_seconds`` (the same loop on the process's CPU clock, logged by
-    :mod:`~scripts.reproduce.timed_generate`); NaN where the output has no such line (it did
-    not finish; a decoding run without the launcher)."""
+    """fairseq-generate's ``decode_seconds`` (wall) and ``decode_cpu_seconds`` (logged by
+    :mod:`~scripts.reproduce.timed_generate`); NaN where the output has no such line."""
     times = {"decode_seconds": math.nan, "decode_cpu_seconds": math.nan}
     for line in generate_output.read_text(encoding="utf-8", errors="replace").splitlines():
         if match := _DECODED.search(line):

@@ -1,10 +1,6 @@
-"""Seeds from power: after a call's cells finish, the claims not resolved whose 80%-power
-need is within :data:`~scripts.reproduce.claims.SEEDS_CAP` seeds a row get them.
-
-``python -m scripts.reproduce TABLE --add-seeds`` runs the rows of every such claim (both
-rows, so that they stay paired) up to the seeds the claim needs
-(:func:`~scripts.reproduce.claims.seeds_wanted`), judges again, and goes on until no claim
-within reach asks for more; a claim beyond the cap keeps saying it needs about N seeds.
+"""Seeds from power (``--add-seeds``): the rows of the claims not resolved whose 80%-power
+need is within :data:`~scripts.reproduce.claims.SEEDS_CAP` get those seeds, until no claim
+within reach asks for more.
 """
 
 from __future__ import annotations
@@ -20,8 +16,7 @@ from scripts.reproduce.spec import TableSpec
 
 def add_seeds(spec: TableSpec, options: RunOptions, cells: List, data: Dict
               ) -> Tuple[List, Dict, int]:
-    """Run the seeds the claims within reach need; the table's cells at the seeds reached
-    (collected), its data, and that number of seeds."""
+    """Run the seeds the claims within reach need; the cells, data and seeds reached."""
     seeds = options.seeds
     while wanted := seeds_wanted(spec, cells, data):
         more = max(wanted.values())

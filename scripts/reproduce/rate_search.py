@@ -19,9 +19,8 @@ from scripts.reproduce.spec import TableSpec
 def choose_rates(spec: TableSpec, options: RunOptions, data: Dict,
                  lookup: Callable[[List[Cell]], None], handle: Callable[[List[Cell]], None],
                  ) -> tuple[Dict[str, float], Dict[str, List[List[float]]], Set[str]]:
-    """Each trained row's rate (seed 1's best over the widened grid, the best so far where
-    the grid has not finished), its grid ``[[rate, best valid loss], ...]`` and the rows
-    whose grid has finished; ``lookup`` and ``handle`` are the table run's."""
+    """Each trained row's rate (the best so far), its grid ``[[rate, best valid loss], ...]``
+    and the rows whose grid has finished."""
     settings = spec.settings(options.scale)
     if "lr_grid" not in settings:
         return {}, {}, set()
@@ -64,18 +63,15 @@ def choose_rates(spec: TableSpec, options: RunOptions, data: Dict,
 
 
 def best_nll(cell: Cell, metric: str = NLL) -> float:
-    """The best valid loss of a finished cell (infinite for one that diverged): its valid
-    nll, or the figure of the loss its kind stops on (``metric``; a classifier's
-    ``valid_loss``)."""
+    """The best valid ``metric`` of a finished cell (infinite for one that diverged)."""
     figures = cell.result["figures"] if cell.result else {}
     value = float(figures.get(f"valid_{short_name(metric)}", math.nan))
     return math.inf if figures.get("diverged") or not math.isfinite(value) else value
 
 
 def widened(grid: List[float], nll: Dict[float, float], limits: Sequence[float]) -> float | None:
-    """The rate to add to ``grid`` when its best (lowest ``nll``) is at an edge: half the
-    lowest or twice the highest, if that stays within ``limits``; None when the best is
-    inside, or the next rate would pass a limit."""
+    """Half the lowest rate or twice the highest where the best is there, within
+    ``limits``; else None."""
     best = min(grid, key=lambda lr: nll[lr])
     if best == grid[0] and best / 2 >= limits[0] * (1 - 1e-9):
         return best / 2

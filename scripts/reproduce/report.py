@@ -1,12 +1,7 @@
-"""Builds a table's section of ``docs/reproduction.md`` from its cells' stored figures.
-
-Per shown row and metric: our mean ± standard deviation over seeds (n seeds), the paper's
-figure beside it; per claim of the paper: the difference, Welch's t, degrees of freedom and p,
-Holm's p and the verdict (:mod:`scripts.reproduce.claims`). Then the command, the wall and CPU
-time summed over the cells, the commit and the machine. Each table owns the text between its
-two markers, so writing one table's section leaves the others' untouched; the file is
-replaced atomically. ``verdicts.json`` beside it keeps every table's rows (rate, rate grid,
-each seed's stop reason, updates, validation curve and figures) and judged claims.
+"""A table's section of ``docs/reproduction.md`` from its cells' figures: per row and metric
+our mean ± standard deviation beside the paper's, how each row learnt, the judged claims
+(:mod:`scripts.reproduce.claims`) and the provenance. Each table owns the text between its two
+markers; ``verdicts.json`` beside it keeps every table's rows and claims.
 """
 
 from __future__ import annotations
@@ -16,6 +11,7 @@ import math
 import os
 import platform
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Sequence
 
@@ -53,11 +49,8 @@ def spreads(spec: TableSpec, cells: Sequence) -> Dict[tuple, Spread]:
 
 def diverged_seeds(cells: Sequence) -> Dict[str, int]:
     """Per row, how many seeds stopped on a NaN or infinite loss."""
-    counts: Dict[str, int] = {}
-    for cell in cells:
-        if cell.result is not None and cell.result["figures"].get("diverged"):
-            counts[cell.row.key] = counts.get(cell.row.key, 0) + 1
-    return counts
+    return Counter(cell.row.key for cell in cells
+                   if cell.result is not None and cell.result["figures"].get("diverged"))
 
 
 def result_table(spec: TableSpec, table: Dict[tuple, Spread],
@@ -89,8 +82,7 @@ def number(value: float | None, digits: int, sign: str = "") -> str:
 
 def claims_table(spec: TableSpec, judged: Sequence[Mapping[str, Any]],
                  previous: Mapping[str, str] | None = None) -> str:
-    """The judged claims; with ``previous`` (claim -> verdict of the run this one replaces)
-    a column of the verdicts they replace."""
+    """The judged claims; with ``previous`` (claim -> verdict) the verdicts they replace."""
     rows = []
     for claim in judged:
         metric = spec.metric(claim["metric"])
@@ -113,31 +105,26 @@ def claims_table(spec: TableSpec, judged: Sequence[Mapping[str, Any]],
 
 
 def first_recorded(cells: Sequence, key: str) -> Any:
-    """The first of ``cells`` (seed order) that recorded ``key``: its value, else None."""
+    """The value of ``key`` in the first of ``cells`` that recorded it, else None."""
     return next((value for cell in cells if (value := learning_field(cell, key)) is not None),
                 None)
 
 
 def validation_loss(spec: TableSpec) -> tuple[str, str]:
-    """The figure and the words of the validation loss ``spec``'s rows choose their rates
-    and stop on: ``valid_nll``, or where the table or its kind stops on another figure
-    (:func:`~scripts.reproduce.kinds.stopping_loss`) ``valid_loss`` (a row's own criterion) or
-    ``valid_error`` (the error rate)."""
+    """The figure and the words of the validation loss ``spec``'s rows stop on."""
     metric = stopping_loss(spec)
     words = {NLL: "valid nll", ERROR: "valid error rate"}.get(metric, "valid loss")
     return f"valid_{short_name(metric)}", words
 
 
 def own_criterion(words: str) -> str:
-    """``words`` naming a validation loss, said to be each row's own criterion where it is
-    the criterion's loss (not the valid nll nor the error rate)."""
+    """``words``, said to be each row's own criterion's loss where they are."""
     return words + (" (each row's own criterion)" if words == "valid loss" else "")
 
 
 def rate_source(spec: TableSpec, row: Row) -> TableSpec:
-    """The table whose rate grid chose ``row``'s rate: its own, or that of the row it
-    starts from or is (``parent``, ``same_as``; another table's trains at that table's
-    rate)."""
+    """The table whose rate grid chose ``row``'s rate (that of the row it starts from or
+    is)."""
     other = row.same_as or row.parent
     if other is None:
         return spec
@@ -147,17 +134,14 @@ def rate_source(spec: TableSpec, row: Row) -> TableSpec:
 
 
 def grid_loss(spec: TableSpec) -> str:
-    """The words of the validation loss the rates beside ``spec``'s shown rows were chosen
-    by (:func:`rate_source`'s table's): not the table's own where its rows start from
-    another table's that stop on another loss."""
+    """The words of the validation loss that chose the rates of ``spec``'s shown rows."""
     losses = {validation_loss(rate_source(spec, row))[1] for row in shown_rows(spec)}
     return " / ".join(sorted(losses)) or validation_loss(spec)[1]
 
 
 def row_records(spec: TableSpec, cells: Sequence) -> Dict[str, Dict[str, Any]]:
     """Per shown or compared row: its rate, its rate grid and, per finished seed, how it
-    stopped, its updates, validation curve and figures (the table's metrics); a row with no
-    finished seed has its rate and grid once its grid has finished (``rate_chosen``)."""
+    stopped, its updates, validation curve and figures."""
     keys = {row.key for row in shown_rows(spec)} | {
         key for claim in spec.comparisons for key in (claim.better, claim.worse)}
     wanted = {metric.key for metric in spec.metrics} | {validation_loss(spec)[0], "diverged",
@@ -179,9 +163,8 @@ def row_records(spec: TableSpec, cells: Sequence) -> Dict[str, Dict[str, Any]]:
 
 def learning_table(records: Mapping[str, Mapping[str, Any]],
                    loss: str = "valid nll") -> str | None:
-    """Per row: its rate, the rate grid (seed 1's best valid nll, or the ``loss`` its table
-    stops on, at each rate), how its seeds stopped and their updates; None when no cell
-    recorded any of it."""
+    """Per row: its rate, the rate grid (seed 1's best ``loss`` at each rate), how its seeds
+    stopped and their updates; None when no cell recorded any of it."""
     if not any(record["lr"] is not None or any(seed["stopped"] for seed in record["seeds"])
                for record in records.values()):
         return None
@@ -219,9 +202,8 @@ def verdicts(spec: TableSpec, cells: Sequence, data: Mapping[str, Any], scale: s
 
 
 def write_verdicts(store: Path, name: str, entry: Mapping[str, Any]) -> Dict[str, Any]:
-    """Put table ``name``'s ``entry`` into ``store`` (written through a temporary name and a
-    rename, under a lock so that two tables finishing at once both land); returns every
-    table's entries."""
+    """Put table ``name``'s ``entry`` into ``store`` (under a lock: two tables finishing at
+    once both land); returns every table's entries."""
     store.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(store.parent / f".{store.name}.lock"):
         found = json.loads(store.read_text()) if store.is_file() else {}
@@ -232,8 +214,7 @@ def write_verdicts(store: Path, name: str, entry: Mapping[str, Any]) -> Dict[str
 
 
 def summary_section(found: Dict[str, Dict], specs: Sequence[TableSpec]) -> str:
-    """The closing note: every table's claims, their verdicts at the scale run and the
-    verdicts they replace."""
+    """The closing note: every table's claims and verdicts, and those they replace."""
     start, end = markers("summary")
     rows = []
     for spec in specs:
@@ -292,10 +273,8 @@ def machine() -> str:
 
 
 def busy_seconds(cells: Sequence) -> float:
-    """The table's wall time: how long at least one of its cells was running, from each
-    cell's finish time (``finished_at``, else its result file's time) and duration; unlike
-    the sum of the cells' times it counts two cells run side by side once, and unlike a
-    call's duration it leaves out the time between a killed call and its resumption."""
+    """The table's wall time: how long at least one of its cells was running (two cells
+    side by side count once; the time between calls not at all)."""
     spans = []
     for cell in cells:
         seconds = cell.result.get("seconds") if cell.result else None
@@ -313,8 +292,8 @@ def busy_seconds(cells: Sequence) -> float:
 def section(spec: TableSpec, cells: Sequence, data: Dict, scale: str, seeds: int,
             command: str, plot_dir: Path | None = None,
             previous: Mapping[str, str] | None = None) -> str:
-    """The markdown of one table: results (or the not-run line), claims (with ``previous``,
-    the verdicts they replace), provenance."""
+    """The markdown of one table: results, claims (beside ``previous`` verdicts) and
+    provenance."""
     table = spreads(spec, cells)
     done = [cell for cell in cells if cell.result is not None]
     start, end = markers(spec.name)

@@ -13,12 +13,8 @@ from typing import Any, Dict, Mapping, Sequence, Tuple
 
 @dataclass(frozen=True)
 class Metric:
-    """One figure of a table, read from a cell's ``result.json``. ``learned``: what a
-    trained model learnt (a verdict on it needs models that finished learning and learnt
-    something); False for a cost (time per update, decoding time) or an untrained
-    operator's figure. ``alone``: a time a cell's timed step measures (a decoding), compared
-    only where that step ran with the call's other steps paused (a record's
-    ``timed_alone``)."""
+    """One figure of a table, read from a cell's ``result.json``. ``learned``: what a model
+    learnt (False for a cost); ``alone``: a time compared only where its step ran alone."""
 
     key: str
     label: str
@@ -28,10 +24,8 @@ class Metric:
     alone: bool = False
 
     def unusable(self, result: Mapping[str, Any]) -> str | None:
-        """Why a cell's finished ``result`` cannot be compared on this figure: ``"missing"``
-        (it finished before the figure was measured), ``"beside"`` (a time measured alone
-        whose timed step ran beside other steps: it finished before timed steps ran alone);
-        else None."""
+        """Why ``result`` cannot be compared on this figure: ``"missing"`` (finished before
+        it was measured), ``"beside"`` (timed beside other steps), else None."""
         if self.key not in result["figures"]:
             return "missing"
         if self.alone and not result.get("timed_alone"):
@@ -41,23 +35,12 @@ class Metric:
 
 @dataclass(frozen=True)
 class Row:
-    """One model (or configuration) of a table.
-
-    ``flags`` go to ``fairseq-train`` (or to the wrapped script) on top of the table's;
-    ``parent`` names the row whose model this row starts from (the same seed): a row of the
-    same table, or ``"TABLE:ROW"``, a row of another table (that table's cell, at its chosen
-    rate, with its settings, data and key: the cell ``python -m scripts.reproduce TABLE --rows
-    ROW`` plans, trained and recorded as that table trains it), unless a scale's settings say
-    otherwise (``use_parents``, ``parents``: :func:`~scripts.reproduce.cell_plan.parent_of`);
-    ``same_as``, ``"TABLE:ROW"``, makes the row that very model (the same flags): its cells
-    are that table's cells, planned and trained as a ``parent`` is, and this table only
-    measures them (what its settings ask for beyond training and decoding), into its own
-    folders and records; ``hidden`` rows are trained only as starting points of the rows a
-    scale runs, and not shown; ``point`` holds the x of a curve (e.g. the document length);
-    ``paper`` the paper's figures for this row; ``recipe_model``, ``recipe_env`` and
-    ``recipe_flags`` the paper-scale recipe's MODEL, variables and extra fairseq-train flags
-    (the MODEL carries the model itself).
-    """
+    """One model of a table. ``flags`` go to ``fairseq-train`` on top of the table's;
+    ``parent`` names the row (``"ROW"`` or another table's ``"TABLE:ROW"``) whose model of the
+    same seed this row starts from; ``same_as`` makes the row that table's very model, which
+    this table only measures; ``hidden`` rows are only starting points; ``point`` is its x on
+    a curve; ``paper`` the paper's figures; ``recipe_*`` the paper-scale recipe's MODEL,
+    variables and extra flags."""
 
     key: str
     label: str
@@ -75,10 +58,8 @@ class Row:
 
 @dataclass(frozen=True)
 class Comparison:
-    """A claim of the paper: row ``better`` beats row ``worse`` on ``metric`` (superiority),
-    or, with a ``margin`` in the metric's units, is not behind it by more than the margin
-    (the paper's "matches", "comparable", ">=": non-inferiority; the table's notes say why
-    that margin)."""
+    """A claim of the paper: row ``better`` beats row ``worse`` on ``metric``, or with a
+    ``margin`` (the metric's units) is not behind it by more (non-inferiority)."""
 
     better: str
     worse: str
@@ -117,13 +98,9 @@ class TableSpec:
     # row, e.g. ROUGE against a cost)
     plot: Tuple[str, str] | None = None
     notes: str = ""
-    # the fairseq validation loss every cell of the table stops on and keeps its best
-    # checkpoint by, where not its kind's (``kinds.stopping_loss``): e.g. ``loss``, each row's
-    # own criterion, for rows that train different criteria
+    # the validation loss the cells stop on, where not their kind's (``kinds.stopping_loss``)
     validation_loss: str | None = None
-    # whether its cells stop by the valid-loss patience rule (:mod:`~scripts.reproduce.stop_rule`),
-    # whose trend test then reads their (update, loss) curves: False for the synthetic studies,
-    # which stop on their score (``synthetic_study.Plateau``) and record (step, loss, score)
+    # whether the cells stop by the valid-loss rule (stop_rule.py): not the synthetic studies
     valid_loss_stop: bool = True
 
     def row(self, key: str) -> Row:
@@ -139,8 +116,7 @@ class TableSpec:
         raise KeyError(f"{self.name} has no metric {key!r}")
 
     def settings(self, scale: str) -> Dict[str, Any]:
-        """The kind's settings at ``scale`` (``toy``, ``tiny`` = toy with test overrides,
-        ``paper``)."""
+        """The kind's settings at ``scale`` (``toy``, ``tiny`` or ``paper``)."""
         if scale == "paper":
             return dict(self.paper_settings)
         merged = dict(self.toy)
@@ -156,15 +132,14 @@ def split_parent(parent: str) -> Tuple[str | None, str]:
 
 
 def stale_words(row: Row, stale: str) -> str:
-    """Why a cell of ``row`` is stale, as what it did (its subject left to the caller, one
-    seed or several): the cell ``stale`` it starts from (or, ``same_as``, measures) was trained
-    on after it finished. Here, not in the runner, so the claims can say it too."""
+    """Why a cell of ``row`` is stale: the cell ``stale`` it starts from (or measures) was
+    trained on after it finished."""
     verb = "measured" if row.same_as else "started from"
     return f"{verb} an older model of {stale}, trained on after it"
 
 
 def family(row: Row) -> str:
-    """The curve a row belongs to in a plot: its label without the point (e.g. 'ReLUFormer')."""
+    """The curve a row belongs to in a plot: its label without the point."""
     return row.label.split(" @ ")[0]
 
 

@@ -1,28 +1,14 @@
 """When a training to a plateau stops: its patience is spent *and* its valid loss no longer
 falls.
 
-fairseq's ``--patience N`` stops a training at the N-th validation in a row without a new best.
-On a noisy curve such a run of N can come while the loss is still going down: one Table 4
-cell trained twice with the same settings stopped at 6,532 and at 9,656 updates, 0.15 bits
-apart, the two curves agreeing to 0.01-0.03 bits until the first one stopped. So the
-reproduction stops at the first validation where
-
-    the patience is spent  (fairseq's count: N validations since the best)
-    and the last W = TREND_WINDOW validations do not fall:
-        slope b of the least-squares line through (update, valid loss),
-        t = b / se(b) on W - 2 degrees of freedom, one-sided p = P(T <= t) >= ALPHA
-
-(:func:`~scripts.reproduce.direction.falling`), W twice the patience: the patience spent,
-the window's first half must lie well above its second for the loss to count as falling
-(eight validations, four epochs, at the toy scale's patience of 4). Where the patience is
-spent but the loss still falls, the training goes on and its log says so (:data:`GOES_ON`,
-with the slope and p); the rule is applied again at each later validation (a new best starts
-the count again, as in fairseq) until it stops the training or the epoch cap does.
-
-The same test reads a finished curve (:func:`still_falling`): a cell that an earlier version
-stopped by the patience alone while the loss still fell is continued from its last checkpoint
-(:mod:`~scripts.reproduce.runner`), and a claim on such a cell is refused
-(:mod:`~scripts.reproduce.claims`).
+fairseq's ``--patience N`` stops at the N-th validation in a row without a new best, which on
+a noisy curve can come while the loss still falls (one Table 4 cell trained twice stopped at
+6,532 and at 9,656 updates, 0.15 bits apart). So a training stops at the first validation
+where the patience is spent and the last W = 2N validations do not fall: the least-squares
+slope through (update, valid loss) is not below 0 at one-sided :data:`ALPHA`
+(:func:`~scripts.reproduce.direction.falling`). Otherwise it goes on and its log says so
+(:data:`GOES_ON`). The same test reads a finished curve (:func:`still_falling`): the runner
+continues a cell an earlier rule stopped too soon, and the claims refuse it meanwhile.
 """
 
 from __future__ import annotations
@@ -48,18 +34,20 @@ def window(patience: int | None) -> int:
     return 2 * patience if patience and patience > 0 else TREND_WINDOW
 
 
-def trend(curve: Sequence[Sequence[float]], patience: int | None) -> Trend | None:
-    """The trend test on the last :func:`window` finite validations of ``curve``
-    (``[[update, loss], ...]``), None for a shorter curve."""
-    size = window(patience)
+def last_trend(curve: Sequence[Sequence[float]] | None, size: int) -> Trend | None:
+    """The trend test on the last ``size`` finite validations of ``curve`` (``[[update,
+    loss], ...]``), None for a shorter curve."""
     points = [point for point in curve or () if math.isfinite(point[1])][-size:]
     return falling(points) if len(points) == size else None
 
 
+def trend(curve: Sequence[Sequence[float]], patience: int | None) -> Trend | None:
+    return last_trend(curve, window(patience))
+
+
 def still_falling(curve: Sequence[Sequence[float]] | None, patience: int | None) -> bool:
-    """Whether the last :func:`window` validations of ``curve`` fall significantly
-    (one-sided, :data:`ALPHA`)."""
-    found = trend(curve or (), patience)
+    """Whether the last :func:`window` validations of ``curve`` fall significantly."""
+    found = trend(curve, patience)
     return found is not None and found.p < ALPHA
 
 
@@ -79,8 +67,7 @@ def after_last_overrule(text: str, line: str) -> bool:
 
 
 def stopped_at_plateau(text: str) -> bool:
-    """Whether the training of the log ``text`` was stopped by the patience (not overruled
-    after it)."""
+    """Whether the patience stopped the training of the log ``text`` (not overruled)."""
     return after_last_overrule(text, EARLY_STOP)
 
 

@@ -19,17 +19,16 @@ import torch
 import torch.nn.functional as F
 
 from relu_former.relu_attention.memory_ffn import build_memory_fc2, memory_activation
-from scripts.reproduce.claims import NoModel, judge
-from scripts.reproduce.report import claims_table, result_table, spreads
+from scripts.reproduce.claims import NoModel
 from scripts.reproduce.spec import Comparison, Metric, Row, TableSpec
 from scripts.reproduce.synthetic_study import (
     Cell,
     Plateau,
     Study,
     add_protocol_arguments,
+    cell_result,
     check_positive,
-    learning_table,
-    row_records,
+    results,
     run_study,
 )
 
@@ -99,12 +98,9 @@ def train(task: Task, variant: str, slots: int, lr: float, seed: int, limits: Di
 
 def result(curve: List[List[float]], step: int, stop: str, best: int, task: Task,
            start: float) -> Dict[str, Any]:
-    diverged = stop == "diverged"
-    return {"stopped": "cap" if diverged else stop, "still_improving": stop == "cap",
-            "updates": step, "curve": curve, "cpu_seconds": time.process_time() - start,
-            "figures": {"accuracy": math.nan if diverged else 100.0 * best / task.size,
-                        "final_accuracy": curve[-1][2], "loss": curve[-1][1],
-                        "diverged": diverged}}
+    accuracy = math.nan if stop == "diverged" else 100.0 * best / task.size
+    return cell_result(curve, step, stop, start, {
+        "accuracy": accuracy, "final_accuracy": curve[-1][2], "loss": curve[-1][1]})
 
 
 def rows(slots: Sequence[int]) -> List[Row]:
@@ -140,11 +136,8 @@ def make_study(args: argparse.Namespace) -> Study:
         variant, slots = row.key.rsplit("_", 1)
         return train(task, variant, int(slots), lr, seed, limits)
 
-    def progress(row: Row, seed: int, lr: float, stored: Dict[str, Any]) -> str:
-        figures = stored["figures"]
-        return (f"{row.label}, seed {seed}, lr {lr:g}: accuracy {figures['accuracy']:.2f}%, "
-                f"loss {figures['loss']:.4g}, {stored['stopped']} at step "
-                f"{stored['updates']} ({stored['cpu_seconds']:.1f} CPU s)")
+    def progress(figures: Dict[str, float]) -> str:
+        return f"accuracy {figures['accuracy']:.2f}%, loss {figures['loss']:.4g}"
 
     return Study(NAME, args, settings, trained, progress, task, limits)
 
@@ -155,20 +148,12 @@ def report(study: Study, cells: Sequence[Cell], slots: Sequence[int]) -> Dict[st
     references = {row.key: [NoModel(ACCURACY, trivial, "the most frequent class's share, "
                                                         "which needs no model")]
                   for row in table.rows}
-    judged = judge(table, cells, {"no_model": references})
-    return {"task": {"keys": study.args.keys, "classes": study.args.keys,
-                     "width": study.args.width, "chance_accuracy": 100.0 / study.args.keys,
-                     "trivial_accuracy": trivial},
-            "limits": study.limits, "seeds": study.args.seeds,
-            "rows": row_records(cells, table.rows),
-            "claims": judged, "cpu_minutes": study.cpu_minutes(),
-            "markdown": "\n".join([
-                f"{study.args.keys} keys and classes at width {study.args.width}; chance "
-                f"accuracy {100.0 / study.args.keys:.3g}%, the most frequent class "
-                f"{trivial:.3g}% (the reference that reads no model).\n",
-                result_table(table, spreads(table, cells)),
-                learning_table(cells, table.rows),
-                claims_table(table, judged)])}
+    keys, width = study.args.keys, study.args.width
+    return results(study, table, cells, references, {
+        "keys": keys, "classes": keys, "width": width, "chance_accuracy": 100.0 / keys,
+        "trivial_accuracy": trivial},
+        f"{keys} keys and classes at width {width}; chance accuracy {100.0 / keys:.3g}%, the "
+        f"most frequent class {trivial:.3g}% (the reference that reads no model).\n")
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -27,8 +27,7 @@ import torch.nn.functional as F
 
 import scripts.reproduce.synthetic_study as protocol
 from relu_former.pyramidion.pooling import TokenPooler
-from scripts.reproduce.claims import NoModel, judge
-from scripts.reproduce.report import claims_table, result_table, spreads
+from scripts.reproduce.claims import NoModel
 from scripts.reproduce.spec import Comparison, Metric, Row, TableSpec
 from scripts.reproduce.tables.pyramidion_table4 import SCORERS
 
@@ -180,14 +179,10 @@ def train(task: Task, scorer: str, lr: float, seed: int, limits: Dict[str, Any]
 
 def result(model: Model, task: Task, curve: List[List[float]], step: int, stop: str,
            start: float) -> Dict[str, Any]:
-    diverged = stop == "diverged"
-    test_loss, recall = (math.nan, math.nan) if diverged else evaluate(model, task)
-    return {"stopped": "cap" if diverged else stop, "still_improving": stop == "cap",
-            "updates": step, "curve": curve, "cpu_seconds": time.process_time() - start,
-            "figures": {"recall": recall, "test_loss": test_loss,
-                        "loss": curve[-1][1] if curve else math.nan,
-                        "train_recall": curve[-1][2] if curve else math.nan,
-                        "diverged": diverged}}
+    test_loss, recall = (math.nan, math.nan) if stop == "diverged" else evaluate(model, task)
+    return protocol.cell_result(curve, step, stop, start, {
+        "recall": recall, "test_loss": test_loss, "loss": curve[-1][1] if curve else math.nan,
+        "train_recall": curve[-1][2] if curve else math.nan})
 
 
 def rows() -> List[Row]:
@@ -214,11 +209,8 @@ def make_study(args: argparse.Namespace) -> protocol.Study:
                 "contents": args.contents, "width": args.width, "train": args.train,
                 "test": args.test, **limits}
 
-    def progress(row: Row, seed: int, lr: float, stored: Dict[str, Any]) -> str:
-        found = stored["figures"]
-        return (f"{row.label}, seed {seed}, lr {lr:g}: recall {found['recall']:.2f}%, "
-                f"test loss {found['test_loss']:.4g}, {stored['stopped']} at step "
-                f"{stored['updates']} ({stored['cpu_seconds']:.1f} CPU s)")
+    def progress(found: Dict[str, float]) -> str:
+        return f"recall {found['recall']:.2f}%, test loss {found['test_loss']:.4g}"
 
     def trained(row: Row, seed: int, lr: float) -> Dict[str, Any]:
         return train(task, row.key, lr, seed, limits)
@@ -233,23 +225,16 @@ def report(study: protocol.Study, cells: Sequence[protocol.Cell]) -> Dict[str, A
                                                        "counts, which needs no model")
     references = {key: [NoModel(RECALL, chance, "k of n tokens taken at random (no model)"),
                         loss_reference] for key in TRAINABLE}
-    judged = judge(table, cells, {"no_model": references})
     args = study.args
-    return {"task": {"length": args.length, "kept": task.kept, "contents": args.contents,
-                     "width": args.width, "train": args.train, "test": args.test,
-                     "chance_recall": chance, "mean_prediction_loss": no_model_loss},
-            "limits": study.limits, "seeds": args.seeds,
-            "rows": protocol.row_records(cells, table.rows),
-            "claims": judged, "cpu_minutes": study.cpu_minutes(),
-            "markdown": "\n".join([
-                f"{task.kept} marked tokens among {args.length} ({args.contents} contents, "
-                f"width {args.width}; {args.train} training and {args.test} test sequences); "
-                f"k of n taken at random hold {chance:.3g}% marked ones, and predicting the "
-                f"mean counts has test loss {no_model_loss:.4g} (the references that read no "
-                "model).\n",
-                result_table(table, spreads(table, cells)),
-                protocol.learning_table(cells, table.rows),
-                claims_table(table, judged)])}
+    return protocol.results(study, table, cells, references, {
+        "length": args.length, "kept": task.kept, "contents": args.contents,
+        "width": args.width, "train": args.train, "test": args.test, "chance_recall": chance,
+        "mean_prediction_loss": no_model_loss},
+        f"{task.kept} marked tokens among {args.length} ({args.contents} contents, "
+        f"width {args.width}; {args.train} training and {args.test} test sequences); "
+        f"k of n taken at random hold {chance:.3g}% marked ones, and predicting the "
+        f"mean counts has test loss {no_model_loss:.4g} (the references that read no "
+        "model).\n")
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:

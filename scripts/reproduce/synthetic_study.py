@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Sequence
@@ -17,9 +18,10 @@ from typing import Any, Callable, Dict, List, Sequence
 from scripts.common.atomic_files import write_text_atomic
 from scripts.common.plotting import markdown_table
 from scripts.reproduce.cell_cache import CellCache, settings_key
+from scripts.reproduce.claims import NoModel, judge
 from scripts.reproduce.rate_search import widened
-from scripts.reproduce.report import plain
-from scripts.reproduce.spec import Row
+from scripts.reproduce.report import claims_table, plain, result_table, spreads
+from scripts.reproduce.spec import Row, TableSpec
 
 GRID = (1.25e-3, 2.5e-3, 5e-3, 1e-2)
 LR_LIMITS = (1e-4, 4e-2)
@@ -64,14 +66,24 @@ class Plateau:
         return "cap" if step >= self.limits["max_steps"] else None
 
 
+def cell_result(curve: List[List[float]], step: int, stop: str, start: float,
+                figures: Dict[str, float]) -> Dict[str, Any]:
+    """A trained cell's result: ``stop`` (``diverged`` is a cap with NaN figures), ``step``,
+    ``curve``, the CPU seconds since ``start`` and ``figures``."""
+    diverged = stop == "diverged"
+    return {"stopped": "cap" if diverged else stop, "still_improving": stop == "cap",
+            "updates": step, "curve": curve, "cpu_seconds": time.process_time() - start,
+            "figures": {**figures, "diverged": diverged}}
+
+
 class Study:
     """The cells of one run, trained on demand, each cached as it finishes: ``settings`` is
-    its key, ``train`` its result, ``progress`` the line said after it."""
+    its key, ``train`` its result, ``progress`` its figures as said after it."""
 
     def __init__(self, name: str, args: argparse.Namespace,
                  settings: Callable[[Row, int, float], Dict[str, Any]],
                  train: Callable[[Row, int, float], Dict[str, Any]],
-                 progress: Callable[[Row, int, float, Dict[str, Any]], str],
+                 progress: Callable[[Dict[str, float]], str],
                  task: Any = None, limits: Dict[str, Any] | None = None,
                  say: Callable[[str], None] = print) -> None:
         self.name, self.args, self.say = name, args, say
@@ -90,7 +102,9 @@ class Study:
             found = self.train(row, seed, lr)
             stored = self.cache.put(folder, key, {**found, "settings": settings})
             self.trained += 1
-            self.say(self.progress(row, seed, lr, stored))
+            self.say(f"{row.label}, seed {seed}, lr {lr:g}: {self.progress(stored['figures'])}"
+                     f", {stored['stopped']} at step {stored['updates']} "
+                     f"({stored['cpu_seconds']:.1f} CPU s)")
         self.seen.append(Cell(row, seed, lr, stored))
         return self.seen[-1]
 
@@ -138,6 +152,20 @@ def learning_table(cells: Sequence[Cell], rows: Sequence[Row]) -> str:
                       ", ".join(str(cell.result["updates"]) for cell in done)])
     return markdown_table(["row", "rate", "rate grid (seed 1's final loss)", "stopped",
                            "steps (seeds 1..)"], lines)
+
+
+def results(study: Study, table: TableSpec, cells: Sequence[Cell],
+            references: Dict[str, List[NoModel]], task: Dict[str, Any], intro: str
+            ) -> Dict[str, Any]:
+    """What a study writes: its ``task``, limits, rows and judged claims, and the markdown
+    (``intro``, then the tables)."""
+    judged = judge(table, cells, {"no_model": references})
+    return {"task": task, "limits": study.limits, "seeds": study.args.seeds,
+            "rows": row_records(cells, table.rows), "claims": judged,
+            "cpu_minutes": study.cpu_minutes(),
+            "markdown": "\n".join([intro, result_table(table, spreads(table, cells)),
+                                   learning_table(cells, table.rows),
+                                   claims_table(table, judged)])}
 
 
 def row_records(cells: Sequence[Cell], rows: Sequence[Row]) -> Dict[str, Dict[str, Any]]:

@@ -1,15 +1,9 @@
 """How a row of a table at one seed becomes commands, and how its figures are read back.
 
-Every kind module defines ``prepare(spec, scale, settings, work, say)`` (the table's shared
-data), ``cell_settings(spec, row, seed, scale, settings, data)`` (what is hashed into a cell's
-key), ``steps(spec, row, seed, scale, settings, data, folder, parent)`` (a cell's commands) and
-``collect(spec, row, folder)`` (its figures, from its logs). It may define ``dictionary(data)``
-(a row starting from another table's row needs the same file), ``decoded_checkpoint(settings,
-folder)``, ``measurements(...)`` and ``measured(folder)`` (what a table measures on a trained
-model besides decoding it; a ``same_as`` row runs only these), ``VALIDATION_LOSS`` (the loss its
-cells stop on, :func:`stopping_loss`) and ``TRAINS = False`` (a kind that trains no model: a
-cell lacking a figure runs again). At paper scale the steps are the recipes' scripts, whose
-``--dry-run`` prints the exact fairseq command.
+Every kind module defines ``prepare`` (the table's shared data), ``cell_settings`` (what is
+hashed into a cell's key), ``steps`` (a cell's commands) and ``collect`` (its figures, from its
+logs). It may define ``dictionary``, ``decoded_checkpoint``, ``measurements`` and ``measured``
+(what a ``same_as`` row runs), ``VALIDATION_LOSS`` and ``TRAINS = False`` (no model trained).
 """
 
 from __future__ import annotations
@@ -28,9 +22,8 @@ KINDS = ("translation", "classification", "summarization", "benchmark")
 @dataclass
 class Step:
     """One command of a cell: a subprocess (``argv``) or an in-process call (``call``), its
-    output in ``log``; ``dry_run`` prints the exact fairseq command. A ``trains`` step stopped
-    by a NaN loss makes the cell *diverged* (a result, not a failure); a ``timed`` step's time
-    is a figure (:func:`~scripts.reproduce.cell_jobs.timed_lock`)."""
+    output in ``log``; ``dry_run`` prints the exact fairseq command; a ``timed`` step's time
+    is a figure."""
 
     log: str
     argv: List[str] | None = None
@@ -50,8 +43,7 @@ class Step:
 
 
 def on_device(steps: Sequence[Step], device: str) -> List[Step]:
-    """``steps`` on ``device``: on ``"cuda"`` without ``--cpu`` (float32, as on the CPU). The
-    device is in no cell's key."""
+    """``steps`` on ``device``: on ``"cuda"`` without ``--cpu``."""
     if device == "cpu":
         return list(steps)
     return [replace(step, argv=[part for part in step.argv if part != "--cpu"])
@@ -74,8 +66,7 @@ def recipe_steps(recipe: str, model: str, env: Dict[str, str], save_dir: str,
                  train_flags: Sequence[str],
                  evaluations: Sequence[tuple[str, Sequence[str]]] = (("score-test.json", ()),),
                  ) -> List[Step]:
-    """The recipe's ``train.sh`` then ``evaluate.sh`` per results file, writing where the
-    kind's ``collect`` reads at any scale (``SAVE_DIR``, ``RESULTS``)."""
+    """The recipe's ``train.sh``, then ``evaluate.sh`` per results file."""
     folder = f"scripts/recipes/{recipe}"
     env = {**env, "SAVE_DIR": save_dir}
     train = [f"{folder}/train.sh", model, "--", *train_flags]

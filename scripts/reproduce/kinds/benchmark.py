@@ -1,11 +1,6 @@
-"""The successive-halving operator's speed and quality figures: the existing benchmark
-(``scripts/benchmarks/bench_pooling_operator.py``), one cell per seed, in this process.
-
-A cell measures the benchmark's grid at the table's ``(n, k)`` with the benchmark's own
-functions and keeps, per operator, the forward time and the nCCS similarity to the true
-top-k; the full report with its plots is ``python -m scripts.benchmarks.bench_pooling_operator
---out DIR`` (docs/benchmarks.md). The same code runs at both scales: ``--scale paper`` uses
-the paper's n = 8192, k = 512 (its figures were measured on an A100; ours on the CPU).
+"""The successive-halving operator's speed and quality: ``scripts/benchmarks/
+bench_pooling_operator.py``'s grid at the table's ``(n, k)``, one cell per seed, in this
+process, keeping per operator the forward time and the nCCS similarity to the true top-k.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Many-class classification cells (sparse-softmax's Figure 2): ``scripts/analysis/
 classification.py``'s corpus, model and criteria, one criterion (softmax, or sparse-softmax at
-one k) at one seed per cell, trained to a plateau of the valid error rate (100 - accuracy:
-:data:`VALIDATION_LOSS`) as the translation tables train, its best checkpoint scored. There is
-no recipe for the paper's data sets: ``--scale paper`` prints the same commands for a
-``DATA_BIN`` binarized the same way.
+one k) a cell, trained to a plateau of the valid error rate, its best checkpoint scored.
+``--scale paper`` prints the same commands for a ``DATA_BIN`` binarized the same way.
 """
 
 from __future__ import annotations
@@ -24,14 +22,9 @@ from scripts.reproduce.kinds.translation import plateau_flags
 from scripts.reproduce.log_figures import ERROR, train_figures
 from scripts.reproduce.spec import Row, TableSpec
 
-# The validation figure a cell stops on, keeps its best checkpoint by and the rate grid
-# compares: the error rate, 100 - fairseq's valid accuracy (``log_figures.ERROR``), the
-# figure the table compares (as F1) and one every row shares. Not the row's own loss, which
-# the cells first stopped on: with the softmax cross-entropy it reaches its lowest at 464
-# updates (4 epochs, valid accuracy 29.0%) and then rises while the accuracy goes on rising
-# to about 40% at 2,000-2,700 updates (seed 1 at lr 2.5e-3, 30 epochs without a stop,
-# measured 2026-12-05), so a cell stopped there has not finished learning what is compared
-# (its test micro-F1 29.7, against 34.1 after the former fixed 10 epochs).
+# The figure a cell stops on and the grid compares: the error rate, 100 - valid accuracy,
+# which every row shares. Not the row's own loss: the cross-entropy's is lowest at 4 epochs
+# (valid accuracy 29.0%) while the accuracy goes on rising to about 40% at 2,000 updates.
 VALIDATION_LOSS = ERROR
 
 
@@ -98,8 +91,7 @@ def cell_settings(spec: TableSpec, row: Row, seed: int, scale: str, settings: Di
 
 
 def epoch_updates(data_bin: Path, batch_size: int) -> int:
-    """The updates of one epoch: ceil(training sentences / ``batch_size``) (batches of
-    sentences, none dropped: the corpus caps their length)."""
+    """The updates of one epoch: ceil(training sentences / ``batch_size``)."""
     from fairseq.data import data_utils
 
     sentences = data_utils.load_indexed_dataset(str(data_bin / "input0" / "train"))
@@ -107,8 +99,7 @@ def epoch_updates(data_bin: Path, batch_size: int) -> int:
 
 
 def criterion_run(row: Row):
-    """The script's run of ``row``: softmax cross-entropy, or sparse-softmax at the row's k
-    (no label smoothing)."""
+    """The script's run of ``row``: cross-entropy, or sparse-softmax at the row's k."""
     from scripts.analysis import classification
 
     k = row.point.get("k")
@@ -119,8 +110,7 @@ def criterion_run(row: Row):
 
 
 def score_step(data_bin: Path, folder: Path) -> Step:
-    """Classify the test split with the cell's ``checkpoint_best.pt`` and score it, in this
-    process (the script's ``evaluate``: accuracy, micro-F1, macro-F1, percent)."""
+    """Score the cell's ``checkpoint_best.pt`` on the test split, in this process."""
     def score() -> None:
         """score checkpoint_best.pt on the test split with scripts.analysis.classification"""
         from scripts.analysis.classification import evaluate
@@ -155,9 +145,7 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
 
 
 def collect(spec: TableSpec, row: Row, folder: Path) -> Dict[str, float]:
-    """Test accuracy, micro-F1 and macro-F1 (percent) and the training figures (the best
-    ``valid_loss``, updates, seconds); a hidden row's cell (a rate of the grid) only its
-    training figures."""
+    """The training figures and, but for a grid cell, test accuracy, micro- and macro-F1."""
     figures = train_figures(folder / "train.log", VALIDATION_LOSS)
     if row.hidden:
         return figures

@@ -1,15 +1,13 @@
-"""Summarization cells (Pyramidion paper): one ``pyramidion_base`` encoder-decoder per row,
-through the real ``fairseq-train``/``fairseq-generate``, trained to a plateau as the
-translation tables train; ROUGE by the recipes' scorer; cost as CPU seconds (training per
-update, decoding through :mod:`~scripts.reproduce.timed_generate`). Toy data: the machine's
-manual pages, each summarised by its NAME line (``scripts/demo/summary_data.py``). Paper
+"""Summarization cells (Pyramidion paper): one ``pyramidion_base`` model per row, trained to
+a plateau as the translation tables train, ROUGE by the recipes' scorer, costs in CPU
+seconds. Toy data: the machine's manual pages, each summarised by its NAME line. Paper
 scale: ``scripts/recipes/long_doc_summarization`` (``DATASET=arxiv``).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Sequence
 
@@ -53,9 +51,8 @@ def prepare(spec: TableSpec, scale: str, settings: Dict[str, Any], work: Path,
 
 
 def reference_line(found: SummaryReferences) -> str:
-    """What a model must beat on these test pages: the demo's reference outputs (the same
-    frequent words for every page, the page's first words) and the unigram entropy of the
-    summaries (the valid nll of a model that reads neither the page nor the summary)."""
+    """What a model must beat on these test pages: the demo's reference outputs and the
+    summaries' unigram entropy."""
     trivial, lead = found.scores["trivial"], found.scores["lead"]
     return (f"Without a model, on the same test pages: the {found.words} most frequent "
             f"summary words for every page (trivial) score ROUGE-1 {trivial['rouge1']:.2f}, "
@@ -72,26 +69,15 @@ def build_data(settings: Dict[str, Any], folder: Path,
     """The demo's manual-page summaries, cut to size and binarized, in ``folder``."""
     from scripts.demo.summary_data import SummaryScale, build_summary_data
 
-    sizes = SummaryScale(
-        source_tokens=settings["source_tokens"], target_tokens=settings["target_tokens"],
-        vocab=settings["vocab"], layers=settings["layers"], dim=settings["dim"],
-        ffn=settings["ffn"], heads=settings["heads"], max_tokens=settings["max_tokens"],
-        max_update=settings["max_update"], safety_cap_s=1e9, warmup=settings["warmup"],
-        lr=settings["lr"], max_test=settings["max_test"],
-        min_train_docs=settings["min_train_docs"],
-        heldout_per_mille=settings["heldout_per_mille"],
-        generated_docs=settings["generated_docs"])
+    # every size but the time cap and the Transpooler row is one of the table's settings
+    sizes = SummaryScale(**{field.name: settings[field.name] for field in fields(SummaryScale)
+                            if field.name not in ("safety_cap_s", "transpooler")},
+                         safety_cap_s=1e9)
     for sub in ("raw", "prep"):
         (folder / sub).mkdir(parents=True, exist_ok=True)
     description = build_summary_data(Path(settings["man_dir"]), sizes, folder / "raw",
                                      folder / "prep", say=say)
-    from fairseq import options
-    from fairseq_cli import preprocess
-
-    preprocess.main(options.get_preprocessing_parser().parse_args([
-        "--source-lang", "doc", "--target-lang", "sum", "--joined-dictionary", "--workers", "1",
-        "--destdir", str(folder / "bin"),
-        *(f"--{split}pref={folder / 'prep' / split}" for split in ("train", "valid", "test"))]))
+    translation.preprocess(folder / "prep", folder / "bin", "doc", "sum")
     return {"description": description}
 
 
@@ -106,8 +92,7 @@ _LENGTH = re.compile(r"\bL(?:/(\d+))?\b")
 
 
 def resolve(flags: Sequence[str], length: int) -> List[str]:
-    """Rows write lengths as ``L``, ``L/2``, ``L/4`` (of the input length): the same table
-    at any input length."""
+    """Rows write lengths as ``L``, ``L/2``, ``L/4`` of the input length."""
     return [_LENGTH.sub(lambda m: str(length // int(m.group(1) or 1)), flag) for flag in flags]
 
 
@@ -125,9 +110,7 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
                  "--max-target-positions", str(target + 8)]
     extra = [*positions, "--attention-dropout", "0.1", "--criterion",
              "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--log-interval", "10"]
-    # to a plateau as the translation tables train (no update cap), decoding the best
-    # validated model; the translation kind's count, read through its module (the command
-    # tests stub it)
+    # the translation kind's count, read through its module (the command tests stub it)
     extra += plateau_flags(settings, translation.epoch_updates(
         data_bin, settings["max_tokens"], (length, target + 8), (SOURCE, TARGET)))
     train = train_step(replace(row, flags=tuple(resolve(row.flags, length))), seed,
@@ -147,8 +130,7 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
 
 
 def collect(spec: TableSpec, row: Row, folder: Path) -> Dict[str, float]:
-    """ROUGE-1/2/L, valid nll, and the costs (training CPU s per update, decoding s, CPU and
-    wall); a hidden row's cell (a rate of the grid) only its training figures."""
+    """The training figures and, but for a grid cell, ROUGE-1/2/L and decoding seconds."""
     figures = train_figures(folder / "train.log")
     if row.hidden:
         return figures

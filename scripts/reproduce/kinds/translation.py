@@ -1,11 +1,10 @@
 """Translation cells, sentence- and document-level: the real ``fairseq-train`` and
 ``fairseq-generate``, scored by the recipes' scorer; at paper scale the recipes' scripts.
 
-Toy data, built once: a language's gettext catalogs into English, word level, split by blocks
-of messages (:mod:`scripts.reproduce.doc_corpus`); ``sentences`` and ``docs<L>`` (documents of
-at most L tokens) share the sentence data's dictionary, so a document model can start from a
-sentence model (:func:`dictionary`). A row with a ``parent`` starts from its best validated
-checkpoint (its last where it was not validated) with a fresh optimizer.
+Toy data: a language's gettext catalogs into English, word level, split by blocks of messages
+(:mod:`scripts.reproduce.doc_corpus`); ``sentences`` and ``docs<L>`` (documents of at most L
+tokens) share the sentence data's dictionary, so a document model can start from a sentence
+model. A row with a ``parent`` starts from its best validated checkpoint, a fresh optimizer.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ from typing import Any, Callable, Dict, List, Tuple
 from scripts.common.atomic_files import write_text_atomic
 from scripts.common.fairseq_cli import fairseq_command
 from scripts.common.fairseq_train import train_command
+from scripts.common.gettext_corpus import Pair
 from scripts.common.repo_paths import USER_DIR
 from scripts.common.run_record import Budget, Run
 from scripts.reproduce import patient_train, timed_generate
@@ -27,6 +27,7 @@ from scripts.reproduce.claims import NO_MODEL_CLAIM, NoModel
 from scripts.reproduce.data_folder import shared_data
 from scripts.reproduce.doc_corpus import (
     SEPARATOR,
+    Document,
     catalog_pairs,
     pack_documents,
     split_documents,
@@ -54,6 +55,11 @@ def length_of(row: Row) -> int:
     return int(row.point.get("length", 0))
 
 
+def data_name(length: int) -> str:
+    """The data set of documents of ``length`` tokens (0: the sentences)."""
+    return "sentences" if length == 0 else f"docs{length}"
+
+
 def prepare(spec: TableSpec, scale: str, settings: Dict[str, Any], work: Path,
             say: Callable[[str], None]) -> Dict[str, Any]:
     """Build (or reuse) the binarized sentence and document data of the table's rows."""
@@ -68,21 +74,20 @@ def prepare(spec: TableSpec, scale: str, settings: Dict[str, Any], work: Path,
 
 
 def dictionary(data: Dict[str, Any]) -> Path | None:
-    """The dictionary every data set of ``data`` is binarized with (None at paper scale)."""
+    """The dictionary of every data set of ``data`` (None at paper scale)."""
     if "folder" not in data:
         return None
     return Path(data["folder"]) / "bin" / "dictionary" / f"dict.{SRC}.txt"
 
 
 def no_model(spec: TableSpec, folder: Path) -> Dict[str, List[NoModel]]:
-    """Per row, the valid nll of a model that reads nothing: its targets' unigram entropy
-    (add-one, words outside the dictionary as <unk>)."""
+    """Per row, the valid nll of a model that reads nothing: its targets' unigram entropy."""
     from scripts.demo.reference_summaries import unigram_entropy
 
     measured: Dict[str, float] = {}
     found = {}
     for row in spec.rows:
-        name = "sentences" if length_of(row) == 0 else f"docs{length_of(row)}"
+        name = data_name(length_of(row))
         dictionary = folder / "bin" / name / f"dict.{TGT}.txt"
         if name not in measured and dictionary.is_file():
             words = {line.split()[0] for line in dictionary.read_text().splitlines()}
@@ -100,12 +105,9 @@ def no_model(spec: TableSpec, folder: Path) -> Dict[str, List[NoModel]]:
 
 def reference_line(spec: TableSpec, found: Dict[str, List[NoModel]]) -> str | None:
     """The line beside the table: the valid nll of a model that ignores the source."""
-    entropies: Dict[str, float] = {}
-    for row in spec.rows:
-        for reference in found.get(row.key, ()):
-            length = length_of(row)
-            where = "sentences" if length == 0 else f"documents of {length} tokens"
-            entropies[where] = reference.value
+    entropies = {"sentences" if length_of(row) == 0 else
+                 f"documents of {length_of(row)} tokens": reference.value
+                 for row in spec.rows for reference in found.get(row.key, ())}
     if not entropies:
         return None
     figures = "; ".join(f"{bits:.2f} bits on {where}" for where, bits in entropies.items())
@@ -128,33 +130,23 @@ def build_data(settings: Dict[str, Any], folder: Path) -> Dict[str, Any]:
         split_pairs = [pair for doc in docs for pair in doc.pairs]
         if split == "train" and settings.get("max_train_pairs"):
             split_pairs = split_pairs[: settings["max_train_pairs"]]
-        per_split[split] = split_pairs
         src = moses_tokenize([p.source for p in split_pairs], settings["lang"], lowercase=True)
         tgt = moses_tokenize([p.target for p in split_pairs], TGT, lowercase=True)
-        per_split[split] = list(zip(split_pairs, src, tgt))
+        per_split[split] = [Pair(s, t, pair.catalog) for pair, s, t in zip(split_pairs, src, tgt)]
     lengths = sorted({0, *settings.get("lengths", ())})
     for length in lengths:
-        name = "sentences" if length == 0 else f"docs{length}"
         sizes = []
         for split, items in per_split.items():
-            if length == 0:
-                src_lines = [s for _, s, _ in items]
-                tgt_lines = [t for _, _, t in items]
-            else:
-                tokens = {id(p): (s, t) for p, s, t in items}
-                sizes_of = {key: len(t.split()) for key, (_, t) in tokens.items()}
-                docs = pack_documents([p for p, _, _ in items], length,
-                                      length=lambda p, n=sizes_of: n[id(p)])
-                if split == "test" and settings.get("max_test_docs"):
-                    docs = docs[: settings["max_test_docs"]]
-                joiner = f" {SEPARATOR} "
-                src_lines = [joiner.join(tokens[id(p)][0] for p in d.pairs) for d in docs]
-                tgt_lines = [joiner.join(tokens[id(p)][1] for p in d.pairs) for d in docs]
-            for suffix, lines in ((SRC, src_lines), (TGT, tgt_lines)):
-                write_text_atomic(raw / name / f"{split}.{suffix}",
-                                  "".join(line + "\n" for line in lines))
-            sizes.append(f"{split} {len(src_lines)}")
-        description.append(f"{name}: {', '.join(sizes)}")
+            # a sentence is a document of one pair; documents are packed to the length
+            docs = (pack_documents(items, length) if length else
+                    [Document(pair.catalog, (pair,)) for pair in items])
+            if length and split == "test" and settings.get("max_test_docs"):
+                docs = docs[: settings["max_test_docs"]]
+            for suffix, source in ((SRC, True), (TGT, False)):
+                write_text_atomic(raw / data_name(length) / f"{split}.{suffix}",
+                                  "".join(doc.side(source) + "\n" for doc in docs))
+            sizes.append(f"{split} {len(docs)}")
+        description.append(f"{data_name(length)}: {', '.join(sizes)}")
     # the dictionary is built from the sentence data ("dictionary" is a copy of its text)
     for split in ("train", "valid", "test"):
         for suffix in (SRC, TGT):
@@ -165,17 +157,23 @@ def build_data(settings: Dict[str, Any], folder: Path) -> Dict[str, Any]:
                            "en, word level, " + "; ".join(description)}
 
 
-def binarize(raw: Path, out: Path, lengths: List[int], vocab: int | None) -> None:
-    """fairseq-preprocess every data set with the sentence data's joined dictionary (its
-    ``vocab`` most frequent words) plus the sentence separator, in this process."""
+def preprocess(text: Path, dest: Path, src: str, tgt: str, *extra: str) -> None:
+    """fairseq-preprocess ``text/{train,valid,test}.{src,tgt}`` into ``dest`` with a joined
+    dictionary, in this process."""
     from fairseq import options
-    from fairseq_cli import preprocess
+    from fairseq_cli import preprocess as fairseq_preprocess
 
+    fairseq_preprocess.main(options.get_preprocessing_parser().parse_args([
+        "--source-lang", src, "--target-lang", tgt, "--joined-dictionary", "--workers", "1",
+        "--destdir", str(dest), *extra,
+        *(f"--{split}pref={text / split}" for split in ("train", "valid", "test"))]))
+
+
+def binarize(raw: Path, out: Path, lengths: List[int], vocab: int | None) -> None:
+    """Every data set with the sentence data's dictionary (its ``vocab`` most frequent words)
+    plus the sentence separator."""
     def run(name: str, *extra: str) -> None:
-        preprocess.main(options.get_preprocessing_parser().parse_args([
-            "--source-lang", SRC, "--target-lang", TGT, "--joined-dictionary", "--workers",
-            "1", "--destdir", str(out / name), *extra,
-            *(f"--{split}pref={raw / name / split}" for split in ("train", "valid", "test"))]))
+        preprocess(raw / name, out / name, SRC, TGT, *extra)
 
     limit = [] if vocab is None else ["--nwordssrc", str(vocab), "--nwordstgt", str(vocab)]
     run("dictionary", "--dict-only", *limit)
@@ -183,7 +181,7 @@ def binarize(raw: Path, out: Path, lengths: List[int], vocab: int | None) -> Non
     with open(dictionary, "a", encoding="utf-8") as words:
         words.write(f"{SEPARATOR} 1\n")  # only documents hold it; it must not be <unk>
     for length in lengths:
-        run("sentences" if length == 0 else f"docs{length}", "--srcdict", str(dictionary))
+        run(data_name(length), "--srcdict", str(dictionary))
 
 
 def score_step(folder: Path, generated: str, results: str, metric: str,
@@ -214,7 +212,7 @@ def cell_settings(spec: TableSpec, row: Row, seed: int, scale: str, settings: Di
 def epoch_updates(data_bin: Path, max_tokens: int, positions: int | Tuple[int, int],
                   pair: Tuple[str, str] = (SRC, TGT)) -> int:
     """The updates of one epoch of ``data_bin``'s training split, batched as fairseq-train
-    batches it (pairs longer than ``positions`` skipped); ``pair``: its suffixes."""
+    batches it (pairs longer than ``positions`` skipped)."""
     from fairseq.data import Dictionary, LanguagePairDataset, data_utils
 
     source, target = pair
@@ -229,9 +227,9 @@ def epoch_updates(data_bin: Path, max_tokens: int, positions: int | Tuple[int, i
 
 
 def plateau_flags(settings: Dict[str, Any], epoch: int, metric: str = NLL) -> List[str]:
-    """Train until the valid loss ``metric`` stops improving: validate and save
-    ``validations_per_epoch`` times an epoch of ``epoch`` updates, stop after ``patience``
-    validations without a better loss or at ``max_epoch``. Every kind's plateau runs use it."""
+    """Every kind's flags to train until the valid loss ``metric`` stops improving: validate
+    and save ``validations_per_epoch`` times an epoch of ``epoch`` updates, stop after
+    ``patience`` validations without a better loss or at ``max_epoch``."""
     every = max(1, epoch // settings["validations_per_epoch"])
     # no validation at an epoch's end: the patience and stop_rule count validations (no
     # epoch cap, 0: the budget of updates stops it, budget.py)
@@ -243,8 +241,8 @@ def plateau_flags(settings: Dict[str, Any], epoch: int, metric: str = NLL) -> Li
 
 
 def best_validation(curve: List[List[float]]) -> List[float] | None:
-    """The ``[update, loss]`` whose model is ``checkpoint_best.pt``: the lowest finite loss,
-    the last of equal ones (fairseq replaces it at an equal value too); None if none."""
+    """The ``[update, loss]`` of ``checkpoint_best.pt``: the last of the lowest finite losses
+    (fairseq replaces it at an equal value too); None if none."""
     finite = [point for point in curve if math.isfinite(point[1])]
     lowest = min((loss for _, loss in finite), default=None)
     return next((point for point in reversed(finite) if point[1] == lowest), None)
@@ -262,8 +260,8 @@ def budget(settings: Dict[str, Any], updates: int) -> Budget:
 def train_step(row: Row, seed: int, settings: Dict[str, Any], data_bin: Path, folder: Path,
                parent: Path | None, extra: List[str]) -> Step:
     """fairseq-train (the demo's command, through :mod:`~scripts.reproduce.patient_train`);
-    a continuation starts from the parent's best validated checkpoint (its last where it has
-    one validation), a fresh optimizer at the rate the parent's schedule had reached there."""
+    a continuation starts from the parent's best validated checkpoint, a fresh optimizer at
+    the rate the parent's schedule had reached there."""
     run = Run(folder.name, row.label, settings["arch"], [*extra, *row.flags])
     # a run to a plateau is stopped by --patience or --max-epoch only; a fixed budget, or one
     # at its table's budget (budget.py: patience 0), by its --max-update
@@ -292,8 +290,7 @@ def beams(settings: Dict[str, Any]) -> List[int]:
 
 def binarized(data: Dict[str, Any], row: Row) -> Path:
     """The binarized data of ``row``: the sentences, or the documents of its length."""
-    length = length_of(row)
-    return Path(data["folder"]) / "bin" / ("sentences" if length == 0 else f"docs{length}")
+    return Path(data["folder"]) / "bin" / data_name(length_of(row))
 
 
 def decoded_checkpoint(settings: Dict[str, Any], folder: Path) -> Path:
@@ -304,7 +301,7 @@ def decoded_checkpoint(settings: Dict[str, Any], folder: Path) -> Path:
 def measurements(spec: TableSpec, row: Row, scale: str, settings: Dict[str, Any],
                  data: Dict[str, Any], checkpoint: Path, folder: Path) -> List[Step]:
     """With ``attention_sentences``: the attention of ``checkpoint`` on that many validation
-    sentences (``scripts/analysis/analyze_attention.py``, its means in :data:`ATTENTION`)."""
+    sentences (``scripts/analysis/analyze_attention.py``)."""
     sentences = settings.get("attention_sentences")
     if scale == "paper" or not sentences:
         return []
@@ -316,8 +313,7 @@ def measurements(spec: TableSpec, row: Row, scale: str, settings: Dict[str, Any]
 
 
 def measured(folder: Path) -> Dict[str, float]:
-    """:func:`measurements`' ``entropy`` (mean row entropy, nats) and ``zeros`` (share of
-    zero weights), over every attention row."""
+    """:func:`measurements`' mean ``entropy`` (nats) and ``zeros`` (share of zero weights)."""
     path = folder / ATTENTION
     if not path.is_file():
         return {}
@@ -367,8 +363,8 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
 
 
 def decoded_nll(log: Path, metric: str) -> float:
-    """The valid nll logged at the validation whose model is ``checkpoint_best.pt`` for a
-    training stopped on ``metric``; NaN where there is none."""
+    """The valid nll of ``checkpoint_best.pt`` of a training stopped on ``metric``; NaN
+    where there is none."""
     lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
     best = best_validation(validation_curve(lines, metric))
     return math.nan if best is None else dict(validation_curve(lines, NLL)).get(
@@ -376,8 +372,8 @@ def decoded_nll(log: Path, metric: str) -> float:
 
 
 def collect(spec: TableSpec, row: Row, folder: Path) -> Dict[str, float]:
-    """Training figures, per beam BLEU (``bleu_beam<B>``; ``bleu`` the first's) and decoding
-    seconds, and :func:`measured`; ``valid_nll`` is the decoded model's (:func:`decoded_nll`)."""
+    """Training figures, per beam BLEU (``bleu_beam<B>``; ``bleu`` the first's), decoding
+    seconds and :func:`measured`; ``valid_nll`` is the decoded model's."""
     loss = stopping_loss(spec)
     figures = train_figures(folder / "train.log", loss)
     if VALID_NLL.key not in figures:

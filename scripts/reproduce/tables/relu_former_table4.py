@@ -66,19 +66,11 @@ RETRAINED_NOTE = (
     "6.87-7.24 and 6.53-6.55, ReLUFormer seed 1 at 6.12-6.19 (5.61 in its record): the same "
     "model's decoding moves by up to 10% from one quiet run to another.")
 
-# Every row trains BUDGET updates at its own rate (budget.py), its best validated checkpoint
-# decoded. Chosen from the pilots, the 15 cells trained to their own plateaus (records
-# ``*-max_epoch60.json``): at no update that all six Transformer and ReLUFormer pilots reached
-# (up to 7,100) has any of them stopped falling over its last 16 validations, nor has any of
-# the 15 at its own stop (the one-sided trend test at 5% finds every one still falling, p <
-# 0.001 for all but sparsemax seed 3, 0.034 at 15,052). Over the 175 windows of 16 validations
-# ending after update 5,000 of the six Transformer and ReLUFormer pilots, the fall per update
-# shrinks as U^-2.09 (least squares on the logs) and the residual spread about each window's
-# line is 0.017 bits (median), so the trend test's expected t reaches the 5% one-sided
-# threshold (-1.76 at 14 df) near 16,000 updates: -9.8 at 7,100, -4.8 at 10,000, -1.6 at
-# 17,040 (the 60-epoch cap), -1.1 at 20,000. So U = 20,000 (70 epochs of 284 updates), where a
-# typical seed no longer shows a fall; a seed that still does makes its row's claims say
-# "still learning at 20000".
+# Every row trains BUDGET updates at its own rate (budget.py). Chosen from the 15 pilot cells
+# trained to their own plateaus (``*-max_epoch60.json``), every one still falling at its stop:
+# in the Transformer and ReLUFormer pilots the fall per update shrinks as U^-2.09 and the
+# spread about a 16-validation window's line is 0.017 bits, so the trend test's expected t
+# crosses the one-sided 5% threshold near 16,000 updates (-1.1 at 20,000, 70 epochs).
 BUDGET = 20000
 
 SPEC = toy.sentence_translation_table(

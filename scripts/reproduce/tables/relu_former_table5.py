@@ -1,21 +1,11 @@
 """ReLUFormer Table 5: ablations of ReLU attention (the variance factor, the regularisers), on
 Table 4's data and model, by the training protocol, with the attention figures of each model.
 
-Each row is a variant of ``scripts/analysis/ablations.py`` (``VARIANTS``) as translation-kind
-flags: the variant's flags without what every translation cell trains with anyway
-(``toy.TRANSLATION_FLAGS``: label-smoothed cross-entropy, smoothing 0.1, attention dropout
-0.1). So ReLUFormer is Table 4's ``relu_former`` row, flag for flag (ReLU attention, the
-regularised criterion at its default weights), and each ablation is that plus its change:
-without regularisers both weights 0 (the criterion then is the label-smoothed one), one
-regulariser alone the other's weight 0, without the factor ``--relu-attention-scaling none``
-without regularisers (the paper's ladder: ReLU, + factor, + regularisers), the hybrid
-``--cross-attention-activation softmax``.
-
-The softmax and ReLUFormer rows are Table 4's ``transformer`` and ``relu_former`` models
-(``same_as``): Table 4's own cells (its rate grid, its plateaus, its records), trained once for
-both tables; this table measures their attention only. Every row's attention (entropy and
-share of zero weights) is measured on the validation split after decoding
-(``attention_sentences``, the translation kind's ``measurements``).
+Each row is a variant of ``scripts/analysis/ablations.py`` (``VARIANTS``), its flags without
+what every translation cell trains with anyway (``toy.TRANSLATION_FLAGS``), so ReLUFormer is
+Table 4's ``relu_former`` row flag for flag. The softmax and ReLUFormer rows are Table 4's
+models (``same_as``), trained once for both tables. Every row's attention (entropy, share of
+zero weights) is measured on the validation split (``attention_sentences``).
 """
 
 from __future__ import annotations
@@ -41,9 +31,7 @@ PAPER = {
     "softmax": {"bleu": 34.22},
     "no_factor": {"bleu": "did not converge"},
 }
-# The grid screens rates for 8 epochs, as the memory study's (relu_former_memory.py says
-# why: in Table 4's two grids the best rate was the same at 4 to 20 epochs); the two rows
-# that are Table 4's models keep Table 4's 20-epoch screening, which chose their rates.
+# the memory study's 8-epoch screening; the rows that are Table 4's models keep Table 4's
 SCREENING_EPOCHS = relu_former_memory.SCREENING_EPOCHS
 # the attention figures read the whole validation split (1,033 sentences of the French
 # catalogs; a cap, so a language with more reads its first 2,000)

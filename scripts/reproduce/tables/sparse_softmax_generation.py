@@ -1,25 +1,11 @@
 """Sparse-softmax's generation fine-tuning: a trained model continued with label-smoothed
 cross-entropy or with sparse-softmax, decoded with beam 1 and beam 5.
 
-Which trained model both rows continue depends on the scale. At toy and tiny scale: ReLUFormer
-Table 4's Transformer of their own seed (``parent="relu_former_table4:transformer"``: the very
-cell Table 4 trains, at the rate Table 4 chose on its grid, trained to its plateau on the same
-sentence pairs; used as it is where Table 4 has trained or recorded it, else trained first as
-Table 4 trains it, into Table 4's folders and records), as Table 6's document rows do. Each
-row fine-tunes that model's best checkpoint with a fresh optimizer at the constant rate Table
-4's schedule had reached there (this table's ``warmup`` is Table 4's 60 updates), until its
-own criterion's valid loss stops improving (``FINETUNE_PLATEAU``; ``validation_loss="loss"``:
-sparse-softmax training does not aim to lower the full softmax's nll, so a row stopped on that
-nll would stop on a figure its loss does not train), and decodes its best validated
-checkpoint. Both tables binarize with the same dictionary (a run checks that the two files
-are the same).
-
-At paper scale Table 4's models are IWSLT14's, another data set, so the paper settings name
-another start (``parents``, :data:`PAPER_START`): this table's hidden row ``pretrained``, the
-gigaword_10k recipe's softmax Transformer of the same seed, and each row fine-tunes its
-``checkpoint_best.pt`` with the recipe (``--finetune-from-model``, the flag the recipe's
-``PRETRAINED=CHECKPOINT`` adds), as the paper fine-tunes one UNILM both ways. A hidden row runs
-only where a row starts from it: ``pretrained`` is trained at paper scale only.
+At toy and tiny scale both rows continue Table 4's Transformer of their seed
+(``parent="relu_former_table4:transformer"``), at the constant rate its schedule had reached,
+until their own criterion's valid loss stops improving (``validation_loss="loss"``: sparse-
+softmax does not train the full softmax's nll). At paper scale they fine-tune this table's
+hidden row ``pretrained``, the gigaword_10k recipe's Transformer (:data:`PAPER_START`).
 """
 
 from __future__ import annotations
@@ -47,25 +33,12 @@ ROWS = (
 )
 # at paper scale both rows fine-tune the recipe's Transformer, not Table 4's (IWSLT14's there)
 PAPER_START = {row.key: "pretrained" for row in ROWS if not row.hidden}
-# The fine-tuning trains like Table 6's document stage: validation (and a checkpoint) every
-# half epoch, stop after 4 validations (2 epochs) without a better valid loss of the row's own
-# criterion or at 30 epochs, no update cap. Why 30: at a cap of 10 epochs the cross-entropy
-# row, seed 1, was still improving when the cap stopped it (measured: its valid loss 3.832
-# after half an epoch, 3.772 after 4.5 epochs, 3.742 at the cap's 2,840 updates, a new best at
-# the last validation; full-softmax valid nll 2.134 bits, BLEU 46.03 at beam 5, against its
-# start's 2.205 bits and 45.74 at beam 4), because it continues Table 4's model at the
-# constant rate Table 4's decaying schedule had reached (about 5e-4), lower than the rates
-# the start trained at. 30 epochs is about one more Table 4 training; a cell the cap stops
-# says so (``cap``) and its claims are refused as still learning. At Table 4's Transformer's
-# 0.23-0.25 CPU s an update (a cross-entropy fine-tuning cell took 601 s for 10 epochs on one
-# core) that is at most about 30 CPU-minutes a cell. The time cap only guards against a run
-# that hangs.
+# The fine-tuning trains like Table 6's document stage, to at most 30 epochs (about one more
+# Table 4 training, 30 CPU-minutes): at 10 the cross-entropy row, seed 1, was still improving
+# at the low constant rate it continues at. The time cap only guards against a hang.
 FINETUNE_PLATEAU = {"max_update": None, "validations_per_epoch": 2, "patience": 4,
                     "max_epoch": 30, "time_cap_s": 6 * 3600.0}
-# the tests': on the fixture catalogs (4 updates an epoch) Table 4's tiny start (one rate,
-# 4e-2, at its plateau after 18 updates of a decaying rate) goes on learning at the constant
-# rate it had reached: with patience 2 cross-entropy reaches its plateau after 66 updates,
-# sparse-softmax after 102, both under the cap (160)
+# the tests': on the fixture catalogs both rows reach a plateau under the cap (160 updates)
 FINETUNE_PLATEAU_TINY = {"max_update": None, "patience": 2, "max_epoch": 40}
 
 # what the table said before its rows fine-tuned Table 4's Transformer to a plateau (kept:
