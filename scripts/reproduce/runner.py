@@ -3,9 +3,8 @@ seed) through the cache; docs/reproduction.md "How the tables are built" says wh
 
 Order: the rate grids (:mod:`~scripts.reproduce.rate_search`), then the cells, parents first,
 each as a job (:mod:`~scripts.reproduce.cell_jobs`). A cell stored under its key, here or in
-the records, is not run again, except one that must go on: stopped by its patience while its
-loss still fell (:mod:`~scripts.reproduce.stop_rule`), stale (its parent trained on after it
-finished: run again from the parent's current model, the old folder kept as
+the records, is not run again, except one that is stale (its parent's result, trained again,
+finished after it: run again from the parent's current model, the old folder kept as
 ``<folder>.stale-<n>``), or lacking a figure a claim compares (measured again, its record kept).
 A row may start from, or be (``same_as``), another table's row: that table's run in the same
 call plans and trains it, under that table's lock, and both must share one dictionary.
@@ -25,7 +24,7 @@ from typing import Dict, List, Sequence
 from scripts.common.atomic_files import write_text_atomic
 from scripts.common.child_processes import stopped_by
 from scripts.common.folder_lock import folder_lock
-from scripts.reproduce import continuation, stop_rule
+from scripts.reproduce import continuation
 from scripts.reproduce.budget import budget_of, without_budget
 from scripts.reproduce.cell_cache import CellCache
 from scripts.reproduce.cell_jobs import job_words, run_cells, timed_lock
@@ -73,7 +72,7 @@ STARTED_FROM = "parent.finished_at"
 def parent_finished_at(cell: Cell) -> float | None:
     """When the result of the cell that ``cell`` starts from (or measures) finished."""
     parent = cell.parent
-    return (parent.result or parent.overruled or {}).get("finished_at")
+    return (parent.result or {}).get("finished_at")
 
 
 def table_lock(options: RunOptions, name: str) -> contextlib.AbstractContextManager:
@@ -261,7 +260,7 @@ class TableRun:
 
     def lookup(self, cells: Sequence[Cell]) -> None:
         """Each cell's stored result, from the work folder or else the records, and
-        whether it must go on (stale, overruled, lacking figures)."""
+        whether it must go on (stale, lacking figures)."""
         for cell in cells:
             found = self.cache.get(cell.folder, cell.key)
             cell.from_record = found is None and self.records is not None
@@ -277,8 +276,6 @@ class TableRun:
                 cell.result = None  # run again, from its parent's current model
                 if self.restarted(cell):  # a call cut it: it goes on in its folder
                     cell.stale = None
-            elif (overruled := self.overruled(cell)) is not None:
-                cell.overruled, cell.result = overruled, None
             elif not (self.options.dry_run or self.options.collect_only) and self.lacking(cell):
                 # its finished training is kept (not run again), its model measured again
                 cell.recorded, cell.result = cell.result, None
@@ -337,36 +334,6 @@ class TableRun:
         self.options.say(f"  {self.name_of(cell)} seed {cell.seed} runs again: "
                          f"it {stale_words(cell.row, cell.stale)}{aside}")
         cell.stale = None  # what it stores now is of its parent's current model
-
-    def overruled(self, cell: Cell) -> Dict | None:
-        """The result, with its ``patience``, of a cell its patience alone stopped while its
-        loss still fell (:mod:`~scripts.reproduce.stop_rule`): it trains on; else None. Grid
-        and ``same_as`` cells stand."""
-        result = cell.result
-        if (result is None or self.options.dry_run or self.options.collect_only or cell.search
-                or cell.row.same_as is not None or result.get("stopped") != "plateau"):
-            return None
-        patience = self.settings_of(cell).get("patience")
-        falling = stop_rule.still_falling(result.get("curve"), patience)
-        return {**result, "patience": patience} if falling else None
-
-    def train_on(self, cell: Cell) -> None:
-        """Log in the overruled ``cell``'s training log (once) that its stop is overruled, so
-        that its training resumes from its last checkpoint, and say so."""
-        log = cell.folder / "train.log"
-        text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else None
-        ended = text is not None and stop_rule.finished(text)
-        curve = cell.overruled["curve"]
-        how = ("it trains on past that stop" if ended else
-               "it trains from scratch (no log here)" if text is None else
-               "it resumes the training on that an earlier call cut")
-        self.options.say(f"  {self.name_of(cell)} seed {cell.seed}: its patience stopped it at "
-                         f"update {int(curve[-1][0])} while its valid loss still fell; {how}")
-        if ended:
-            with log.open("a", encoding="utf-8") as out:
-                out.write(stop_rule.goes_on(
-                    curve, cell.overruled["patience"], "the reproduction runner trains it "
-                    "on from checkpoint_last.pt (an earlier rule stopped it here)") + "\n")
 
     def starting_points(self, todo: List[Cell]) -> List[Cell]:
         """``todo`` and the cells they start from that must run first."""
@@ -484,11 +451,8 @@ class TableRun:
             self.set_aside(cell)
         cell.folder.mkdir(parents=True, exist_ok=True)
         earlier = self.start_from_screening(cell)
-        if cell.overruled is not None:  # after a seeding: the seeded log is the one trained on
-            self.train_on(cell)
-        # a chosen grid cell's time includes its training's, a continuation's the grid cell's,
-        # an overruled cell's its own so far
-        before = cell.trained or cell.overruled or (earlier or {}).get("result") or {}
+        # a chosen grid cell's time includes its training's, a continuation's the grid cell's
+        before = cell.trained or (earlier or {}).get("result") or {}
         # a cell cut in an earlier call (budget, stop by hand, failure) goes on from there
         spent = cell.folder / WALL_SO_FAR
         started = time.monotonic()
@@ -556,13 +520,10 @@ def run_table(spec: TableSpec, options: RunOptions) -> tuple[List[Cell], Dict]:
             if not (options.dry_run or options.collect_only):
                 todo = [cell for cell in cells if cell.result is None]
                 first = len(table.starting_points(todo)) - len(todo)
-                overruled = sum(cell.overruled is not None for cell in todo)
                 stale = sum(cell.stale is not None for cell in todo)
                 options.say(f"{spec.name}: {len(cells) - len(todo)} of {len(cells)} cells "
                             f"cached, {len(todo)} to run" + (
                                 f" after {first} they start from" if first else "") + (
-                                f" ({overruled} to train on: stopped by the patience while "
-                                "the valid loss still fell)" if overruled else "") + (
                                 f" ({stale} to run again: their parent was trained on after "
                                 "they finished)" if stale else ""))
             table.handle(cells)
