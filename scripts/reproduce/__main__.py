@@ -30,7 +30,7 @@ from typing import Sequence
 
 from scripts.common.child_processes import stop_children, stopped_by
 from scripts.common.repo_paths import REPO_ROOT
-from scripts.reproduce.cell_jobs import dry_run_jobs, read_resources
+from scripts.reproduce.cell_jobs import read_resources
 from scripts.reproduce.cell_plan import selected_rows
 from scripts.reproduce.cell_steps import BudgetSpent, CellFailed
 from scripts.reproduce.claims import NOT_RUN, STALE
@@ -284,8 +284,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.dry_run and args.device == "cuda":
         print("# --device cuda: the commands below leave out --cpu (fairseq trains and decodes "
               "on the GPU); the cells' keys are the CPU's")
-    if args.dry_run:
-        print(dry_run_jobs(options))
     started = time.monotonic()
     status = 0
     seeds = args.seeds

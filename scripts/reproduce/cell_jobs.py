@@ -67,14 +67,6 @@ class Resources:
                           f"{self.time_minutes} min"])
 
 
-def timed_lock(options: Any) -> Path | None:
-    """The lock that runs the timed steps of ``--jobs N`` local jobs one at a time; none
-    where they run alone (one job at a time here; on Slurm a job's CPUs are its own)."""
-    if options.executor == "local" and options.jobs > 1:
-        return options.work / "locks" / "timed-steps.lock"
-    return None
-
-
 def _start_time(pid: int) -> str | None:
     """When process ``pid`` started (``/proc``), to tell it from a later one with its id."""
     try:
@@ -333,15 +325,6 @@ def job_words(options: Any) -> str:
     if options.executor == "slurm":
         return f"Slurm, {options.resources.describe()}"
     return "here" + (", one GPU of this machine" if options.device == "cuda" else "")
-
-
-def dry_run_jobs(options: Any) -> str:
-    """The line a dry run prints before the cells: how each would run as a job."""
-    if options.executor == "slurm":
-        return (f"# --executor slurm: one Slurm job per cell ({options.resources.describe()}),"
-                " a cell submitted once the cell it starts from has finished")
-    gpus = "; each job sees one GPU of this machine" if options.device == "cuda" else ""
-    return f"# --executor local: {options.jobs} cell(s) at a time on this machine{gpus}"
 
 
 def read_resources(path: Path | None, flags: Dict[str, Any],

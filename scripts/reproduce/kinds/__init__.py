@@ -30,7 +30,7 @@ class Step:
     """One command of a cell: a subprocess (``argv``) or an in-process call (``call``), its
     output in ``log``; ``dry_run`` prints the exact fairseq command. A ``trains`` step stopped
     by a NaN loss makes the cell *diverged* (a result, not a failure); a ``timed`` step's time
-    is a figure (:func:`~scripts.reproduce.cell_jobs.timed_lock`)."""
+    is a figure."""
 
     log: str
     argv: List[str] | None = None

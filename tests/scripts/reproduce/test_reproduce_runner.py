@@ -175,14 +175,9 @@ def test_with_cuda_each_running_job_sees_a_gpu_no_other_running_job_has(kind, tm
                 assert gpu != other
 
 
-def test_timed_steps_of_local_jobs_run_one_at_a_time_and_say_they_ran_beside_others(
-        kind, tmp_path):
+def test_timed_steps_of_local_jobs_say_they_ran_beside_others(kind, tmp_path):
     kind.fail.add("timed")
     cells, _ = run_table(SPEC, options(tmp_path, jobs=2, seeds=2))
-    ran = sorted(tuple(map(float, line.split())) for line in (tmp_path / "timed.log").open())
-    assert len(ran) == 6
-    assert all(ended <= began for (_, ended), (began, _) in zip(ran, ran[1:]))
-    # one at a time, but beside the other cells' steps: not a time measured alone
     assert not any(cell.result.get("timed_alone") for cell in cells)
     again, _ = run_table(SPEC, options(tmp_path / "alone", jobs=1, seeds=1))
     assert all(cell.result["timed_alone"] for cell in again)

@@ -15,7 +15,6 @@ import pytest
 from scipy.stats import linregress
 
 from scripts.reproduce import patient_train, stop_rule
-from scripts.reproduce.cell_steps import CellFailed
 from scripts.reproduce.claims import judge
 from scripts.reproduce.kinds import Step
 from scripts.reproduce.log_figures import ERROR, NLL, training_record
@@ -247,60 +246,3 @@ def test_a_stale_child_runs_again(monkeypatch, tmp_path):
     (a, b), _ = run_table(spec, options)
     assert calls == ["b"] and "the parent's first model" in log_of(b)
     assert (b.folder.with_name(b.folder.name + ".stale-1") / "train.log").is_file()
-
-
-CUT = """
-import pathlib, sys
-folder = pathlib.Path(sys.argv[1])
-print("cut: starts from the parent's " + (pathlib.Path(sys.argv[2]) / "checkpoint_best.pt")
-      .read_text())
-(folder / "checkpoint_last.pt").write_text("partly trained")
-sys.exit("cut before it finished")
-"""
-
-
-def test_a_stale_child_cut_while_it_runs_again_resumes_in_its_folder(monkeypatch, tmp_path):
-    """A stale child set aside and started anew from its parent's current model, then cut
-    (its old record stands, so it is still stale), goes on from its own last checkpoint in
-    its folder: it is not set aside a second time."""
-    from scripts.reproduce import cell_plan, runner
-
-    calls: list = []
-    said: list = []
-    spec, options = child_table(monkeypatch, tmp_path, calls, said)
-    # kept beside a report, as the runner keeps them: b's old record stands while it reruns
-    options = replace(options, records=tmp_path / "records")
-    (a, b), _ = run_table(spec, options)
-    trained_again(a, b)  # b's result is now of a's older model
-    cutting = fake_kind(calls)
-    steps = cutting.steps
-
-    def cut_b(spec, row, seed, scale, settings, data, folder, parent):
-        found = steps(spec, row, seed, scale, settings, data, folder, parent)
-        return [replace(step, argv=[sys.executable, "-c", CUT, *step.argv[3:]])
-                for step in found] if row.key == "b" else found
-
-    cutting.steps = cut_b
-    for module in (runner, cell_plan):
-        monkeypatch.setattr(module, "kind_module", lambda name: cutting)
-    with pytest.raises(CellFailed, match="exited 1"):
-        run_table(spec, options)
-    aside = b.folder.with_name(b.folder.name + ".stale-1")
-    assert aside.is_dir() and "model trained on" in log_of(b)
-    # still stale to a collection (its old record), but a call that trains resumes it
-    (a, b), data = run_table(spec, replace(options, collect_only=True))
-    assert judge(spec, [a, b], data)[0]["verdict"].startswith("not resolved: stale")
-    said.clear()
-    run_table(spec, replace(options, dry_run=True))
-    assert any("it goes on in its folder" in line for line in said), said
-    for module in (runner, cell_plan):
-        monkeypatch.setattr(module, "kind_module", lambda name: fake_kind(calls))
-    said.clear()
-    (a, b), data = run_table(spec, options)
-    assert not b.folder.with_name(b.folder.name + ".stale-2").exists()
-    assert not any("runs again" in line for line in said), said
-    assert "resumed" in log_of(b) and b.result["finished_at"] >= a.result["finished_at"]
-    assert not judge(spec, [a, b], data)[0]["verdict"].startswith("not resolved: stale")
-    before = list(calls)
-    run_table(spec, options)
-    assert calls == before
