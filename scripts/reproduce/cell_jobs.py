@@ -1,9 +1,10 @@
-"""A call's cells as submitit jobs, one per cell, submitted once the cell it starts from has
-finished: here (``--executor local``: ``--jobs 1`` in this process, ``--jobs N`` in processes of
-their own, each seeing one GPU with ``--device cuda``) or on Slurm (the :class:`Resources` of
-each job). A Slurm job that is pre-empted or timed out requeues and resumes from its
-``checkpoint_last.pt`` (:class:`CellJob` is ``Checkpointable``); one left running by a stopped
-call is waited for by the next (:data:`JOB_ID`). Jobs log under ``WORK/jobs``.
+"""A call's cells, seed by seed (:func:`submission_order`), each started once the cell it
+starts from has finished: with ``--jobs 1`` here, one after the other in this process; else as
+submitit jobs (:class:`Jobs`), here (``--jobs N`` at a time, each seeing one GPU with
+``--device cuda``) or on Slurm (one job per cell, asking for the :class:`Resources`). A Slurm
+job that is pre-empted or timed out requeues and resumes from its ``checkpoint_last.pt``
+(:class:`CellJob` is ``Checkpointable``); one left running by a stopped call is waited for by
+the next (:data:`JOB_ID`). Jobs log under ``WORK/jobs``.
 """
 
 from __future__ import annotations
