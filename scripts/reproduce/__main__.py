@@ -2,26 +2,16 @@
 cell by cell, written to ``docs/reproduction.md``.
 
     python -m scripts.reproduce --list
-    python -m scripts.reproduce relu_former_table6                    # toy scale, 3 seeds
     python -m scripts.reproduce relu_former_table6 --seeds 5 --jobs 2
     python -m scripts.reproduce relu_former_table6 --scale paper --dry-run   # the commands
-    python -m scripts.reproduce relu_former_table6 --scale paper --collect-only  # from logs
-    python -m scripts.reproduce relu_former_table4 --set lang=de --set max_update=400
-    python -m scripts.reproduce relu_former_table6 --device cuda --jobs 8   # 8 GPUs, one a cell
-    python -m scripts.reproduce relu_former_table4 --scale paper --device cuda \
-        --executor slurm --partition gpu --time-minutes 2880     # a Slurm job per cell
+    python -m scripts.reproduce relu_former_table4 --device cuda --jobs 8   # a GPU a cell
+    python -m scripts.reproduce relu_former_table4 --scale paper --executor slurm \
+        --partition gpu --time-minutes 2880                    # a Slurm job per cell
 
-Each cell runs as a job (submitit): here (``--executor local``), ``--jobs`` at a time, or on
-Slurm (``--executor slurm``), one job per cell, each asking for ``--gpus-per-job`` GPUs (1
-with ``--device cuda`` or at paper scale); a cell starts once the cell it starts from has
-finished.
-A killed or interrupted run resumes where it stopped (finished cells are read from the
-cache in WORK/cells, or from their records beside the report, docs/reproduction/cells/, on
-another machine or a fresh clone); a changed setting (``--set``) gives new cells only to what
-it changes. ``--budget-minutes N`` stops a call after N minutes (a running training is
-stopped and continues from its last checkpoint next time): a table is completed over calls.
-Ctrl-C (SIGINT) or SIGTERM stops a call the same way, at once (the running trainings are
-stopped, their CPU time so far kept; no cell starts), exiting 130 or 143; a second kills it.
+Each cell runs as a job (submitit), seed by seed, once the cell it starts from has finished.
+A stopped call (--budget-minutes, Ctrl-C, SIGTERM, a failure) resumes where it stopped when
+run again; finished cells are read from WORK/cells or from their records beside the report.
+docs/reproduction.md ("How the tables are built") says more.
 """
 
 from __future__ import annotations
@@ -40,7 +30,7 @@ from typing import Sequence
 
 from scripts.common.child_processes import stop_children, stopped_by
 from scripts.common.repo_paths import REPO_ROOT
-from scripts.reproduce.cell_jobs import dry_run_jobs, read_resources
+from scripts.reproduce.cell_jobs import read_resources
 from scripts.reproduce.cell_plan import selected_rows
 from scripts.reproduce.cell_steps import BudgetSpent, CellFailed
 from scripts.reproduce.claims import NOT_RUN, STALE
@@ -143,83 +133,56 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--list", action="store_true", help="list the tables and exit")
     parser.add_argument("--scale", choices=["toy", "paper", "tiny"], default="toy",
                         help="toy: offline corpora, minutes per cell (default); paper: the "
-                             "recipes' data and the papers' settings (GPUs); tiny: seconds "
-                             "per cell, for tests")
-    parser.add_argument("--seeds", type=int, default=3,
-                        help="seeds per row, 1..N (default 3)")
+                             "recipes' data and the papers' settings; tiny: for tests")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds per row (default 3)")
     parser.add_argument("--rows", nargs="+", metavar="ROW", default=None,
-                        help="run only these rows (and the rows they start from, of this "
-                             "table or another)")
+                        help="only these rows (and the rows they start from)")
     parser.add_argument("--set", action="append", default=[], metavar="[TABLE:]KEY=VALUE",
-                        help="override one setting of the scale (VALUE as JSON, else text), "
-                             "e.g. --set lang=de --set max_update=400; with TABLE: a setting "
-                             "of another table whose rows this table's start from (e.g. "
-                             "--set relu_former_table4:lang=de beside --set lang=de)")
+                        help="override a setting of the scale (VALUE as JSON, else text), "
+                             "e.g. --set max_update=400; TABLE: one of a table this one's "
+                             "rows start from")
     parser.add_argument("--work", type=Path, default=REPO_ROOT / "reproduce_out",
-                        help="cells, data and checkpoints (default: reproduce_out)")
+                        help="cells, data, checkpoints, job logs (default: reproduce_out)")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "docs" / "reproduction.md",
-                        help="the report to update (default: docs/reproduction.md); plots go "
+                        help="the report (default: docs/reproduction.md); plots and records "
                              "beside it in reproduction/")
+    parser.add_argument("--executor", choices=["local", "slurm"], default="local",
+                        help="local: this machine (default); slurm: one Slurm job per cell, "
+                             "--work shared by the nodes")
     parser.add_argument("--jobs", type=int, default=1,
-                        help="cells run at the same time here (--executor local; default 1: "
-                             "one after the other in this process; N: each in a process of "
-                             "its own, with --device cuda each seeing one GPU, its own "
-                             "where the machine has N)")
+                        help="local: cells at once, each in a process of its own (default "
+                             "1: one after the other in this process)")
     parser.add_argument("--threads", type=int, default=1,
                         help="threads of each cell's processes (default 1)")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
-                        help="where fairseq trains and decodes: cpu (default: its commands "
-                             "carry --cpu) or cuda (the same commands without --cpu, on the "
-                             "GPU, float32 as on the CPU); a cell's key is the same on either, "
-                             "so a cell trained on one counts on the other, and its record "
-                             "says which (device); --dry-run prints the cuda commands on any "
-                             "machine")
-    parser.add_argument("--executor", choices=["local", "slurm"], default="local",
-                        help="where the cells run, each as a job: local (default: this "
-                             "machine, --jobs at a time; with --device cuda each job sees one "
-                             "GPU of it) or slurm (one Slurm job per cell, submitted with "
-                             "sbatch from this machine; --work must be a folder the cluster's "
-                             "nodes share)")
-    slurm = parser.add_argument_group("Slurm jobs (--executor slurm), each cell's")
-    slurm.add_argument("--partition", default=None, help="the partition (default: the "
-                       "cluster's default)")
+                        help="where fairseq trains and decodes (default cpu; cuda: each "
+                             "local job sees one GPU); cell keys are the same on either")
+    slurm = parser.add_argument_group("each Slurm job's resources (--executor slurm)")
+    slurm.add_argument("--partition", default=None, help="default: the cluster's")
     slurm.add_argument("--time-minutes", type=int, default=None,
-                       help="the time limit (default 1440); a job that reaches it, or is "
-                            "pre-empted, is requeued and resumes from its last checkpoint")
+                       help="time limit (default 1440); a job reaching it is requeued and "
+                            "resumes from its last checkpoint")
     slurm.add_argument("--gpus-per-job", type=int, default=None,
-                       help="GPUs (default: 1 with --device cuda or --scale paper, whose "
-                            "recipes train on a GPU, else 0); more for a cell "
-                            "that trains on a node's GPUs (fairseq's distributed training)")
-    slurm.add_argument("--cpus-per-job", type=int, default=None,
-                       help="CPUs (default: --threads)")
-    slurm.add_argument("--mem-gb", type=float, default=None, help="memory in GB (default: "
-                       "the partition's)")
+                       help="default: 1 with --device cuda or --scale paper, else 0")
+    slurm.add_argument("--cpus-per-job", type=int, default=None, help="default: --threads")
+    slurm.add_argument("--mem-gb", type=float, default=None, help="default: the partition's")
     slurm.add_argument("--slurm-config", type=Path, default=None, metavar="FILE",
-                       help="a JSON object with any of partition, time_minutes, gpus_per_job, "
-                            "cpus_per_job, mem_gb, setup (shell lines run before each job, "
-                            "e.g. [\"module load cuda\"]); the flags above override it")
+                       help="JSON with any of partition, time_minutes, gpus_per_job, "
+                            "cpus_per_job, mem_gb, setup (shell lines run before each job); "
+                            "the flags override it")
     parser.add_argument("--dry-run", action="store_true",
-                        help="print every cell's commands (at paper scale the exact "
-                             "fairseq commands the recipes run) and train nothing; at toy "
-                             "scale the shared data is built first (the commands name it)")
+                        help="print every cell's commands and job; train nothing")
     parser.add_argument("--collect-only", action="store_true",
-                        help="run nothing; build the table from the logs already in the "
-                             "cells' folders (e.g. copied back from a cluster)")
+                        help="run nothing; build the table from the cells' logs")
     parser.add_argument("--budget-minutes", type=float, default=None, metavar="N",
-                        help="stop after N minutes (wall clock): no cell starts after that, "
-                             "a running training is stopped and continues from its last "
-                             "checkpoint in the next call; exits 1 with the finished cells "
-                             "in the report (Ctrl-C or SIGTERM stops a call the same way, "
-                             "without the report, exiting 130 or 143)")
+                        help="stop after N minutes; the same command continues from the last "
+                             "checkpoints (exit 1, the finished cells reported)")
     parser.add_argument("--max-new-cells", type=int, default=None,
-                        help="stop after running this many new cells (a budget)")
-    parser.add_argument("--no-report", action="store_true",
-                        help="do not write the report")
+                        help="stop after this many new cells")
+    parser.add_argument("--no-report", action="store_true", help="do not write the report")
     parser.add_argument("--add-seeds", action="store_true",
-                        help="after the cells finish, give the rows of each claim not "
-                             "resolved the seeds that 80%% power needs at its observed "
-                             "difference and spread, up to 10 a row, and judge again "
-                             "(scripts/reproduce/more_seeds.py)")
+                        help="then give each claim not resolved the seeds 80%% power needs, "
+                             "up to 10 a row, and judge again")
     args = parser.parse_args(argv)
     if args.list:
         return args
@@ -321,8 +284,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.dry_run and args.device == "cuda":
         print("# --device cuda: the commands below leave out --cpu (fairseq trains and decodes "
               "on the GPU); the cells' keys are the CPU's")
-    if args.dry_run:
-        print(dry_run_jobs(options))
     started = time.monotonic()
     status = 0
     seeds = args.seeds

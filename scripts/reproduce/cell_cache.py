@@ -21,6 +21,19 @@ def settings_key(settings: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def read_result(path: Path, key: str) -> dict | None:
+    """The result stored at ``path`` if it is of the cell ``key``, else None."""
+    if not path.is_file():
+        return None
+    stored = json.loads(path.read_text())
+    return stored if stored.get("key") == key else None
+
+
+def write_result(path: Path, result: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, json.dumps(result, indent=1, sort_keys=True, default=str) + "\n")
+
+
 class CellCache:
     """Finished cells under ``root/<table>/<row>-seed<S>-<key[:12]>/result.json``."""
 
@@ -33,16 +46,10 @@ class CellCache:
     def get(self, folder: Path, key: str) -> dict | None:
         """The stored result of the cell in ``folder``, or None if it has not finished (or
         the folder holds another key's result)."""
-        path = folder / RESULT
-        if not path.is_file():
-            return None
-        stored = json.loads(path.read_text())
-        return stored if stored.get("key") == key else None
+        return read_result(folder / RESULT, key)
 
     def put(self, folder: Path, key: str, result: Mapping[str, Any]) -> dict:
         """Store ``result`` (plus the key) atomically; returns what was stored."""
         stored = {**result, "key": key}
-        folder.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(folder / RESULT, json.dumps(stored, indent=1, sort_keys=True,
-                                                      default=str))
+        write_result(folder / RESULT, stored)
         return stored

@@ -1,9 +1,10 @@
-"""A call's cells as submitit jobs, one per cell, submitted once the cell it starts from has
-finished: here (``--executor local``: ``--jobs 1`` in this process, ``--jobs N`` in processes of
-their own, each seeing one GPU with ``--device cuda``) or on Slurm (the :class:`Resources` of
-each job). A Slurm job that is pre-empted or timed out requeues and resumes from its
-``checkpoint_last.pt`` (:class:`CellJob` is ``Checkpointable``); one left running by a stopped
-call is waited for by the next (:data:`JOB_ID`). Jobs log under ``WORK/jobs``.
+"""A call's cells, seed by seed (:func:`submission_order`), each started once the cell it
+starts from has finished: with ``--jobs 1`` here, one after the other in this process; else as
+submitit jobs (:class:`Jobs`), here (``--jobs N`` at a time, each seeing one GPU with
+``--device cuda``) or on Slurm (one job per cell, asking for the :class:`Resources`). A Slurm
+job that is pre-empted or timed out requeues and resumes from its ``checkpoint_last.pt``
+(:class:`CellJob` is ``Checkpointable``); one left running by a stopped call is waited for by
+the next (:data:`JOB_ID`). Jobs log under ``WORK/jobs``.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ JOB_ID = "slurm_job_id"  # in a cell's folder: its Slurm job, while it may still
 POLL_SECONDS = 0.2
 ERRORS = {error.__name__: error for error in (CellFailed, BudgetSpent, StoppedByHand)}
 # what a job in another process changes in its cell, brought back to the runner's
-CELL_STATE = ("result", "stale", "overruled", "recorded", "trained", "device")
+CELL_STATE = ("result", "stale", "recorded", "trained", "device")
 
 
 @dataclass
@@ -67,14 +68,6 @@ class Resources:
                           f"{self.time_minutes} min"])
 
 
-def timed_lock(options: Any) -> Path | None:
-    """The lock that runs the timed steps of ``--jobs N`` local jobs one at a time; none
-    where they run alone (one job at a time here; on Slurm a job's CPUs are its own)."""
-    if options.executor == "local" and options.jobs > 1:
-        return options.work / "locks" / "timed-steps.lock"
-    return None
-
-
 def _start_time(pid: int) -> str | None:
     """When process ``pid`` started (``/proc``), to tell it from a later one with its id."""
     try:
@@ -99,27 +92,25 @@ def _watch_runner(pid: int, started: str | None) -> None:
 
 
 class CellJob(Checkpointable):
-    """One cell's run as a submitit job; in a process of its own, what it says goes back to
-    the runner and SIGTERM stops its step. The inherited ``checkpoint`` resubmits it."""
+    """One cell's run as a submitit job in a process of its own: what it says goes back to
+    the runner, and SIGTERM stops its step. The inherited ``checkpoint`` resubmits it."""
 
-    def __init__(self, separate: bool, runner: tuple[int, str | None] | None = None) -> None:
-        self.separate, self.runner = separate, runner
+    def __init__(self, runner: tuple[int, str | None] | None = None) -> None:
+        self.runner = runner  # a local job's runner: the job ends with it
 
     def __call__(self, cell: Cell) -> Dict[str, Any]:
-        table = cell.owner
+        if self.runner is not None:
+            _watch_runner(*self.runner)
+        signal.signal(signal.SIGTERM, lambda *_: stop_children("SIGTERM"))
         said: List[str] = []
-        if self.separate:
-            if self.runner is not None:
-                _watch_runner(*self.runner)
-            signal.signal(signal.SIGTERM, lambda *_: stop_children("SIGTERM"))
 
-            def say(message: str) -> None:
-                said.append(message)
-                print(message, file=sys.stderr, flush=True)
+        def say(message: str) -> None:
+            said.append(message)
+            print(message, file=sys.stderr, flush=True)
 
-            table.options.say = say
+        cell.owner.options.say = say
         try:
-            table.run_cell(cell)
+            cell.owner.run_cell(cell)
         except (CellFailed, BudgetSpent) as error:
             return {"error": type(error).__name__, "message": str(error), "said": said}
         return {"cell": {name: getattr(cell, name) for name in CELL_STATE}, "said": said}
@@ -133,11 +124,11 @@ def _slurm_state(job_id: str) -> str | None:
 
 
 class Jobs:
-    """The jobs of one call: ``--jobs`` at a time here, all that are ready on Slurm."""
+    """The jobs of one call, each in a process of its own: ``--jobs`` at a time here, all
+    that are ready on Slurm."""
 
     def __init__(self, options: Any, name: str) -> None:
         self.options = options
-        self.folder = options.work / "jobs" / name
         self.slurm = options.executor == "slurm"
         self.limit = 10 ** 6 if self.slurm else options.jobs
         self.running: Dict[int, tuple[Cell, Any]] = {}  # id(cell) -> (cell, its job)
@@ -148,41 +139,39 @@ class Jobs:
         paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
         if str(REPO_ROOT) not in paths:
             os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), *paths]))
+        folder = options.work / "jobs" / name
         if self.slurm:
-            self.executor = submitit.SlurmExecutor(folder=self.folder, max_num_timeout=10)
+            self.executor = submitit.SlurmExecutor(folder=folder, max_num_timeout=10)
             self.executor.update_parameters(**options.resources.slurm_parameters(name))
-            self.call = CellJob(separate=True)
-        elif options.jobs == 1:
-            self.executor = submitit.DebugExecutor(folder=self.folder)
-            self.call = CellJob(separate=False)
+            self.call = CellJob()
         else:
-            self.executor = submitit.LocalExecutor(folder=self.folder)
-            # a day per job: submitit's local timeout would requeue a long training
+            self.executor = submitit.LocalExecutor(folder=folder)
+            # no limit: submitit's local timeout would requeue a long training
             self.executor.update_parameters(timeout_min=10 ** 6)
-            pid = os.getpid()
-            self.call = CellJob(separate=True, runner=(pid, _start_time(pid)))
+            self.call = CellJob((os.getpid(), _start_time(os.getpid())))
 
     def submit(self, cell: Cell) -> None:
-        if self.slurm and (job := self.attached(cell)) is not None:
+        job = self.attached(cell) if self.slurm else None
+        if job is not None:
             self.options.say(f"  {cell.folder.name}: its Slurm job {job.job_id} still runs: "
                              "waiting for it")
         else:
-            if self.gpus and self.call.separate:  # the GPU fewest running cells have
+            if self.gpus:  # the GPU fewest running cells have
                 taken = list(self.gpu_of.values())
                 free = min(range(self.gpus), key=lambda gpu: (taken.count(gpu), gpu))
                 self.gpu_of[id(cell)] = free
                 self.executor.update_parameters(gpus_per_node=1, visible_gpus=[free])
             cell.folder.mkdir(parents=True, exist_ok=True)
-            job = self.started_ignoring_ctrl_c(cell)
+            job = self.started(cell)
             if self.slurm:
                 (cell.folder / JOB_ID).write_text(f"{job.job_id}\n")
-            if self.call.separate:  # what it says comes when it ends; its log says it now
-                self.options.say(f"  {cell.folder.name}: job {job.job_id}, its log "
-                                 f"{job.paths.stderr}")
+            # what it says comes when it ends; its log says it now
+            self.options.say(f"  {cell.folder.name}: job {job.job_id}, its log "
+                             f"{job.paths.stderr}")
         self.running[id(cell)] = (cell, job)
 
-    def started_ignoring_ctrl_c(self, cell: Cell) -> Any:
-        """Submit the cell's job; local job processes ignore SIGINT, so that Ctrl-C reaches
+    def started(self, cell: Cell) -> Any:
+        """Submit the cell's job. Local job processes ignore SIGINT, so that Ctrl-C reaches
         the runner alone, which stops them (:meth:`stop`), not submitit's controller."""
         if self.slurm:
             try:
@@ -192,8 +181,6 @@ class Jobs:
                 raise SystemExit(f"--executor slurm: sbatch refused {cell.folder.name}'s job "
                                  f"({last}): check --partition, --time-minutes, "
                                  "--gpus-per-job, --mem-gb or --slurm-config") from None
-        if not self.call.separate:
-            return self.executor.submit(self.call, cell)
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
             return self.executor.submit(self.call, cell)
@@ -203,12 +190,11 @@ class Jobs:
     def attached(self, cell: Cell) -> Any:
         """The cell's Slurm job that a stopped call left queued or running, if any."""
         path = cell.folder / JOB_ID
-        if not path.is_file():
+        job_id = path.read_text().strip() if path.is_file() else None
+        if job_id is None or _slurm_state(job_id) not in (
+                "PENDING", "RUNNING", "REQUEUED", "SUSPENDED"):
             return None
-        job_id = path.read_text().strip()
-        if _slurm_state(job_id) not in ("PENDING", "RUNNING", "REQUEUED", "SUSPENDED"):
-            return None
-        return submitit.SlurmJob(folder=self.folder, job_id=job_id)
+        return submitit.SlurmJob(folder=self.executor.folder, job_id=job_id)
 
     def finished(self) -> List[tuple[Cell, Dict[str, Any]]]:
         """The cells whose jobs have ended, each with what its job returned."""
@@ -218,7 +204,7 @@ class Jobs:
                 if _slurm_state(job.job_id) is not None:
                     continue
                 time.sleep(2)  # its result may land just after it leaves the queue
-            elif self.call.separate and not self.slurm and not job.done():
+            elif not self.slurm and not job.done():
                 continue
             del self.running[key]
             self.gpu_of.pop(key, None)
@@ -227,12 +213,9 @@ class Jobs:
 
     def outcome(self, cell: Cell, job: Any) -> Dict[str, Any]:
         """What the ended ``job`` of ``cell`` returned, or the error it ended with."""
-        error = job.exception() if job.paths.result_pickle.exists() or not (
-            self.call.separate) else None
-        if error is not None and not self.call.separate:
-            raise error
-        found = job.result() if error is None and (
-            job.paths.result_pickle.exists() or not self.call.separate) else {
+        returned = job.paths.result_pickle.exists()
+        error = job.exception() if returned else None
+        found = job.result() if returned and error is None else {
             "error": "CellFailed", "said": [], "message": (
                 f"{cell.folder.name}: its job {job.job_id} failed or was cancelled (its log: "
                 f"{job.paths.stderr}); the same command resumes it from its last checkpoint"
@@ -255,12 +238,12 @@ class Jobs:
                                  "command waits for them")
             self.running.clear()
             return
-        for _, job in self.running.values():
-            if getattr(job, "_process", None) is not None:
-                job._process.send_signal(signal.SIGTERM)  # its controller passes it on
-        for _, job in self.running.values():
-            if getattr(job, "_process", None) is not None:
-                job._process.wait()
+        processes = [job._process for _, job in self.running.values()
+                     if getattr(job, "_process", None) is not None]
+        for process in processes:
+            process.send_signal(signal.SIGTERM)  # its controller passes it on
+        for process in processes:
+            process.wait()
 
 
 def _gpu_count() -> int:
@@ -269,52 +252,70 @@ def _gpu_count() -> int:
     return torch.cuda.device_count()
 
 
+def submission_order(cells: Sequence[Cell]) -> List[Cell]:
+    """Seed by seed (every row of seed 1, then of seed 2, ...), parents first: the rows a
+    claim pairs at one seed finish together, and a call cut short leaves whole pairs."""
+    return sorted(cells, key=lambda cell: (cell.seed, cell_depth(cell)))
+
+
 def run_cells(table: Any, todo: Sequence[Cell], stopped: Callable[[], str | None]) -> None:
-    """Run ``todo`` as jobs, a cell once its parent has finished. After a failure, a spent
-    budget or a stop (``stopped()``) no cell is submitted, and the first error is raised."""
+    """Run ``todo`` in :func:`submission_order`, a cell once its parent has finished: with
+    ``--jobs 1`` here in this process, else as jobs (:class:`Jobs`). After a failure, a spent
+    budget or a stop (``stopped()``) no cell starts, and the first error is raised."""
     options, root = table.options, table.root
     root.commit_id = root.commit_id or git_commit()  # the code the cells of this call run
-    jobs = Jobs(options, table.spec.name)
-    waiting = sorted(todo, key=cell_depth)
+    jobs = None if options.executor == "local" and options.jobs == 1 else Jobs(
+        options, table.spec.name)
+    waiting = submission_order(todo)
     pending = {id(cell) for cell in waiting}
     error: BaseException | None = None
+
+    def done(cell: Cell) -> None:
+        pending.discard(id(cell))
+        options.finished.append(cell.folder.name)
+
     try:
-        while waiting or jobs.running:
-            for cell, outcome in jobs.finished():
+        while waiting or (jobs and jobs.running):
+            for cell, outcome in jobs.finished() if jobs else ():
                 pending.discard(id(cell))
                 for line in outcome["said"]:
                     options.say(line)
                 if "error" in outcome:
                     error = error or ERRORS[outcome["error"]](outcome["message"])
-                else:
-                    for name, value in outcome["cell"].items():
-                        setattr(cell, name, value)
-                    options.finished.append(cell.folder.name)
+                    continue
+                for name, value in outcome["cell"].items():
+                    setattr(cell, name, value)
+                done(cell)
             if stopped() is not None and error is None:
                 error = StoppedByHand(f"stopped by {stopped()}")
-                jobs.stop()
+                if jobs:
+                    jobs.stop()
             if error is not None:
                 waiting = []
-            for cell in list(waiting):
-                if len(jobs.running) >= jobs.limit:
-                    break
-                if cell.parent is not None and id(cell.parent) in pending:
-                    continue
+            free = jobs.limit - len(jobs.running) if jobs else 1
+            ready = [cell for cell in waiting
+                     if cell.parent is None or id(cell.parent) not in pending][:free]
+            for cell in ready:
                 if options.max_new_cells is not None and root.started >= options.max_new_cells:
-                    error, waiting = BudgetSpent(
-                        f"stopped after {options.max_new_cells} new cells"), []
-                    break
-                if options.deadline is not None and time.time() >= options.deadline:
-                    error, waiting = BudgetSpent(TIME_SPENT), []
+                    error = BudgetSpent(f"stopped after {options.max_new_cells} new cells")
+                elif options.deadline is not None and time.time() >= options.deadline:
+                    error = BudgetSpent(TIME_SPENT)
+                if error is not None:
+                    waiting = []
                     break
                 waiting.remove(cell)
                 root.started += 1
                 cell.owner = cell.owner or table  # a grid cell: of the table that runs it
-                jobs.submit(cell)
-            if jobs.running:
-                time.sleep(POLL_SECONDS if jobs.slurm or options.jobs > 1 else 0)
+                if jobs:
+                    jobs.submit(cell)
+                else:
+                    cell.owner.run_cell(cell)
+                    done(cell)
+            if jobs and jobs.running:
+                time.sleep(POLL_SECONDS)
     except BaseException:
-        jobs.stop()
+        if jobs:
+            jobs.stop()
         raise
     if error is not None:
         raise error
@@ -325,15 +326,6 @@ def job_words(options: Any) -> str:
     if options.executor == "slurm":
         return f"Slurm, {options.resources.describe()}"
     return "here" + (", one GPU of this machine" if options.device == "cuda" else "")
-
-
-def dry_run_jobs(options: Any) -> str:
-    """The line a dry run prints before the cells: how each would run as a job."""
-    if options.executor == "slurm":
-        return (f"# --executor slurm: one Slurm job per cell ({options.resources.describe()}),"
-                " a cell submitted once the cell it starts from has finished")
-    gpus = "; each job sees one GPU of this machine" if options.device == "cuda" else ""
-    return f"# --executor local: {options.jobs} cell(s) at a time on this machine{gpus}"
 
 
 def read_resources(path: Path | None, flags: Dict[str, Any],

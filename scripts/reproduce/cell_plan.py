@@ -39,8 +39,6 @@ class Cell:
     from_record: bool = False  # its result is the repository's record (no checkpoint here)
     # that record while the cell runs again: it stands if reproduced (cell_records.differs)
     recorded: Dict | None = None
-    # a result its patience stopped while its loss still fell (stop_rule): it trains on
-    overruled: Dict | None = None
     # the name of its parent where that one finished after it (``finished_at``): stale
     stale: str | None = None
     # where its fairseq commands run, "cpu" or "cuda"; None where it runs none

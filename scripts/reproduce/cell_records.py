@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from scripts.common.atomic_files import write_text_atomic
+from scripts.reproduce.cell_cache import read_result, write_result
 
 # what a training that reproduces a record has the same: its model is the same model
 REPRODUCED = ("curve", "updates", "stopped")
@@ -42,16 +42,8 @@ class CellRecords:
         updates = "" if budget is None else f"-budget{budget}"
         return self.root / table / f"{row}-seed{seed}{rate}{cap}{updates}.json"
 
-    def get(self, path: Path, key: str) -> dict | None:
-        """The record at ``path`` if it is of the cell ``key``."""
-        if not path.is_file():
-            return None
-        stored = json.loads(path.read_text())
-        return stored if stored.get("key") == key else None
-
-    def put(self, path: Path, result: Mapping[str, Any]) -> None:
-        write_text_atomic(path, json.dumps(result, indent=1, sort_keys=True, default=str)
-                          + "\n")
+    get = staticmethod(read_result)  # the record at ``path`` if it is of the cell ``key``
+    put = staticmethod(write_result)
 
 
 def differs(record: Mapping[str, Any], result: Mapping[str, Any]) -> str | None:

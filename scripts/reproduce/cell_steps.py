@@ -10,11 +10,8 @@ import re
 import resource
 import subprocess
 import time
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Callable, Dict
-
-from filelock import FileLock
 
 from scripts.common.atomic_files import write_text_atomic
 from scripts.common.child_processes import child_env, stopped_by, stream
@@ -69,17 +66,10 @@ def log_finished(log: Path) -> bool:
     return log.is_file() and finished(log.read_text(encoding="utf-8", errors="replace"))
 
 
-def run_step(step: Step, folder: Path, threads: int, deadline: float | None = None,
-             timed_lock: Path | None = None) -> float:
+def run_step(step: Step, folder: Path, threads: int, deadline: float | None = None) -> float:
     """Run one step; returns the CPU seconds it used. A finished training is not run again;
-    a cut one resumes from its ``checkpoint_last.pt``, its CPU seconds counted over both. A
-    ``timed`` step holds ``timed_lock``, if given."""
+    a cut one resumes from its ``checkpoint_last.pt``, its CPU seconds counted over both."""
     check_not_stopped()
-    with FileLock(timed_lock) if step.timed and timed_lock else nullcontext():
-        return _run(step, folder, threads, deadline)
-
-
-def _run(step: Step, folder: Path, threads: int, deadline: float | None) -> float:
     if step.call is not None:
         # this thread's time and its children's
         before = time.thread_time() + children_cpu()
@@ -97,21 +87,18 @@ def _run(step: Step, folder: Path, threads: int, deadline: float | None) -> floa
     cpu += before
     if step.trains:
         write_text_atomic(spent, f"{cpu:.2f}\n")
-    if code:
-        check_not_stopped()
-    if code and deadline is not None and time.time() >= deadline:
+    if not code:
+        return cpu
+    check_not_stopped()
+    if deadline is not None and time.time() >= deadline:
         raise BudgetSpent(TIME_SPENT)
-    if code:
-        text = log.read_text(encoding="utf-8", errors="replace")
-        tail = text[-1500:]
-        if step.trains:
-            reason = next((line for line in reversed(text.splitlines())
-                           if _DIVERGED.search(line)), None)
-            if reason is not None:
-                raise Diverged(reason.strip()[-200:])
-        raise CellFailed(f"{folder.name}: `{step.describe()}` exited {code}; log {log}:\n"
-                         f"{tail}")
-    return cpu
+    text = log.read_text(encoding="utf-8", errors="replace")
+    reason = next((line for line in reversed(text.splitlines()) if _DIVERGED.search(line)),
+                  None) if step.trains else None
+    if reason is not None:
+        raise Diverged(reason.strip()[-200:])
+    raise CellFailed(f"{folder.name}: `{step.describe()}` exited {code}; log {log}:\n"
+                     f"{text[-1500:]}")
 
 
 def add_cpu_figures(figures: Dict, cpu: Dict[str, float]) -> None:

@@ -3,9 +3,8 @@ seed) through the cache; docs/reproduction.md "How the tables are built" says wh
 
 Order: the rate grids (:mod:`~scripts.reproduce.rate_search`), then the cells, parents first,
 each as a job (:mod:`~scripts.reproduce.cell_jobs`). A cell stored under its key, here or in
-the records, is not run again, except one that must go on: stopped by its patience while its
-loss still fell (:mod:`~scripts.reproduce.stop_rule`), stale (its parent trained on after it
-finished: run again from the parent's current model, the old folder kept as
+the records, is not run again, except one that is stale (its parent's result, trained again,
+finished after it: run again from the parent's current model, the old folder kept as
 ``<folder>.stale-<n>``), or lacking a figure a claim compares (measured again, its record kept).
 A row may start from, or be (``same_as``), another table's row: that table's run in the same
 call plans and trains it, under that table's lock, and both must share one dictionary.
@@ -14,7 +13,6 @@ call plans and trains it, under that table's lock, and both must share one dicti
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import platform
 import time
@@ -25,10 +23,10 @@ from typing import Dict, List, Sequence
 from scripts.common.atomic_files import write_text_atomic
 from scripts.common.child_processes import stopped_by
 from scripts.common.folder_lock import folder_lock
-from scripts.reproduce import continuation, stop_rule
+from scripts.reproduce import continuation
 from scripts.reproduce.budget import budget_of, without_budget
 from scripts.reproduce.cell_cache import CellCache
-from scripts.reproduce.cell_jobs import job_words, run_cells, timed_lock
+from scripts.reproduce.cell_jobs import job_words, run_cells, submission_order
 from scripts.reproduce.cell_plan import (
     Cell,
     at_rate,
@@ -65,15 +63,6 @@ class DictionaryMismatch(SystemExit):
 LEARNT = ("lr", "patience", "curve", "updates", "stopped", "still_improving")
 # a cut cell's wall seconds over the calls so far: its record's ``seconds`` are the whole cell's
 WALL_SO_FAR = "seconds.so_far"
-# in a stale cell started anew, the parent result's ``finished_at`` it started from: a cut
-# run resumes where this still matches, instead of being set aside again
-STARTED_FROM = "parent.finished_at"
-
-
-def parent_finished_at(cell: Cell) -> float | None:
-    """When the result of the cell that ``cell`` starts from (or measures) finished."""
-    parent = cell.parent
-    return (parent.result or parent.overruled or {}).get("finished_at")
 
 
 def table_lock(options: RunOptions, name: str) -> contextlib.AbstractContextManager:
@@ -261,7 +250,7 @@ class TableRun:
 
     def lookup(self, cells: Sequence[Cell]) -> None:
         """Each cell's stored result, from the work folder or else the records, and
-        whether it must go on (stale, overruled, lacking figures)."""
+        whether it must go on (stale, lacking figures)."""
         for cell in cells:
             found = self.cache.get(cell.folder, cell.key)
             cell.from_record = found is None and self.records is not None
@@ -275,10 +264,6 @@ class TableRun:
             if cell.stale is not None and not (self.options.dry_run
                                                or self.options.collect_only):
                 cell.result = None  # run again, from its parent's current model
-                if self.restarted(cell):  # a call cut it: it goes on in its folder
-                    cell.stale = None
-            elif (overruled := self.overruled(cell)) is not None:
-                cell.overruled, cell.result = overruled, None
             elif not (self.options.dry_run or self.options.collect_only) and self.lacking(cell):
                 # its finished training is kept (not run again), its model measured again
                 cell.recorded, cell.result = cell.result, None
@@ -310,17 +295,11 @@ class TableRun:
         if cell.result is None or parent is None:
             return None
         mine = cell.result.get("finished_at")
-        theirs = parent_finished_at(cell)
+        theirs = (parent.result or {}).get("finished_at")
         if mine is None or theirs is None or theirs <= mine:
             return None
         table = (parent.owner or self).spec.name
         return parent.row.key if table == self.spec.name else f"{table}:{parent.row.key}"
-
-    def restarted(self, cell: Cell) -> bool:
-        """Whether the stale ``cell``'s folder holds a cut run started from its parent's
-        current result (:data:`STARTED_FROM`)."""
-        marker = cell.folder / STARTED_FROM
-        return marker.is_file() and json.loads(marker.read_text()) == parent_finished_at(cell)
 
     def set_aside(self, cell: Cell) -> None:
         """Keep the stale ``cell``'s old folder as ``<folder>.stale-<n>``, so that it starts
@@ -332,41 +311,9 @@ class TableRun:
                 n += 1
             cell.folder.rename(old)
             aside = f"; its old folder {cell.folder} is kept as {old}"
-        cell.folder.mkdir(parents=True)
-        write_text_atomic(cell.folder / STARTED_FROM, json.dumps(parent_finished_at(cell)) + "\n")
         self.options.say(f"  {self.name_of(cell)} seed {cell.seed} runs again: "
                          f"it {stale_words(cell.row, cell.stale)}{aside}")
         cell.stale = None  # what it stores now is of its parent's current model
-
-    def overruled(self, cell: Cell) -> Dict | None:
-        """The result, with its ``patience``, of a cell its patience alone stopped while its
-        loss still fell (:mod:`~scripts.reproduce.stop_rule`): it trains on; else None. Grid
-        and ``same_as`` cells stand."""
-        result = cell.result
-        if (result is None or self.options.dry_run or self.options.collect_only or cell.search
-                or cell.row.same_as is not None or result.get("stopped") != "plateau"):
-            return None
-        patience = self.settings_of(cell).get("patience")
-        falling = stop_rule.still_falling(result.get("curve"), patience)
-        return {**result, "patience": patience} if falling else None
-
-    def train_on(self, cell: Cell) -> None:
-        """Log in the overruled ``cell``'s training log (once) that its stop is overruled, so
-        that its training resumes from its last checkpoint, and say so."""
-        log = cell.folder / "train.log"
-        text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else None
-        ended = text is not None and stop_rule.finished(text)
-        curve = cell.overruled["curve"]
-        how = ("it trains on past that stop" if ended else
-               "it trains from scratch (no log here)" if text is None else
-               "it resumes the training on that an earlier call cut")
-        self.options.say(f"  {self.name_of(cell)} seed {cell.seed}: its patience stopped it at "
-                         f"update {int(curve[-1][0])} while its valid loss still fell; {how}")
-        if ended:
-            with log.open("a", encoding="utf-8") as out:
-                out.write(stop_rule.goes_on(
-                    curve, cell.overruled["patience"], "the reproduction runner trains it "
-                    "on from checkpoint_last.pt (an earlier rule stopped it here)") + "\n")
 
     def starting_points(self, todo: List[Cell]) -> List[Cell]:
         """``todo`` and the cells they start from that must run first."""
@@ -387,49 +334,42 @@ class TableRun:
     def handle(self, cells: Sequence[Cell]) -> None:
         """Print, collect from logs or run the cells that have no result."""
         todo = [cell for cell in cells if cell.result is None]
-        if self.options.dry_run:  # the commands of every cell still to run, each cell once
-            for cell in cells:
+        if self.options.dry_run:  # every cell, once, in the order its job would start
+            for cell in submission_order(cells):
                 if (cell.key, cell.search) not in self.printed:
                     self.printed.add((cell.key, cell.search))
-                    # finished (here or recorded), and not stale: not run again
-                    if cell.result is not None and cell.stale is None:
-                        where = "" if not cell.from_record else (
-                            " (recorded; not finished in this work folder: trained "
-                            "again first where a row run here starts from it)"
-                            if self.trains else " (recorded)")
-                        if lacking := self.lacking(cell):
-                            what = "its model is" if self.trains else "it is"
-                            where += (f" ({what} measured again: it lacks "
-                                      f"{', '.join(lacking)})")
-                        self.options.say(f"{dry_run_header(cell, self.name_of(cell))}: "
-                                         f"cached{where}")
-                        continue
-                    self.make_steps(cell)
-                    print_dry_run(cell, self.options.say, self.name_of(cell))
-                    self.options.say(f"    (one job: {job_words(self.options)})")
-                    if cell.stale is not None:
-                        self.options.say(f"    (cached, but it would run again: it "
-                                         f"{stale_words(cell.row, cell.stale)}; " + (
-                                             "it goes on in its folder, where a cut call "
-                                             "started it from its parent's current model)"
-                                             if self.restarted(cell) else
-                                             "its old folder is kept aside)"))
-                    if cell.parent is not None and (cell.parent.result is None
-                                                    or cell.parent.from_record):
-                        self.options.say("    (the model it measures has not trained yet)"
-                                         if cell.row.same_as else
-                                         "    (its parent has not trained yet: the rate and "
-                                         "checkpoint it starts from follow from how the "
-                                         "parent's training ends, not from this line)")
-                    found = self.screening_cell(cell)
-                    if found is not None:
-                        self.options.say(f"    (continues {found[0].folder.name}, stopped at "
-                                         f"its {found[1]['stopped']})")
+                    self.print_cell(cell)
         elif self.options.collect_only:
             for cell in todo:
                 self.collect(cell)
-        elif todo:
-            self.run(self.starting_points(todo))
+        elif todo:  # as jobs (cell_jobs.py)
+            run_cells(self, self.starting_points(todo), stopped_by)
+
+    def print_cell(self, cell: Cell) -> None:
+        """A dry run's lines for ``cell``: cached, or the commands and the job it would run."""
+        say, name = self.options.say, self.name_of(cell)
+        if cell.result is not None and cell.stale is None:  # finished: not run again
+            where = "" if not cell.from_record else (
+                " (recorded; not finished in this work folder: trained again first where a "
+                "row run here starts from it)" if self.trains else " (recorded)")
+            if lacking := self.lacking(cell):
+                what = "its model is" if self.trains else "it is"
+                where += f" ({what} measured again: it lacks {', '.join(lacking)})"
+            say(f"{dry_run_header(cell, name)}: cached{where}")
+            return
+        self.make_steps(cell)
+        print_dry_run(cell, say, name)
+        say(f"    (one job: {job_words(self.options)})")
+        if cell.stale is not None:
+            say(f"    (cached, but it would run again: it {stale_words(cell.row, cell.stale)}; "
+                "its old folder is kept aside)")
+        if cell.parent is not None and (cell.parent.result is None or cell.parent.from_record):
+            say("    (the model it measures has not trained yet)" if cell.row.same_as else
+                "    (its parent has not trained yet: the rate and checkpoint it starts from "
+                "follow from how the parent's training ends, not from this line)")
+        found = self.screening_cell(cell)
+        if found is not None:
+            say(f"    (continues {found[0].folder.name}, stopped at its {found[1]['stopped']})")
 
     def collect(self, cell: Cell) -> None:
         if not cell.folder.is_dir():
@@ -480,15 +420,12 @@ class TableRun:
         if cell.parent is not None and cell.parent.result is None:
             raise CellFailed(f"{cell.folder.name}: its parent {cell.parent.folder.name} has "
                              "no result")
-        if cell.stale is not None and not self.restarted(cell):  # a requeued job set it aside
+        if cell.stale is not None:
             self.set_aside(cell)
         cell.folder.mkdir(parents=True, exist_ok=True)
         earlier = self.start_from_screening(cell)
-        if cell.overruled is not None:  # after a seeding: the seeded log is the one trained on
-            self.train_on(cell)
-        # a chosen grid cell's time includes its training's, a continuation's the grid cell's,
-        # an overruled cell's its own so far
-        before = cell.trained or cell.overruled or (earlier or {}).get("result") or {}
+        # a chosen grid cell's time includes its training's, a continuation's the grid cell's
+        before = cell.trained or (earlier or {}).get("result") or {}
         # a cell cut in an earlier call (budget, stop by hand, failure) goes on from there
         spent = cell.folder / WALL_SO_FAR
         started = time.monotonic()
@@ -512,10 +449,9 @@ class TableRun:
                     self.settings_of(cell), self.data, cell.folder, None)}
             try:
                 for step in cell.steps:
-                    check_not_stopped()
                     cpu[step.log] = (cell.trained.get("cpu_seconds") or 0.0) / len(done) if (
                         step.log in done) else run_step(step, cell.folder, options.threads,
-                                                        options.deadline, timed_lock(options))
+                                                        options.deadline)
                 figures = self.figures(cell)
             except Diverged as stopped:
                 options.say(f"  {cell.row.key} seed {cell.seed} diverged: {stopped.reason}")
@@ -532,18 +468,15 @@ class TableRun:
             "row": cell.row.key, "seed": cell.seed, "machine": platform.node(),
             "commit": root.commit_id, "load_average": [round(v, 1) for v in os.getloadavg()],
             **({"device": cell.device} if cell.device else {}),
-            # its timed steps ran with no other step beside them (cell_jobs.timed_lock)
-            **({"timed_alone": True} if timed_lock(options) is None and any(
-                step.timed for step in cell.steps or ()) else {}),
+            # its timed steps ran with no other cell beside them: one cell at a time here,
+            # or on Slurm, in a job with CPUs of its own
+            **({"timed_alone": True} if (options.executor == "slurm" or options.jobs == 1)
+               and any(step.timed for step in cell.steps or ()) else {}),
             "finished_at": round(time.time(), 1), **self.learnt(cell)}))
         spent.unlink(missing_ok=True)  # stored: a later run of it starts its own count
         # this call's time (the record's counts the calls and the grid cell before it)
         options.say(f"  done {name} seed {cell.seed}{rate} in "
                     f"{round(time.monotonic() - started, 1)} s")
-
-    def run(self, todo: Sequence[Cell]) -> None:
-        """Run ``todo`` as jobs (:mod:`~scripts.reproduce.cell_jobs`)."""
-        run_cells(self, todo, stopped_by)
 
 
 def run_table(spec: TableSpec, options: RunOptions) -> tuple[List[Cell], Dict]:
@@ -556,13 +489,10 @@ def run_table(spec: TableSpec, options: RunOptions) -> tuple[List[Cell], Dict]:
             if not (options.dry_run or options.collect_only):
                 todo = [cell for cell in cells if cell.result is None]
                 first = len(table.starting_points(todo)) - len(todo)
-                overruled = sum(cell.overruled is not None for cell in todo)
                 stale = sum(cell.stale is not None for cell in todo)
                 options.say(f"{spec.name}: {len(cells) - len(todo)} of {len(cells)} cells "
                             f"cached, {len(todo)} to run" + (
                                 f" after {first} they start from" if first else "") + (
-                                f" ({overruled} to train on: stopped by the patience while "
-                                "the valid loss still fell)" if overruled else "") + (
                                 f" ({stale} to run again: their parent was trained on after "
                                 "they finished)" if stale else ""))
             table.handle(cells)

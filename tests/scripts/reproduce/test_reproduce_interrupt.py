@@ -76,7 +76,8 @@ def test_an_interrupt_while_a_cell_runs_starts_no_other_cell(tmp_path):
     table = SimpleNamespace(options=options, commit_id="x", started=0, run_cell=run_cell,
                             spec=SimpleNamespace(name="t"))
     table.root = table
-    cells = [SimpleNamespace(key=i, parent=None, owner=table, folder=tmp_path / str(i))
+    cells = [SimpleNamespace(key=i, seed=1, parent=None, owner=table,
+                             folder=tmp_path / str(i))
              for i in range(4)]
     # interrupt_main does nothing unless Python's own SIGINT handler is installed, which a
     # test worker may have replaced
