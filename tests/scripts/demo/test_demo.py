@@ -1,5 +1,6 @@
-"""The demo: both parts at tiny size on fixtures (gettext catalogs, manual pages), the
-fallbacks, continuations, the summary table's speeds."""
+"""The demo: both parts at tiny size on fixtures (gettext catalogs, manual pages; one run,
+``demo_runs.py``), each part alone, the fallbacks, continuations, the summary table's
+speeds."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import dataclasses
 import math
 import re
 import shlex
-import sys
+import shutil
 
 import pytest
 
@@ -25,7 +26,7 @@ from scripts.demo.try_it import EXAMPLE_SENTENCE
 from scripts.recipes.lib.prepare_text import read_lines, sentencepiece_decode
 from scripts.recipes.lib.score import rouge_scores
 
-from catalog_fixtures import write_fixture_catalogs
+from demo_runs import run_tiny_demo
 from helpers import run_command, table_by_label
 from manpage_fixtures import write_fixture_man_pages
 
@@ -47,18 +48,11 @@ def run_shell(line: str):
     return run_command(["bash", "-o", "pipefail", "-c", line], timeout=300)
 
 
-def run_tiny_demo(out, *flags):
-    return run_command([sys.executable, "-m", "scripts.demo.demo", "--tiny", "--quiet", *flags,
-                        "--out", out], timeout=900)
-
-
 @pytest.mark.slow
-def test_tiny_translation_demo_on_fixture_catalog_prints_table_and_writes_report(tmp_path):
-    locale = write_fixture_catalogs(tmp_path / "locale")
-    out = tmp_path / "report"
-    proc = run_tiny_demo(out, "--no-summaries", "--locale-dir", locale)
-    assert "GNU gettext catalogs" in proc.stdout
-    table = table_rows(proc.stdout)
+def test_tiny_translation_demo_on_fixture_catalog_prints_table_and_writes_report(tiny_demo):
+    out, stdout = tiny_demo.out, tiny_demo.stdout
+    assert "GNU gettext catalogs" in stdout
+    table = table_rows(stdout)
     rows = {label: row for label, row in table.items() if not label.startswith("reference")}
     references = {label: row for label, row in table.items() if label.startswith("reference")}
     assert list(rows) == [
@@ -84,12 +78,11 @@ def test_tiny_translation_demo_on_fixture_catalog_prints_table_and_writes_report
         read_lines(work / "prep" / "sentences" / "train.en"),
         read_lines(work / "prep" / "sentences" / "valid.en"),
         len(read_lines(work / "bin" / "sentences" / "dict.en.txt")) + 4), rel=5e-3)
-    assert (f"Unigram entropy of the target sentences: {entropy:.2f} bits/token"
-            in proc.stdout)
+    assert f"Unigram entropy of the target sentences: {entropy:.2f} bits/token" in stdout
     for pair in ("Transformer (softmax) against ReLUFormer (regularised): ",
                  "softmax Transformer +10 updates label-smoothed CE against softmax "
                  "Transformer +10 updates sparse-softmax (top-5 decoding): "):
-        assert pair in proc.stdout
+        assert pair in stdout
     # the continuations ran their own budget from the softmax model's checkpoint
     for label in list(rows)[3:]:
         assert rows[label]["updates"] == "10"
@@ -105,7 +98,6 @@ def test_tiny_translation_demo_on_fixture_catalog_prints_table_and_writes_report
 
     report = (out / "report.md").read_text()
     assert table_rows(report) == table
-    assert "Long-input summarization" not in report
     images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", report)
     assert {"demo_loss.png", "analyze_attention_heatmap.png", "analyze_attention_entropy.png",
             "analyze_attention_zeros.png"} <= set(images)
@@ -114,7 +106,8 @@ def test_tiny_translation_demo_on_fixture_catalog_prints_table_and_writes_report
     assert not list(out.glob("*.tmp")) and not list(out.glob(".*.tmp"))
     # the report ends with a command per model; the example runs, lower-cased as the corpus
     commands = try_it_commands(report)
-    assert list(commands) == list(rows)
+    # then the three summarization models' (test_tiny_summarization_demo_...)
+    assert list(commands)[:len(rows)] == list(rows) and len(commands) == len(rows) + 3
     assert "lower-cased" in report
     command = commands["Transformer (softmax)"]
     assert command.startswith(f"echo {shlex.quote(EXAMPLE_SENTENCE)} | ")
@@ -134,15 +127,13 @@ def test_tiny_translation_demo_on_fixture_catalog_prints_table_and_writes_report
 
 
 @pytest.mark.slow
-def test_tiny_summarization_demo_on_fixture_man_pages_reports_rouge_and_speed(tmp_path):
-    man = write_fixture_man_pages(tmp_path / "man")
-    out = tmp_path / "report"
-    proc = run_tiny_demo(out, "--no-translation", "--man-dir", man)
-    assert f"manual pages ({man}/man*/)" in proc.stdout
+def test_tiny_summarization_demo_on_fixture_man_pages_reports_rouge_and_speed(tiny_demo):
+    out, stdout = tiny_demo.out, tiny_demo.stdout
+    assert f"manual pages ({tiny_demo.man}/man*/)" in stdout
     report = (out / "report.md").read_text()
-    assert "## Long-input summarization" in report and "## Translation" not in report
+    assert "## Long-input summarization" in report
     rows = table_rows(report, SUMMARY_HEADERS)
-    assert table_rows(proc.stdout, SUMMARY_HEADERS) == rows
+    assert table_rows(stdout, SUMMARY_HEADERS) == rows
     prep = out / "work" / "prep" / "summaries"
     words = median_length(read_lines(prep / "train.reference"))
     labels = reference_labels(words)
@@ -165,7 +156,7 @@ def test_tiny_summarization_demo_on_fixture_man_pages_reports_rouge_and_speed(tm
     assert 0 < entropy < math.log2(200 + 4) + 1e-9  # at most log2 of the dictionary
     assert rows[labels["lead"]]["valid nll"] == "-"
     assert f"Unigram entropy of the summaries: {entropy:.2f} bits/token" in report
-    assert "Unigram entropy of the summaries" in proc.stdout
+    assert "Unigram entropy of the summaries" in stdout
     trivial = float(rows[labels["trivial"]]["ROUGE-1"])
     if all(float(rows[label]["ROUGE-1"]) <= trivial for label in list(rows)[:3]):
         assert "not meaningful at this budget" in report
@@ -183,7 +174,7 @@ def test_tiny_summarization_demo_on_fixture_man_pages_reports_rouge_and_speed(tm
         assert "ahead" not in sentence
     # a try-it command per model; the Pyramidion's summarises the example page
     commands = try_it_commands(report)
-    assert list(commands) == list(rows)[:3]
+    assert list(commands)[-3:] == list(rows)[:3]  # after the translation models' five
     lines = run_shell(commands["Pyramidion 64->32->16"]).stdout.splitlines()
     assert any(line.startswith("H-0\t") for line in lines), lines
     source = [line for line in lines if line.startswith("S-0\t")]
@@ -216,6 +207,44 @@ def test_tiny_summarization_demo_on_fixture_man_pages_reports_rouge_and_speed(tm
     # the pooling models have the token scorers on top of the same encoder
     params = [int(row["params"]) for row in list(rows.values())[:3]]
     assert params[0] < params[1] < params[2]
+
+
+# what each part alone leaves in OUT/work: its data, the corpus description, its models
+PARTS = {
+    "translation": ["prep/sentences", "bin/sentences", "corpus.txt", "softmax", "relu",
+                    "sparse", "finetune_ce", "finetune_sparse"],
+    "summaries": ["prep/summaries", "bin/summaries", "summary_corpus.txt", "sum_vanilla",
+                  "sum_transpooler", "sum_pyramidion"],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flag, kept, section, missing", [
+    ("--no-summaries", "translation", "## Translation", "## Long-input summarization"),
+    ("--no-translation", "summaries", "## Long-input summarization", "## Translation"),
+])
+def test_each_part_runs_alone_and_reports_only_itself(tiny_demo, tmp_path, flag, kept, section,
+                                                       missing):
+    """``--resume`` with the flag on a copy of the two-part run whose other part is removed:
+    the other part's data and models are neither built nor trained, nor reported."""
+    out = tmp_path / "report"
+    shutil.copytree(tiny_demo.out, out)
+    (other,) = set(PARTS) - {kept}
+    for name in PARTS[other]:
+        path = out / "work" / name
+        assert path.exists(), path  # the two-part run made it
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    before = {path.name for path in (out / "work").iterdir()}
+    proc = run_tiny_demo(out, "--resume", flag, *tiny_demo.flags)
+    assert {path.name for path in (out / "work").iterdir()} == before
+    assert not any((out / "work" / name).exists() for name in PARTS[other])
+    assert "reusing the trained" in proc.stdout and "3/6 training" not in proc.stdout
+    report = (out / "report.md").read_text()
+    assert section in report and missing not in report
+    headers = TABLE_HEADERS if kept == "translation" else SUMMARY_HEADERS
+    assert table_rows(proc.stdout, headers) == table_rows(report, headers)
+    assert table_rows(report, headers).keys() == table_rows(
+        (tiny_demo.out / "report.md").read_text(), headers).keys()
 
 
 def test_without_man_pages_it_says_so_and_builds_the_generated_task(tmp_path):

@@ -1,5 +1,6 @@
 """The demo's figures depend on the seed and the thread count, not on the machine's load:
-the tiny demo gives the same table quiet and with a busy CPU loop beside it (on 2 cores with the
+the tiny demo (the run of both parts the other demo tests read, ``demo_runs.py``) gives the
+same table again with a busy CPU loop beside it (on 2 cores with the
 other test worker running, the demo then gets about two thirds of a core: its timing changes,
 and a figure that depended on time would too). One loop, not more: each further loop slowed
 this run, and the other worker beside it, without testing anything new."""
@@ -7,15 +8,13 @@ this run, and the other worker beside it, without testing anything new."""
 from __future__ import annotations
 
 import multiprocessing
-import sys
 
 import pytest
 
 from scripts.demo.report import SUMMARY_HEADERS, TABLE_HEADERS
 
-from catalog_fixtures import write_fixture_catalogs
-from helpers import run_command, table_by_label
-from manpage_fixtures import write_fixture_man_pages
+from demo_runs import fixture_flags, run_tiny_demo
+from helpers import table_by_label
 
 # times and the speeds computed from them are the only columns load may change
 TIMED_COLUMNS = {"train s", "words/s", "train CPU s", "train speed", "decode s", "decode speed"}
@@ -37,26 +36,21 @@ def _figures(report: str) -> dict:
     return figures
 
 
-def _run_tiny(out, flags):
-    run_command([sys.executable, "-m", "scripts.demo.demo", "--tiny", "--quiet", *flags,
-                 "--out", out], timeout=1800)
-    return (out / "report.md").read_text()
-
-
 @pytest.mark.slow
-def test_tiny_demo_gives_the_same_figures_quiet_and_beside_a_busy_loop(tmp_path):
-    flags = ["--locale-dir", write_fixture_catalogs(tmp_path / "locale"),
-             "--man-dir", write_fixture_man_pages(tmp_path / "man")]
-    quiet = _run_tiny(tmp_path / "quiet", flags)
+def test_tiny_demo_gives_the_same_figures_quiet_and_beside_a_busy_loop(demo_fixtures, tmp_path,
+                                                                      request):
     context = multiprocessing.get_context("fork")
     stop = context.Event()
     loop = context.Process(target=_busy, args=(stop,), daemon=True)
     loop.start()
     try:
-        busy = _run_tiny(tmp_path / "busy", flags)
+        run_tiny_demo(tmp_path / "busy", *fixture_flags(demo_fixtures))
     finally:
         stop.set()
         loop.join(30)
+    busy = (tmp_path / "busy" / "report.md").read_text()
+    # the run without a loop beside it, asked for only now: another worker may be making it
+    quiet = (request.getfixturevalue("tiny_demo").out / "report.md").read_text()
     figures = _figures(quiet)
     # both tables, models and reference rows, every model at its whole update budget
     assert {name for name, _, _ in figures} == {"translation", "summaries"}
