@@ -1,5 +1,4 @@
-"""The tiny demo as the tests run it, and the one run of both parts on the fixtures that
-the tests of its tables and of its determinism read (``conftest.py`` makes it once)."""
+"""The tiny demo as the tests run it, on the fixtures, and what a finished run left."""
 
 from __future__ import annotations
 
@@ -24,22 +23,9 @@ def write_demo_fixtures(folder: Path) -> None:
     write_fixture_man_pages(folder / "man")
 
 
-def fixture_flags(fixtures: Path) -> list:
-    """The demo's flags that read the fixtures ``write_demo_fixtures(fixtures)`` wrote."""
-    return ["--locale-dir", fixtures / "locale", "--man-dir", fixtures / "man"]
-
-
 @dataclass(frozen=True)
 class TinyDemo:
-    """A finished run of both parts; tests read it and copy what they change."""
+    """A finished run (``conftest.py`` makes them once); tests read it, never change it."""
     out: Path  # the report folder
     stdout: str
     fixtures: Path  # what it ran on: write_demo_fixtures(fixtures)
-
-    @property
-    def man(self) -> Path:
-        return self.fixtures / "man"
-
-    @property
-    def flags(self) -> list:
-        return fixture_flags(self.fixtures)

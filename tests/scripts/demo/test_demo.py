@@ -1,6 +1,5 @@
-"""The demo: both parts at tiny size on fixtures (gettext catalogs, manual pages; one run,
-``demo_runs.py``), each part alone, the fallbacks, continuations, the summary table's
-speeds."""
+"""The demo: each part at tiny size on fixtures (gettext catalogs, manual pages; each run once,
+``conftest.py``), the fallbacks, continuations, the summary table's speeds."""
 
 from __future__ import annotations
 
@@ -9,7 +8,6 @@ import dataclasses
 import math
 import re
 import shlex
-import shutil
 
 import pytest
 
@@ -26,7 +24,6 @@ from scripts.demo.try_it import EXAMPLE_SENTENCE
 from scripts.recipes.lib.prepare_text import read_lines, sentencepiece_decode
 from scripts.recipes.lib.score import rouge_scores
 
-from demo_runs import run_tiny_demo
 from helpers import run_command, table_by_label
 from manpage_fixtures import write_fixture_man_pages
 
@@ -49,8 +46,9 @@ def run_shell(line: str):
 
 
 @pytest.mark.slow
-def test_tiny_translation_demo_on_fixture_catalog_prints_table_and_writes_report(tiny_demo):
-    out, stdout = tiny_demo.out, tiny_demo.stdout
+def test_tiny_translation_demo_on_fixture_catalog_prints_table_and_writes_report(
+        tiny_translation):
+    out, stdout = tiny_translation.out, tiny_translation.stdout  # --no-summaries
     assert "GNU gettext catalogs" in stdout
     table = table_rows(stdout)
     rows = {label: row for label, row in table.items() if not label.startswith("reference")}
@@ -98,6 +96,7 @@ def test_tiny_translation_demo_on_fixture_catalog_prints_table_and_writes_report
 
     report = (out / "report.md").read_text()
     assert table_rows(report) == table
+    assert "Long-input summarization" not in report
     images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", report)
     assert {"demo_loss.png", "analyze_attention_heatmap.png", "analyze_attention_entropy.png",
             "analyze_attention_zeros.png"} <= set(images)
@@ -106,8 +105,7 @@ def test_tiny_translation_demo_on_fixture_catalog_prints_table_and_writes_report
     assert not list(out.glob("*.tmp")) and not list(out.glob(".*.tmp"))
     # the report ends with a command per model; the example runs, lower-cased as the corpus
     commands = try_it_commands(report)
-    # then the three summarization models' (test_tiny_summarization_demo_...)
-    assert list(commands)[:len(rows)] == list(rows) and len(commands) == len(rows) + 3
+    assert list(commands) == list(rows)
     assert "lower-cased" in report
     command = commands["Transformer (softmax)"]
     assert command.startswith(f"echo {shlex.quote(EXAMPLE_SENTENCE)} | ")
@@ -127,11 +125,11 @@ def test_tiny_translation_demo_on_fixture_catalog_prints_table_and_writes_report
 
 
 @pytest.mark.slow
-def test_tiny_summarization_demo_on_fixture_man_pages_reports_rouge_and_speed(tiny_demo):
-    out, stdout = tiny_demo.out, tiny_demo.stdout
-    assert f"manual pages ({tiny_demo.man}/man*/)" in stdout
+def test_tiny_summarization_demo_on_fixture_man_pages_reports_rouge_and_speed(tiny_summaries):
+    out, stdout = tiny_summaries.out, tiny_summaries.stdout  # --no-translation
+    assert f"manual pages ({tiny_summaries.fixtures / 'man'}/man*/)" in stdout
     report = (out / "report.md").read_text()
-    assert "## Long-input summarization" in report
+    assert "## Long-input summarization" in report and "## Translation" not in report
     rows = table_rows(report, SUMMARY_HEADERS)
     assert table_rows(stdout, SUMMARY_HEADERS) == rows
     prep = out / "work" / "prep" / "summaries"
@@ -174,7 +172,7 @@ def test_tiny_summarization_demo_on_fixture_man_pages_reports_rouge_and_speed(ti
         assert "ahead" not in sentence
     # a try-it command per model; the Pyramidion's summarises the example page
     commands = try_it_commands(report)
-    assert list(commands)[-3:] == list(rows)[:3]  # after the translation models' five
+    assert list(commands) == list(rows)[:3]
     lines = run_shell(commands["Pyramidion 64->32->16"]).stdout.splitlines()
     assert any(line.startswith("H-0\t") for line in lines), lines
     source = [line for line in lines if line.startswith("S-0\t")]
@@ -207,44 +205,6 @@ def test_tiny_summarization_demo_on_fixture_man_pages_reports_rouge_and_speed(ti
     # the pooling models have the token scorers on top of the same encoder
     params = [int(row["params"]) for row in list(rows.values())[:3]]
     assert params[0] < params[1] < params[2]
-
-
-# what each part alone leaves in OUT/work: its data, the corpus description, its models
-PARTS = {
-    "translation": ["prep/sentences", "bin/sentences", "corpus.txt", "softmax", "relu",
-                    "sparse", "finetune_ce", "finetune_sparse"],
-    "summaries": ["prep/summaries", "bin/summaries", "summary_corpus.txt", "sum_vanilla",
-                  "sum_transpooler", "sum_pyramidion"],
-}
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("flag, kept, section, missing", [
-    ("--no-summaries", "translation", "## Translation", "## Long-input summarization"),
-    ("--no-translation", "summaries", "## Long-input summarization", "## Translation"),
-])
-def test_each_part_runs_alone_and_reports_only_itself(tiny_demo, tmp_path, flag, kept, section,
-                                                       missing):
-    """``--resume`` with the flag on a copy of the two-part run whose other part is removed:
-    the other part's data and models are neither built nor trained, nor reported."""
-    out = tmp_path / "report"
-    shutil.copytree(tiny_demo.out, out)
-    (other,) = set(PARTS) - {kept}
-    for name in PARTS[other]:
-        path = out / "work" / name
-        assert path.exists(), path  # the two-part run made it
-        shutil.rmtree(path) if path.is_dir() else path.unlink()
-    before = {path.name for path in (out / "work").iterdir()}
-    proc = run_tiny_demo(out, "--resume", flag, *tiny_demo.flags)
-    assert {path.name for path in (out / "work").iterdir()} == before
-    assert not any((out / "work" / name).exists() for name in PARTS[other])
-    assert "reusing the trained" in proc.stdout and "3/6 training" not in proc.stdout
-    report = (out / "report.md").read_text()
-    assert section in report and missing not in report
-    headers = TABLE_HEADERS if kept == "translation" else SUMMARY_HEADERS
-    assert table_rows(proc.stdout, headers) == table_rows(report, headers)
-    assert table_rows(report, headers).keys() == table_rows(
-        (tiny_demo.out / "report.md").read_text(), headers).keys()
 
 
 def test_without_man_pages_it_says_so_and_builds_the_generated_task(tmp_path):
