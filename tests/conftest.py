@@ -1,5 +1,5 @@
-"""Shared fixtures: the toy corpus, binarized once per session, and a CLI driver on it; and
-the order the suite runs in.
+"""Shared fixtures: the toy corpus, binarized once, and a CLI driver on it; a
+folder made once for the whole run; and the order the suite runs in.
 
 Helpers the tests import live in ``tests/helpers.py``; this file defines fixtures and the one
 collection hook.
@@ -7,11 +7,15 @@ collection hook.
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
+from typing import Callable
 
 import pytest
+from filelock import FileLock
 
-from helpers import FairseqRun, preprocess, write_toy_parallel_corpus
+from helpers import FairseqRun, install_without_compiler, preprocess, write_toy_parallel_corpus
 
 
 def pytest_collection_modifyitems(items) -> None:
@@ -26,15 +30,48 @@ def pytest_collection_modifyitems(items) -> None:
 
 
 @pytest.fixture(scope="session")
-def toy_raw_corpus(tmp_path_factory) -> Path:
-    """Raw text of the toy translation task (shared by the whole session; do not modify)."""
-    return write_toy_parallel_corpus(tmp_path_factory.mktemp("toy_raw"))
+def made_once(tmp_path_factory) -> Callable[[str, Callable[[Path], object]], Path]:
+    """``made_once(name, make)``: a folder that ``make(folder)`` filled, made once for the
+    whole run. A session fixture alone runs once per pytest-xdist worker; this one is made by
+    the first worker that asks, under a lock, and the others wait and read it. Tests must not
+    change it: they copy what they modify."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's folder, which holds each worker's own
+    shared = root / "made_once"
+    shared.mkdir(exist_ok=True)
+
+    def made(name: str, make: Callable[[Path], object]) -> Path:
+        folder, done = shared / name, shared / f"{name}.done"
+        with FileLock(str(shared / f"{name}.lock")):
+            if not done.exists():
+                if folder.exists():  # left by a worker whose make failed: start afresh
+                    shutil.rmtree(folder)
+                folder.mkdir()
+                make(folder)
+                done.touch()
+        return folder
+
+    return made
 
 
 @pytest.fixture(scope="session")
-def toy_data_bin(toy_raw_corpus, tmp_path_factory) -> Path:
+def installed_without_compiler(made_once) -> Path:
+    """The plugin installed non-editable without a compiler (``install_without_compiler``),
+    made once: the folder to put on ``sys.path`` (read only)."""
+    return made_once("installed_without_compiler", install_without_compiler) / "site"
+
+
+@pytest.fixture(scope="session")
+def toy_raw_corpus(made_once) -> Path:
+    """Raw text of the toy translation task (shared by the whole run; do not modify)."""
+    return made_once("toy_raw", write_toy_parallel_corpus)
+
+
+@pytest.fixture(scope="session")
+def toy_data_bin(toy_raw_corpus, made_once) -> Path:
     """The toy corpus binarized by ``fairseq-preprocess`` (shared; do not modify)."""
-    return preprocess(toy_raw_corpus, tmp_path_factory.mktemp("toy_bin"))
+    return made_once("toy_bin", lambda folder: preprocess(toy_raw_corpus, folder))
 
 
 @pytest.fixture

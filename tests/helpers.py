@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -96,6 +98,23 @@ def run_command(args: Sequence[str], cwd: Path | None = None, check: bool = True
             f"--- stdout ---\n{proc.stdout[-6000:]}\n--- stderr ---\n{proc.stderr[-6000:]}"
         )
     return proc
+
+
+def install_without_compiler(folder: Path) -> Path:
+    """``pip install --target folder/site`` of a copy of the checkout (pip builds in the tree
+    it is given) with CC=false CXX=false: a non-editable install whose kernel is not built,
+    its note saying why (and no ~40 s compile). Returns the site folder."""
+    source, site = folder / "source", folder / "site"
+    source.mkdir()
+    for name in ("setup.py", "pyproject.toml"):
+        shutil.copy(REPO_ROOT / name, source)
+    for name in ("relu_former", "criterions"):
+        shutil.copytree(REPO_ROOT / name, source / name,
+                        ignore=shutil.ignore_patterns("__pycache__", "_relu_attention_cpu*"))
+    run_command([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
+                 "--disable-pip-version-check", "-q", "--target", site, source],
+                env={"CC": "false", "CXX": "false", "PIP_NO_INDEX": "1"}, fresh=True)
+    return site
 
 
 @dataclass

@@ -59,27 +59,32 @@ for name, argv in json.load(open(sys.argv[1])):
 
 
 @pytest.fixture(scope="module")
-def hydra_runs(toy_data_bin: Path, tmp_path_factory) -> dict:
-    """Log section and exit status of a one-update fairseq-hydra-train run of every config."""
-    work = tmp_path_factory.mktemp("hydra")
-    jobs = []
-    for config in CONFIGS:
-        extra = []
-        if model_name(config) in POOLING_ARCHS:
-            extra = ["++model.pooling_schedule=last:4"]  # the toy sentences are 3-10 tokens
-        jobs.append((config.stem, [
-            "--config-dir", str(REPO_ROOT / "configs"), "--config-name", config.stem,
-            f"task.data={toy_data_bin}", f"common.user_dir={REPO_ROOT / 'relu_former'}",
-            f"++checkpoint.save_dir={work / config.stem}", *HYDRA_TINY_OVERRIDES, *extra,
-        ]))
-    listing = work / "jobs.json"
-    listing.write_text(json.dumps(jobs))
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-c", _HYDRA_TRAIN_ALL, str(listing)], cwd=work,
-                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=900)
+def hydra_runs(toy_data_bin: Path, made_once) -> dict:
+    """Log section and exit status of a one-update fairseq-hydra-train run of every config
+    (run once, whichever worker the tests run on)."""
+
+    def make(work: Path) -> None:
+        jobs = []
+        for config in CONFIGS:
+            extra = []
+            if model_name(config) in POOLING_ARCHS:
+                extra = ["++model.pooling_schedule=last:4"]  # the toy sentences are 3-10 tokens
+            jobs.append((config.stem, [
+                "--config-dir", str(REPO_ROOT / "configs"), "--config-name", config.stem,
+                f"task.data={toy_data_bin}", f"common.user_dir={REPO_ROOT / 'relu_former'}",
+                f"++checkpoint.save_dir={work / config.stem}", *HYDRA_TINY_OVERRIDES, *extra,
+            ]))
+        listing = work / "jobs.json"
+        listing.write_text(json.dumps(jobs))
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        proc = subprocess.run([sys.executable, "-c", _HYDRA_TRAIN_ALL, str(listing)], cwd=work,
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=900)
+        (work / "log.txt").write_text(proc.stdout)
+
+    output = (made_once("hydra_runs", make) / "log.txt").read_text()
     runs = {}
-    for part in proc.stdout.split("=== CONFIG ")[1:]:
+    for part in output.split("=== CONFIG ")[1:]:
         name, _, log = part.partition(" ===\n")
         status = re.search(rf"=== STATUS {re.escape(name)} (.+) ===", log)
         runs[name] = (status.group(1) if status else "no status (crashed)", log)

@@ -5,7 +5,6 @@ import importlib
 import json
 import logging
 import os
-import shutil
 import sys
 
 import pytest
@@ -15,7 +14,6 @@ from relu_former.relu_attention.activations import bind_attention
 from relu_former.relu_attention.kernels import compiled_cpu, dispatch
 
 from helpers import (
-    REPO_ROOT,
     TINY_MODEL_ARGS,
     TINY_TRAIN_ARGS,
     FairseqRun,
@@ -113,21 +111,12 @@ def test_a_serial_build_says_so_once(monkeypatch, caplog):
 
 
 @pytest.mark.slow
-def test_an_install_without_a_compiler_trains_and_says_why(tmp_path, toy_data_bin):
+def test_an_install_without_a_compiler_trains_and_says_why(tmp_path, toy_data_bin,
+                                                          installed_without_compiler):
     """pip install with CC=false CXX=false succeeds; the plugin installed there trains a
     relu_former model on the CPU, with one warning naming the cause and the rebuild command,
     and the backends report says the same."""
-    source, target = tmp_path / "source", tmp_path / "site"
-    source.mkdir()  # a copy: pip builds in the tree it is given
-    for name in ("setup.py", "pyproject.toml"):
-        shutil.copy(REPO_ROOT / name, source)
-    for name in ("relu_former", "criterions"):
-        shutil.copytree(REPO_ROOT / name, source / name,
-                        ignore=shutil.ignore_patterns("__pycache__", "_relu_attention_cpu*"))
-    env = {"CC": "false", "CXX": "false", "PIP_NO_INDEX": "1"}
-    run_command([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
-                 "--disable-pip-version-check", "-q", "--target", target, source],
-                env=env, fresh=True)
+    target = installed_without_compiler
     note = json.loads((target / "relu_former/relu_attention/kernels/"
                        "_relu_attention_cpu_build.json").read_text())
     assert note["built"] is False and "no working C++ compiler" in note["why"]

@@ -1,5 +1,5 @@
-"""The demo: both parts at tiny size on fixtures (gettext catalogs, manual pages), the
-fallbacks, continuations, the summary table's speeds."""
+"""The demo: each part at tiny size on fixtures (gettext catalogs, manual pages; each run once,
+``conftest.py``), the fallbacks, continuations, the summary table's speeds."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import dataclasses
 import math
 import re
 import shlex
-import sys
 
 import pytest
 
@@ -25,7 +24,6 @@ from scripts.demo.try_it import EXAMPLE_SENTENCE
 from scripts.recipes.lib.prepare_text import read_lines, sentencepiece_decode
 from scripts.recipes.lib.score import rouge_scores
 
-from catalog_fixtures import write_fixture_catalogs
 from helpers import run_command, table_by_label
 from manpage_fixtures import write_fixture_man_pages
 
@@ -47,18 +45,12 @@ def run_shell(line: str):
     return run_command(["bash", "-o", "pipefail", "-c", line], timeout=300)
 
 
-def run_tiny_demo(out, *flags):
-    return run_command([sys.executable, "-m", "scripts.demo.demo", "--tiny", "--quiet", *flags,
-                        "--out", out], timeout=900)
-
-
 @pytest.mark.slow
-def test_tiny_translation_demo_on_fixture_catalog_prints_table_and_writes_report(tmp_path):
-    locale = write_fixture_catalogs(tmp_path / "locale")
-    out = tmp_path / "report"
-    proc = run_tiny_demo(out, "--no-summaries", "--locale-dir", locale)
-    assert "GNU gettext catalogs" in proc.stdout
-    table = table_rows(proc.stdout)
+def test_tiny_translation_demo_on_fixture_catalog_prints_table_and_writes_report(
+        tiny_translation):
+    out, stdout = tiny_translation.out, tiny_translation.stdout  # --no-summaries
+    assert "GNU gettext catalogs" in stdout
+    table = table_rows(stdout)
     rows = {label: row for label, row in table.items() if not label.startswith("reference")}
     references = {label: row for label, row in table.items() if label.startswith("reference")}
     assert list(rows) == [
@@ -84,12 +76,11 @@ def test_tiny_translation_demo_on_fixture_catalog_prints_table_and_writes_report
         read_lines(work / "prep" / "sentences" / "train.en"),
         read_lines(work / "prep" / "sentences" / "valid.en"),
         len(read_lines(work / "bin" / "sentences" / "dict.en.txt")) + 4), rel=5e-3)
-    assert (f"Unigram entropy of the target sentences: {entropy:.2f} bits/token"
-            in proc.stdout)
+    assert f"Unigram entropy of the target sentences: {entropy:.2f} bits/token" in stdout
     for pair in ("Transformer (softmax) against ReLUFormer (regularised): ",
                  "softmax Transformer +10 updates label-smoothed CE against softmax "
                  "Transformer +10 updates sparse-softmax (top-5 decoding): "):
-        assert pair in proc.stdout
+        assert pair in stdout
     # the continuations ran their own budget from the softmax model's checkpoint
     for label in list(rows)[3:]:
         assert rows[label]["updates"] == "10"
@@ -134,15 +125,13 @@ def test_tiny_translation_demo_on_fixture_catalog_prints_table_and_writes_report
 
 
 @pytest.mark.slow
-def test_tiny_summarization_demo_on_fixture_man_pages_reports_rouge_and_speed(tmp_path):
-    man = write_fixture_man_pages(tmp_path / "man")
-    out = tmp_path / "report"
-    proc = run_tiny_demo(out, "--no-translation", "--man-dir", man)
-    assert f"manual pages ({man}/man*/)" in proc.stdout
+def test_tiny_summarization_demo_on_fixture_man_pages_reports_rouge_and_speed(tiny_summaries):
+    out, stdout = tiny_summaries.out, tiny_summaries.stdout  # --no-translation
+    assert f"manual pages ({tiny_summaries.fixtures / 'man'}/man*/)" in stdout
     report = (out / "report.md").read_text()
     assert "## Long-input summarization" in report and "## Translation" not in report
     rows = table_rows(report, SUMMARY_HEADERS)
-    assert table_rows(proc.stdout, SUMMARY_HEADERS) == rows
+    assert table_rows(stdout, SUMMARY_HEADERS) == rows
     prep = out / "work" / "prep" / "summaries"
     words = median_length(read_lines(prep / "train.reference"))
     labels = reference_labels(words)
@@ -165,7 +154,7 @@ def test_tiny_summarization_demo_on_fixture_man_pages_reports_rouge_and_speed(tm
     assert 0 < entropy < math.log2(200 + 4) + 1e-9  # at most log2 of the dictionary
     assert rows[labels["lead"]]["valid nll"] == "-"
     assert f"Unigram entropy of the summaries: {entropy:.2f} bits/token" in report
-    assert "Unigram entropy of the summaries" in proc.stdout
+    assert "Unigram entropy of the summaries" in stdout
     trivial = float(rows[labels["trivial"]]["ROUGE-1"])
     if all(float(rows[label]["ROUGE-1"]) <= trivial for label in list(rows)[:3]):
         assert "not meaningful at this budget" in report

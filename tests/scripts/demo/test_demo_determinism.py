@@ -1,24 +1,25 @@
-"""The demo's figures depend on the seed and the thread count, not on the machine's load:
-the tiny demo gives the same table quiet and with a busy CPU loop beside it (on 2 cores with the
-other test worker running, the demo then gets about two thirds of a core: its timing changes,
-and a figure that depended on time would too). One loop, not more: each further loop slowed
-this run, and the other worker beside it, without testing anything new."""
+"""The demo's figures depend on the seed and the thread count, not on the machine's load nor
+on the other part running beside them: the tiny demo of both parts, run with a busy CPU loop
+beside it, gives the figures of each part run alone (the runs the other demo tests read,
+``conftest.py``). On 2 cores with the other test worker running, the demo then gets about two
+thirds of a core: its timing changes, and a figure that depended on time would too. One loop,
+not more: each further loop slowed this run, and the other worker beside it, without testing
+anything new."""
 
 from __future__ import annotations
 
 import multiprocessing
-import sys
 
 import pytest
 
 from scripts.demo.report import SUMMARY_HEADERS, TABLE_HEADERS
 
-from catalog_fixtures import write_fixture_catalogs
-from helpers import run_command, table_by_label
-from manpage_fixtures import write_fixture_man_pages
+from demo_runs import run_tiny_demo
+from helpers import table_by_label
 
 # times and the speeds computed from them are the only columns load may change
 TIMED_COLUMNS = {"train s", "words/s", "train CPU s", "train speed", "decode s", "decode speed"}
+TABLES = {"translation": TABLE_HEADERS, "summaries": SUMMARY_HEADERS}
 
 
 def _busy(stop) -> None:
@@ -26,38 +27,42 @@ def _busy(stop) -> None:
         sum(range(10_000))
 
 
-def _figures(report: str) -> dict:
-    """Every (table, row, column) cell of both tables but the timed ones."""
+def _figures(report: str, tables=tuple(TABLES)) -> dict:
+    """Every (table, row, column) cell of ``tables`` but the timed ones."""
     figures = {}
-    for name, headers in (("translation", TABLE_HEADERS), ("summaries", SUMMARY_HEADERS)):
-        for label, row in table_by_label(report, headers).items():
+    for name in tables:
+        for label, row in table_by_label(report, TABLES[name]).items():
             for column, cell in row.items():
                 if column not in TIMED_COLUMNS:
                     figures[name, label, column] = cell
     return figures
 
 
-def _run_tiny(out, flags):
-    run_command([sys.executable, "-m", "scripts.demo.demo", "--tiny", "--quiet", *flags,
-                 "--out", out], timeout=1800)
-    return (out / "report.md").read_text()
+def _sentences(report: str) -> list:
+    """The report's findings (the summaries' speed sentence aside)."""
+    return [line for line in report.splitlines()
+            if line.startswith("- ") and "speed" not in line]
 
 
 @pytest.mark.slow
-def test_tiny_demo_gives_the_same_figures_quiet_and_beside_a_busy_loop(tmp_path):
-    flags = ["--locale-dir", write_fixture_catalogs(tmp_path / "locale"),
-             "--man-dir", write_fixture_man_pages(tmp_path / "man")]
-    quiet = _run_tiny(tmp_path / "quiet", flags)
+def test_tiny_demo_gives_the_same_figures_quiet_and_beside_a_busy_loop(demo_fixtures, tmp_path,
+                                                                      request):
     context = multiprocessing.get_context("fork")
     stop = context.Event()
     loop = context.Process(target=_busy, args=(stop,), daemon=True)
     loop.start()
     try:
-        busy = _run_tiny(tmp_path / "busy", flags)
+        run_tiny_demo(tmp_path / "busy", "--locale-dir", demo_fixtures / "locale",
+                      "--man-dir", demo_fixtures / "man")
     finally:
         stop.set()
         loop.join(30)
-    figures = _figures(quiet)
+    busy = (tmp_path / "busy" / "report.md").read_text()
+    # each part alone, without a loop: asked for only now, another worker may be making them
+    alone = {name: (request.getfixturevalue(f"tiny_{name}").out / "report.md").read_text()
+             for name in TABLES}
+    figures = {key: cell for name, report in alone.items()
+               for key, cell in _figures(report, [name]).items()}
     # both tables, models and reference rows, every model at its whole update budget
     assert {name for name, _, _ in figures} == {"translation", "summaries"}
     updates = {cell for (_, label, column), cell in figures.items()
@@ -66,7 +71,6 @@ def test_tiny_demo_gives_the_same_figures_quiet_and_beside_a_busy_loop(tmp_path)
     assert any(column == "BLEU" and label.startswith("reference")
                for _, label, column in figures)
     assert _figures(busy) == figures
-    # so are the sentences drawn from them (the summaries' speed sentence aside)
-    sentences = [[line for line in report.splitlines()
-                  if line.startswith("- ") and "speed" not in line] for report in (quiet, busy)]
-    assert sentences[0] and sentences[0] == sentences[1]
+    # so are the sentences drawn from them, in the same order
+    quiet = _sentences(alone["translation"]) + _sentences(alone["summaries"])
+    assert quiet and _sentences(busy) == quiet

@@ -1,11 +1,14 @@
 """Command-line settings for the tests that run two tables in one call (a row starting from,
-or being, another table's row)."""
+or being, another table's row), and a copy of Table 4's tiny ReLUFormer run."""
 
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 from typing import Any, Dict, List
 
+T4 = "relu_former_table4"
 # one rate in a grid: a tiny model trains in seconds
 GRID = {"lr_grid": [0.04], "lr_limits": [0.04, 0.04]}
 
@@ -15,3 +18,15 @@ def sets(values: Dict[str, Any], table: str = "") -> List[str]:
     prefix = f"{table}:" if table else ""
     return [arg for key, value in values.items()
             for arg in ("--set", f"{prefix}{key}={json.dumps(value)}")]
+
+
+def copy_table4_relu_former(run: Path, tmp_path: Path) -> Path:
+    """Copy the run of the ``table4_relu_former`` fixture into ``tmp_path`` (``work``, the
+    report and its records, as ``main([T4, "--rows", "relu_former", *sets({"locale_dir":
+    locale, **GRID}), "--scale", "tiny", "--seeds", "1", "--work", tmp_path / "work", "--out",
+    tmp_path / "reproduction.md"])`` leaves them) and return its catalogs' folder: the data
+    and cells' keys name it, so every later run gives it as ``locale_dir``."""
+    for name in ("work", "reproduction"):
+        shutil.copytree(run / name, tmp_path / name)
+    shutil.copy2(run / "reproduction.md", tmp_path)
+    return run / "locale"

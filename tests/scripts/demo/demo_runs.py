@@ -1,0 +1,31 @@
+"""The tiny demo as the tests run it, on the fixtures, and what a finished run left."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from catalog_fixtures import write_fixture_catalogs
+from helpers import run_command
+from manpage_fixtures import write_fixture_man_pages
+
+
+def run_tiny_demo(out: Path, *flags) -> subprocess.CompletedProcess:
+    return run_command([sys.executable, "-m", "scripts.demo.demo", "--tiny", "--quiet", *flags,
+                        "--out", out], timeout=1800)
+
+
+def write_demo_fixtures(folder: Path) -> None:
+    """The gettext catalogs (``folder/locale``) and manual pages (``folder/man``)."""
+    write_fixture_catalogs(folder / "locale")
+    write_fixture_man_pages(folder / "man")
+
+
+@dataclass(frozen=True)
+class TinyDemo:
+    """A finished run (``conftest.py`` makes them once); tests read it, never change it."""
+    out: Path  # the report folder
+    stdout: str
+    fixtures: Path  # what it ran on: write_demo_fixtures(fixtures)
