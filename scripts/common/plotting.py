@@ -88,10 +88,12 @@ def panel_plot(
     title: str,
     xlabel: str,
     ylabel: str,
+    scatter: Mapping[str, Mapping[str, tuple[Sequence[float], Sequence[float]]]] | None = None,
     integer_x: bool = False,
 ) -> Path:
     """Side-by-side panels sharing the y axis: ``panel -> label -> (xs, ys)`` lines;
-    ``integer_x`` puts a tick on each x of the data and nowhere else (layers, heads)."""
+    ``scatter`` (same nesting) adds unconnected points in their line's colour (the heads
+    around a per-layer mean); ``integer_x`` puts a tick on each x of the data only."""
     plt = _pyplot()
 
     names = list(panels)
@@ -100,7 +102,11 @@ def panel_plot(
     )
     for ax, name in zip(axes[0], names):
         for label, (xs, ys) in panels[name].items():
-            ax.plot(list(xs), list(ys), marker="o", label=label)
+            (line,) = ax.plot(list(xs), list(ys), marker="o", label=label)
+            points = (scatter or {}).get(name, {}).get(label)
+            if points is not None:
+                ax.scatter(list(points[0]), list(points[1]), s=12, alpha=0.5,
+                           color=line.get_color())
         ax.set_title(name, fontsize="medium")
         ax.set_xlabel(xlabel)
         ax.grid(True, alpha=0.3)
