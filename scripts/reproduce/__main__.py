@@ -242,7 +242,7 @@ def stopped_by_hand(finished: Sequence[str], say) -> int | None:
         return None
     say(f"python -m scripts.reproduce: stopped by {reason}: {len(finished)} "
         f"cell{'' if len(finished) == 1 else 's'} finished in this call, the running "
-        "trainings continue from their last checkpoints: rerun the same command to resume")
+        "trainings stopped: rerun the same command to resume them from their last checkpoints")
     return 128 + signal.Signals[reason] if reason in signal.Signals.__members__ else 1
 
 

@@ -15,8 +15,8 @@ import pytest
 from helpers import REPO_ROOT
 
 STOPPED = ("python -m scripts.reproduce: stopped by SIGINT: 0 cells finished in this call, the "
-           "running trainings continue from their last checkpoints: rerun the same command to "
-           "resume")
+           "running trainings stopped: rerun the same command to resume them from their last "
+           "checkpoints")
 
 
 def _as_from_a_terminal() -> None:
