@@ -5,18 +5,24 @@ A table whose settings hold ``budget_updates`` U trains each cell at its row's c
 (the grid screens rates as before) for exactly U updates: no patience, no epoch cap,
 validation every half epoch, the best validated checkpoint decoded. At one U two rows' seeds
 differ by their models only (at their own plateaus the stopping update decides a figure as
-much as the model), so the claims can test them in pairs. A seed whose valid loss still falls
-over its last :data:`TREND_VALIDATIONS` validations at U is *still learning at U*.
+much as the model), so the claims can test them in pairs. A row whose valid loss, the mean
+of its seeds' curves, still falls over its last :data:`TREND_VALIDATIONS` validations at U is
+*still learning at U*: one test a row, so that more seeds do not make a chance fall in one of
+them more likely (each seed tested alone at 5%, 10 flat seeds would read falling in 40% of
+rows).
 
 The grid cells keep their keys; a budgeted cell is a new cell (``...-budget<U>.json``). Other
-tables start from this table's models as trained to their own plateaus (:func:`without_budget`).
+tables start from this table's models as trained to their own plateaus (:func:`with_budget`).
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 from dataclasses import replace
-from typing import Any, Dict, Mapping, Sequence
+from typing import Any, Dict, List, Mapping, Sequence
 
+from scripts.reproduce.direction import Trend
 from scripts.reproduce.stop_rule import last_trend
 
 BUDGET = "budget_updates"
@@ -42,14 +48,32 @@ def at_budget(settings: Mapping[str, Any], search: bool = False) -> Dict[str, An
     return {**found, BUDGET: updates, "max_update": updates, "max_epoch": 0, "patience": 0}
 
 
-def without_budget(spec: Any) -> Any:
-    """``spec`` (a TableSpec) with no budget at any scale."""
-    return replace(spec, **{name: {k: v for k, v in getattr(spec, name).items() if k != BUDGET}
-                            for name in ("toy", "tiny", "paper_settings")})
+def with_budget(spec: Any, updates: int | None = None) -> Any:
+    """``spec`` (a TableSpec) with the budget ``updates`` where a scale has one, or with none
+    at any scale (None): another budget's records, or the models as trained to a plateau."""
+    def settings(name: str) -> Dict[str, Any]:
+        found = {k: v for k, v in getattr(spec, name).items() if k != BUDGET}
+        return {**found, BUDGET: updates} if updates and getattr(spec, name).get(BUDGET) \
+            else found
+    return replace(spec, **{name: settings(name) for name in ("toy", "tiny", "paper_settings")})
 
 
-def still_falling_at(curve: Sequence[Sequence[float]] | None) -> bool:
-    """Whether the valid loss still falls over the last :data:`TREND_VALIDATIONS` validations
-    of ``curve``; a curve too short to test counts as falling (it shows no plateau)."""
-    found = last_trend(curve, TREND_VALIDATIONS)
+def mean_curve(curves: Sequence[Sequence[Sequence[float]] | None]) -> List[List[float]]:
+    """``[[update, mean valid loss], ...]`` over the updates where every one of ``curves``
+    has a finite loss (the seeds of a row at one budget validate at the same updates)."""
+    losses = [{int(update): loss for update, loss in curve or () if math.isfinite(loss)}
+              for curve in curves]
+    shared = sorted(set.intersection(*map(set, losses))) if losses else []
+    return [[update, statistics.fmean(seed[update] for seed in losses)] for update in shared]
+
+
+def row_trend(curves: Sequence[Sequence[Sequence[float]] | None]) -> Trend | None:
+    """The trend test on the last :data:`TREND_VALIDATIONS` points of the seeds'
+    :func:`mean_curve`, None where it is too short to test."""
+    return last_trend(mean_curve(curves), TREND_VALIDATIONS)
+
+
+def still_falling_at(found: Trend | None) -> bool:
+    """Whether a row's :func:`row_trend` still falls; one too short to test counts as
+    falling (it shows no plateau)."""
     return found is None or found.p < ALPHA

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Sequence
 
-from scripts.reproduce.budget import BUDGET, TREND_VALIDATIONS, still_falling_at
+from scripts.reproduce.budget import BUDGET, TREND_VALIDATIONS, row_trend, still_falling_at
 from scripts.reproduce.direction import (
     ALPHA,
     NOT_RESOLVED,
@@ -172,13 +172,15 @@ def short_of_budget(label: str, found: Sequence) -> str | None:
         span = update_span([learning_field(cell, "updates") for cell in short])
         return (f"{NOT_RESOLVED}: {label}, {len(short)} of {len(found)} seeds stopped before "
                 f"their budget of {budget} updates (at {span or 'an unrecorded update'})")
-    falling_seeds = [cell for cell in found
-                     if still_falling_at(learning_field(cell, "curve"))]
-    if not falling_seeds:
+    found_trend = row_trend([learning_field(cell, "curve") for cell in found])
+    if not still_falling_at(found_trend):
         return None
-    return (f"{STILL_LEARNING} at {budget}: {label}, {len(falling_seeds)} of {len(found)} seeds' "
-            f"valid loss still falls over its last {TREND_VALIDATIONS} validations "
-            f"(least-squares slope, one-sided t-test at 5%, {TREND_VALIDATIONS - 2} df)")
+    seeds = f"the mean of its {len(found)} seeds" if len(found) > 1 else "its one seed"
+    trend = ("too few validations to test" if found_trend is None else
+             f"slope {found_trend.slope * 1000:+.4f} bits per 1,000 updates, t "
+             f"{found_trend.t:.2f}, {found_trend.df:.0f} df, one-sided p {found_trend.p:.3g}")
+    return (f"{STILL_LEARNING} at {budget}: {label}'s valid loss ({seeds}) still falls over "
+            f"its last {TREND_VALIDATIONS} validations ({trend})")
 
 
 def budget_mismatch(spec: TableSpec, cells: Sequence, rows: Sequence[str]) -> str | None:

@@ -24,7 +24,7 @@ from scripts.common.atomic_files import write_text_atomic
 from scripts.common.child_processes import stopped_by
 from scripts.common.folder_lock import folder_lock
 from scripts.reproduce import continuation
-from scripts.reproduce.budget import budget_of, without_budget
+from scripts.reproduce.budget import budget_of, with_budget
 from scripts.reproduce.cell_cache import CellCache
 from scripts.reproduce.cell_jobs import job_words, run_cells, submission_order
 from scripts.reproduce.cell_plan import (
@@ -110,7 +110,7 @@ class TableRun:
         options = self.options
         self.locks.enter_context(table_lock(options, name))
         # its models as its records hold them, not at this table's budget (budget.py)
-        other = TableRun(without_budget((options.tables or TABLES)[name]),
+        other = TableRun(with_budget((options.tables or TABLES)[name]),
                          replace(options, rows=rows), root=self.root)
         mine, theirs = (getattr(run.kind, "dictionary", lambda _: None)(run.data)
                         for run in (self, other))

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any, Dict, Mapping
 
-from scripts.reproduce.budget import BUDGET, without_budget
+from scripts.reproduce.budget import BUDGET, with_budget
 from scripts.reproduce.cell_cache import settings_key
 from scripts.reproduce.cell_plan import at_rate, parent_of
 from scripts.reproduce.kinds import kind_module
@@ -30,13 +30,13 @@ NOTE = "Re-keyed:"  # how a table's spec (its ``notes``) says it meant to change
 
 
 def fingerprint(spec: TableSpec, row_key: str, seed: int, lr: float | None, search: bool,
-                tables: Mapping[str, TableSpec] = TABLES, budgeted: bool = False) -> str:
+                tables: Mapping[str, TableSpec] = TABLES, budget: int | None = None) -> str:
     """The fingerprint of one cell of ``spec`` (see the module's notes); ``tables``: where a
-    parent of another table is looked up; ``budgeted``: a cell trained to its table's budget
-    (another table's rows start from the models as recorded, without it)."""
+    parent of another table is looked up; ``budget``: the updates a cell trained to its
+    table's budget had (another table's rows start from the models as recorded, without it)."""
     row = spec.row(row_key)
-    if not budgeted:  # the model its record holds, as the runner reads it (budget.py)
-        spec = without_budget(spec)
+    # the model its record holds, as the runner reads it (budget.py)
+    spec = with_budget(spec, budget)
     settings = spec.settings("toy")
     described = kind_module(spec.kind).cell_settings(spec, row, seed, "toy",
                                                      at_rate(settings, lr, search), {})
@@ -44,7 +44,7 @@ def fingerprint(spec: TableSpec, row_key: str, seed: int, lr: float | None, sear
     parent = None
     if start:
         table, key = split_parent(start)
-        parent = fingerprint(tables[table] if table else spec, key, seed, lr, False, tables)
+        parent = fingerprint(tables[table] if table else spec, key, seed, lr, False, tables, None)
     described["same_as" if row.same_as else "parent"] = parent
     return settings_key(described)
 
@@ -56,7 +56,7 @@ def record_fingerprints(tables: Mapping[str, TableSpec] = TABLES) -> Dict[str, D
         record = json.loads(path.read_text())
         now = fingerprint(tables[path.parent.name], record["row"], record["seed"],
                           record.get("lr"), bool(record.get("search")), tables,
-                          budgeted=bool(record.get(BUDGET)))
+                          budget=record.get(BUDGET))
         found[f"{path.parent.name}/{path.name}"] = {"key": record["key"], "fingerprint": now}
     return found
 

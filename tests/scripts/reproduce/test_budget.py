@@ -3,15 +3,17 @@ claims on rows trained at it (still learning at U, short of U, not one budget)."
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import pytest
 
-from scripts.reproduce.budget import TREND_VALIDATIONS, at_budget, without_budget
+from scripts.reproduce.budget import TREND_VALIDATIONS, at_budget, with_budget
 from scripts.reproduce.cell_plan import at_rate
 from scripts.reproduce.claims import judge
 from scripts.reproduce.kinds.translation import plateau_flags
 from scripts.reproduce.spec import Comparison, Metric, Row, TableSpec
+from scripts.reproduce.stop_rule import still_falling
 from scripts.reproduce.tables import TABLES
 
 TABLE4 = TABLES["relu_former_table4"]
@@ -19,18 +21,18 @@ TABLE4 = TABLES["relu_former_table4"]
 
 def test_a_budget_trains_chosen_cells_exactly_u_updates_and_leaves_the_grid_alone():
     toy = TABLE4.settings("toy")
-    assert toy["budget_updates"] == 20000
+    assert toy["budget_updates"] == 40000
     plain = {k: v for k, v in toy.items() if k != "budget_updates"}
     # the grid's cells are the cells the records hold: the budget is not one of their settings
     assert at_rate(toy, 5e-3, search=True) == at_rate(plain, 5e-3, search=True)
     chosen = at_rate(toy, 5e-3)
-    assert (chosen["max_update"], chosen["patience"], chosen["max_epoch"]) == (20000, 0, 0)
-    assert chosen["lr"] == 5e-3 and chosen["budget_updates"] == 20000
+    assert (chosen["max_update"], chosen["patience"], chosen["max_epoch"]) == (40000, 0, 0)
+    assert chosen["lr"] == 5e-3 and chosen["budget_updates"] == 40000
     # the tiny scale (the tests') trains to a plateau, with its keys as before
     assert at_rate(TABLE4.settings("tiny"), 4e-2) == at_rate(
         {k: v for k, v in TABLE4.settings("tiny").items() if k != "budget_updates"}, 4e-2)
     # another table starting from Table 4's models starts from the recorded plateau cells
-    assert "budget_updates" not in without_budget(TABLE4).settings("toy")
+    assert "budget_updates" not in with_budget(TABLE4).settings("toy")
     assert at_budget({"max_update": None}, search=False) == {"max_update": None}
 
 
@@ -39,7 +41,7 @@ def test_a_budgeted_cell_validates_every_half_epoch_and_nowhere_else():
     given = dict(zip(flags[::2], flags[1::2]))
     assert given["--max-epoch"] == "0" and given["--patience"] == "0"
     assert given["--validate-interval-updates"] == "142"
-    assert int(given["--validate-interval"]) > 20000 // 284  # no validation at an epoch's end
+    assert int(given["--validate-interval"]) > 40000 // 284  # no validation at an epoch's end
 
 
 SCORE = Metric("score", "score")
@@ -68,10 +70,29 @@ def test_rows_at_one_budget_whose_loss_stopped_falling_get_a_verdict():
     assert claim["verdict"] == "holds"
 
 
-def test_a_seed_still_falling_over_its_last_16_validations_is_still_learning_at_u():
+def test_a_row_whose_mean_curve_still_falls_over_its_last_16_validations_is_still_learning():
     assert TREND_VALIDATIONS == 16
     (claim,) = judge(SPEC, budget_cells({("b", 2): FALLING}), {})
-    assert claim["verdict"].startswith(f"not resolved: still learning at {142 * 40}: B, 1 of 3")
+    assert claim["verdict"].startswith(f"not resolved: still learning at {142 * 40}: B's "
+                                       "valid loss (the mean of its 3 seeds) still falls")
+    assert "one-sided p" in claim["verdict"]
+
+
+def test_one_test_a_row_a_seed_falling_by_chance_beside_one_rising_is_no_trend():
+    """Each seed tested alone, seed 2 would read falling; the row's mean curve is flat."""
+    from scripts.reproduce.budget import mean_curve, row_trend, still_falling_at
+
+    rising = [[update, 2 * 2.0 - loss] for update, loss in FALLING]
+    assert still_falling(FALLING, 8) and not still_falling(rising, 8)
+    (claim,) = judge(SPEC, budget_cells({("b", 2): FALLING, ("b", 3): rising}), {})
+    assert claim["verdict"] == "holds"
+    mean = mean_curve([FALLING, rising, FLAT])
+    assert [update for update, _ in mean] == [update for update, _ in FLAT]
+    assert mean[0][1] == pytest.approx((FALLING[0][1] + rising[0][1] + FLAT[0][1]) / 3)
+    # a seed's diverged (NaN) validations leave the updates the others share
+    broken = [[update, math.nan if i == 5 else loss] for i, (update, loss) in enumerate(FLAT)]
+    assert len(mean_curve([FLAT, broken])) == len(FLAT) - 1
+    assert still_falling_at(row_trend([FLAT[:10]]))  # too short to test: no plateau shown
 
 
 def test_a_seed_short_of_its_budget_or_rows_of_two_budgets_get_no_verdict():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from scripts.common.repo_paths import REPO_ROOT
-from scripts.reproduce.budget import BUDGET, budget_of, without_budget
+from scripts.reproduce.budget import BUDGET, budget_of, with_budget
 from scripts.reproduce.cell_plan import at_rate, make_cell, parent_of
 from scripts.reproduce.cell_records import CellRecords
 from scripts.reproduce.run_options import RunOptions
@@ -25,8 +25,8 @@ def test_every_committed_record_loads_where_the_runner_looks_for_it():
         scale, table = path.parent.parent.name, path.parent.name
         record = json.loads(path.read_text())
         # a record trained before its table had a budget is read as the model it holds, as
-        # the rows of other tables that start from it read it
-        spec = TABLES[table] if record.get(BUDGET) else without_budget(TABLES[table])
+        # the rows of other tables that start from it read it; one of another budget as that
+        spec = with_budget(TABLES[table], record.get(BUDGET))
         settings = spec.settings(scale)
         budget = budget_of(settings)
         row = spec.row(record["row"])
@@ -50,7 +50,7 @@ def test_table_4s_committed_cells_keep_their_keys(tmp_path):
     for path in paths:
         record = json.loads(path.read_text())
         spec = TABLES["relu_former_table4"]
-        spec = spec if record.get(BUDGET) else without_budget(spec)
+        spec = with_budget(spec, record.get(BUDGET))
         cell = make_cell(spec, RunOptions(work=tmp_path), {"description": TOY_DATA},
                          spec.row(record["row"]), record["seed"], record["lr"], None,
                          search=record["search"])

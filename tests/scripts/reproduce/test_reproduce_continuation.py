@@ -15,7 +15,7 @@ from scripts.common.fairseq_log import json_log_records
 from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce import continuation, patient_train
 from scripts.reproduce.__main__ import main
-from scripts.reproduce.budget import without_budget
+from scripts.reproduce.budget import with_budget
 from scripts.reproduce.cell_plan import at_rate, make_cell
 from scripts.reproduce.run_options import RunOptions
 from scripts.reproduce.tables import TABLES
@@ -50,7 +50,7 @@ def test_the_grid_cells_keep_the_keys_of_their_committed_records(tmp_path):
     # at the table's budget the chosen cells train exactly U updates (budget.py); the plateau
     # runs its records hold, under the larger cap
     assert at_rate(settings, 0.005)["max_update"] == settings["budget_updates"]
-    plateau = without_budget(spec).settings("toy")
+    plateau = with_budget(spec).settings("toy")
     assert at_rate(plateau, 0.005)["max_epoch"] == plateau["plateau_max_epoch"] == 60
 
 
