@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from scripts.common.child_processes import KEEP_BIG_BLOCKS
-from scripts.reproduce import bench_toy_update as bench
+from scripts.benchmarks import bench_toy_update as bench
 
 from catalog_fixtures import write_fixture_catalogs
 from helpers import run_command
@@ -28,7 +28,7 @@ def table_rows(text: str, heading: str) -> list[list[str]]:
 def test_quick_run_reports_every_vocabulary_and_the_profile(tmp_path):
     locale = write_fixture_catalogs(tmp_path / "locale", "fr")
     out = tmp_path / "out"
-    proc = run_command([sys.executable, "-m", "scripts.reproduce.bench_toy_update", "--quick",
+    proc = run_command([sys.executable, "-m", "scripts.benchmarks.bench_toy_update", "--quick",
                         "--out", out, "--locale-dir", locale, "--bpe-merges", "30", "60"],
                        cwd=tmp_path)
     text = (out / "bench_toy_update.md").read_text()

@@ -8,8 +8,8 @@ sentence, so what decides is the cost of an **epoch**. Data: the table's own dat
 timed in interleaved rounds (process CPU time, one thread, the cells' allocator settings);
 ``torch.profiler`` says where the time goes.
 
-    python -m scripts.reproduce.bench_toy_update --quick --out bench/toy_update   # seconds
-    python -m scripts.reproduce.bench_toy_update                                  # full size
+    python -m scripts.benchmarks.bench_toy_update --quick --out bench/toy_update   # seconds
+    python -m scripts.benchmarks.bench_toy_update                                  # full size
 """
 
 from __future__ import annotations
