@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
 from scripts.common.atomic_files import write_text_atomic
-from scripts.common.benchmarking import log
 from scripts.common.fairseq_cli import fairseq_command
 from scripts.common.fairseq_log import json_log_records
 from scripts.common.plotting import markdown_table, save_figure
@@ -41,6 +40,11 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 TINY_MODEL = ("--encoder-layers 2 --decoder-layers 2 --encoder-embed-dim 64 "
               "--decoder-embed-dim 64 --encoder-ffn-embed-dim 128 --decoder-ffn-embed-dim 128 "
               "--encoder-attention-heads 2 --decoder-attention-heads 2")
+
+
+def log(message: str) -> None:
+    """Progress on stderr, so that stdout holds only the results."""
+    print(message, file=sys.stderr, flush=True)
 
 
 def parse_args(argv=None) -> argparse.Namespace:

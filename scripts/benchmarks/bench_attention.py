@@ -22,10 +22,10 @@ backward at each sequence length n. Cases, all measured in the same run:
                    against the fused softmax kernel's internal ones.
     sparsemax, entmax15, rela   ours, the paper's baselines
 
-Time is the median of interleaved rounds after a warm-up round (scripts/common/benchmarking.py);
+Time is the median of interleaved rounds after a warm-up round (benchmarking.py);
 peak memory is the most tensor memory alive at once during one forward+backward, counted
 by a dispatch mode (what a GPU allocator's max_memory_allocated would say; see
-scripts/common/benchmarking.py for what it does not see). The ratio table states the targets
+benchmarking.py for what it does not see). The ratio table states the targets
 of docs/relu_former.md ("Fused ReLU attention"): fused ReLU / fused softmax SDPA time <= 1 at
 every n, peak memory <= 1.2 at n = 4096.
 
@@ -45,7 +45,7 @@ from typing import Callable
 
 import torch
 
-from scripts.common.benchmarking import (
+from scripts.benchmarks.benchmarking import (
     MIB,
     BenchmarkParser,
     finish_report,

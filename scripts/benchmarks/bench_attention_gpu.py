@@ -35,7 +35,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from scripts.common.benchmarking import (
+from scripts.benchmarks.benchmarking import (
     MIB,
     BenchmarkParser,
     finish_report,

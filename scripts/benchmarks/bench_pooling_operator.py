@@ -12,11 +12,11 @@ scores uniform in [0, 1], as the published benchmark):
                 where n * k > --goyal-max-work (its cost grows as n * k)
 
 Time is the forward pass, median of interleaved rounds after a warm-up round
-(scripts/common/benchmarking.py), with torch's thread count fixed (--threads, printed). nCCS is the
+(benchmarking.py), with torch's thread count fixed (--threads, printed). nCCS is the
 mean over examples of: for each true top-k vector, the best cosine with the operator's outputs.
 "sort share" is 1 - time(no_sort) / time(ours). Peak memory is the most tensor memory alive at
 once while the step runs, beyond the inputs that existed before (a dispatch-mode count, see
-scripts/common/benchmarking.py: it is what a GPU allocator's max_memory_allocated would say and does
+benchmarking.py: it is what a GPU allocator's max_memory_allocated would say and does
 not see scratch buffers inside one operator), for a forward pass without autograd and for a
 forward + backward pass (gradients to the vectors and scores).
 
@@ -38,9 +38,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 import relu_former.pyramidion.successive_halving as operator_module
 from relu_former.pyramidion.successive_halving import PooledSequence, successive_halving_topk
-from scripts.benchmarks.topk_baselines import iterative_soft_topk, successive_halving_topk_loop
-from scripts.benchmarks.topk_similarity import ncc_similarity
-from scripts.common.benchmarking import (
+from scripts.benchmarks.benchmarking import (
     MIB,
     BenchmarkParser,
     PeakTensorMemory,
@@ -49,6 +47,8 @@ from scripts.common.benchmarking import (
     log,
     torch_setup,
 )
+from scripts.benchmarks.topk_baselines import iterative_soft_topk, successive_halving_topk_loop
+from scripts.benchmarks.topk_similarity import ncc_similarity
 from scripts.common.plotting import line_plot, markdown_table
 
 Operator = Callable[[torch.Tensor, torch.Tensor, int], PooledSequence]

@@ -55,7 +55,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from scripts.common.benchmarking import (
+from scripts.benchmarks.benchmarking import (
     BenchmarkParser,
     finish_report,
     interleaved_median_seconds,

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from scripts.common.benchmarking import (
+from scripts.benchmarks.benchmarking import (
     BenchmarkParser,
     finish_report,
     interleaved_median_seconds,

@@ -42,7 +42,7 @@ from scripts.benchmarks.bench_relu_former_training import (
     synthetic_batch,
     write_dictionaries,
 )
-from scripts.common.benchmarking import (
+from scripts.benchmarks.benchmarking import (
     BenchmarkParser,
     finish_report,
     interleaved_median_seconds,

@@ -9,7 +9,7 @@ smoothing 0.1 in both:
     baseline   fairseq's --criterion label_smoothed_cross_entropy (log-softmax over V)
 
 Time is the median of interleaved rounds (ours for every k and the baseline in the same
-rounds, scripts/common/benchmarking.py), so the ratios are measured side by side under the same
+rounds, benchmarking.py), so the ratios are measured side by side under the same
 load. Peak memory is the most tensor memory alive at once during one forward+backward,
 beyond the logits themselves (the logits' gradient included), counted by a dispatch mode:
 what a GPU allocator's max_memory_allocated would report. As a cross-check independent of
@@ -38,7 +38,7 @@ from relu_former.criterions.sparse_softmax_cross_entropy import (
     SparseSoftmaxCrossEntropyConfig,
     SparseSoftmaxCrossEntropyCriterion,
 )
-from scripts.common.benchmarking import (
+from scripts.benchmarks.benchmarking import (
     MIB,
     BenchmarkParser,
     finish_report,

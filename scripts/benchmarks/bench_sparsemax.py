@@ -18,7 +18,7 @@ mask). The support depends on how sharp the scores are, so the queries are scale
 scores of several standard deviations (--score-stds); each row of the report gives the mean
 and largest support, the time of each case and the ratio full_sort / partial_sort, and checks
 that the two outputs and gradients are equal. Time is the median of interleaved rounds after
-a warm-up round (scripts/common/benchmarking.py).
+a warm-up round (benchmarking.py).
 
     python -m scripts.benchmarks.bench_sparsemax --quick --out bench/out   # seconds
     python -m scripts.benchmarks.bench_sparsemax --out bench/out           # 2-3 minutes
@@ -33,7 +33,7 @@ import sys
 import torch
 
 from relu_former.relu_attention.activations import normalized_attention
-from scripts.common.benchmarking import (
+from scripts.benchmarks.benchmarking import (
     BenchmarkParser,
     finish_report,
     interleaved_median_seconds,

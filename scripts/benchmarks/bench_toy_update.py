@@ -25,8 +25,7 @@ from typing import Any, Callable, Dict, List, Sequence
 
 import torch
 
-from scripts.common.atomic_files import write_text_atomic
-from scripts.common.benchmarking import (
+from scripts.benchmarks.benchmarking import (
     BenchmarkParser,
     finish_report,
     interleaved_median_seconds,
@@ -34,6 +33,7 @@ from scripts.common.benchmarking import (
     quiet_fairseq,
     torch_setup,
 )
+from scripts.common.atomic_files import write_text_atomic
 from scripts.common.child_processes import KEEP_BIG_BLOCKS
 from scripts.common.fairseq_trainer import first_epoch_batches, trainer_from_argv
 from scripts.common.plotting import markdown_table

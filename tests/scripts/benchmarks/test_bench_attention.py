@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from scripts.benchmarks import bench_attention
-from scripts.common.benchmarking import (
+from scripts.benchmarks.benchmarking import (
     PeakTensorMemory,
     interleaved_median_seconds,
     peak_memory_bytes,

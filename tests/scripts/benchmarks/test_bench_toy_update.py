@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from scripts.common.child_processes import KEEP_BIG_BLOCKS
 from scripts.benchmarks import bench_toy_update as bench
+from scripts.common.child_processes import KEEP_BIG_BLOCKS
 
 from catalog_fixtures import write_fixture_catalogs
 from helpers import run_command

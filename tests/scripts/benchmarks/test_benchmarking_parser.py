@@ -2,7 +2,7 @@
 
 import argparse
 
-from scripts.common.benchmarking import BenchmarkParser, finish_report
+from scripts.benchmarks.benchmarking import BenchmarkParser, finish_report
 
 
 def parser() -> BenchmarkParser:
