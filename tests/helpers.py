@@ -22,9 +22,10 @@ from typing import Sequence
 # fairseq's imports leave, which each command starts with.
 from fairseq_in_process import run_in_process, runs_in_process
 
+from scripts.analysis.toy_corpus import write_toy_parallel_corpus  # noqa: F401
+
 # The tests import these two from here, with the rest of their helpers.
 from scripts.common.fairseq_cli import fairseq_command  # noqa: F401
-from scripts.common.toy_corpus import write_toy_parallel_corpus  # noqa: F401
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 USER_DIR = str(REPO_ROOT / "relu_former")

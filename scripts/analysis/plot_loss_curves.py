@@ -30,11 +30,11 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
+from scripts.analysis.toy_corpus import write_toy_parallel_corpus
 from scripts.common.atomic_files import write_text_atomic
 from scripts.common.fairseq_cli import fairseq_command
 from scripts.common.fairseq_log import json_log_records
 from scripts.common.plotting import markdown_table, save_figure
-from scripts.common.toy_corpus import write_toy_parallel_corpus
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TINY_MODEL = ("--encoder-layers 2 --decoder-layers 2 --encoder-embed-dim 64 "

@@ -47,7 +47,7 @@ from scripts.benchmarks.benchmarking import (
     peak_memory_bytes,
     torch_setup,
 )
-from scripts.common.criterion_harness import DictionaryTask, LogitsModel
+from scripts.benchmarks.criterion_harness import DictionaryTask, LogitsModel
 from scripts.common.plotting import line_plot, markdown_table
 
 FULL_VOCABS = (1000, 10000, 32000, 50000)

@@ -50,13 +50,13 @@ from scripts.common.fairseq_generate import generate, translate_and_score
 from scripts.common.fairseq_preprocess import preprocess
 from scripts.common.parallel_runs import in_parallel, machine_line, threads_per_job
 from scripts.common.plotting import markdown_table
-from scripts.common.registered_names import registered_names
 from scripts.common.run_args import add_run_args, check_run_args
 from scripts.common.run_record import Run
 from scripts.common.translation_data import SRC, TGT, Say, make_corpus, prepare
 from scripts.common.work_folder import WorkFolder, open_work_folder
 from scripts.demo.attention_figures import analyse_attention, heatmap_sentence
 from scripts.demo.out_folder import claim
+from scripts.demo.registered_names import registered_names
 from scripts.demo.report import (
     SUMMARY_HEADERS,
     TABLE_HEADERS,

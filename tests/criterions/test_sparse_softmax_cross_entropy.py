@@ -19,7 +19,7 @@ from relu_former.errors import OptionError
 from relu_former.relu_attention.attention import ActivationMultiheadAttention
 from relu_former.relu_attention.statistics import AttentionStatisticsMixin
 from relu_former.sparse_softmax.sparse_softmax import sparse_softmax_cross_entropy
-from scripts.common.criterion_harness import DictionaryTask, LogitsModel
+from scripts.benchmarks.criterion_harness import DictionaryTask, LogitsModel
 
 from helpers import FairseqRun
 

@@ -19,7 +19,7 @@ from fairseq import checkpoint_utils, criterions
 
 import relu_former.plugin  # noqa: F401  (installs the upgrade)
 from relu_former.sparse_softmax.old_checkpoints import upgrade_saved_k
-from scripts.common.criterion_harness import DictionaryTask
+from scripts.benchmarks.criterion_harness import DictionaryTask
 
 from helpers import USER_DIR, assert_generation_output, fairseq_command, run_command
 
