@@ -1,4 +1,5 @@
-"""Every table ``python -m scripts.reproduce`` knows, by name."""
+"""Every table ``python -m scripts.reproduce`` knows, by name: one module a table (its rows,
+claims and settings) and its notes, ``notes/NAME.md`` (``toy_settings.table_notes``)."""
 
 from __future__ import annotations
 

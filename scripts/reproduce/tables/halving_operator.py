@@ -4,6 +4,7 @@ soft top-k, timed and compared by nCCS with the existing benchmark's code."""
 
 from __future__ import annotations
 
+import scripts.reproduce.tables.toy_settings as toy
 from scripts.reproduce.spec import Comparison, Deviation, Metric, Row, TableSpec
 
 ROWS = (
@@ -38,6 +39,5 @@ SPEC = TableSpec(
     paper_settings={"n": 8192, "k": 512, "batch": 16, "dim": 32, "rounds": 5},
     deviations=(Deviation("hardware", "A100", "CPU, one thread", "no GPU"),
                 Deviation("size", "n 8192, k 512", "n 2048, k 128", "CPU time")),
-    notes="The full grid with its plots: `python -m scripts.benchmarks.bench_pooling_operator "
-          "--out DIR` ([benchmarks](benchmarks.md)).",
+    notes=toy.table_notes("halving_operator"),
 )

@@ -19,15 +19,6 @@ def _rows() -> tuple[Row, ...]:
                  for key, label in SCORERS.items())
 
 
-# what the table said before its rows trained to a plateau (kept: the next run replaces them)
-FORMER_BUDGET_NOTE = (
-    "Before each row trained to its plateau at its own rate, every row stopped after 700 "
-    "updates (1.5 epochs) at one shared rate (5e-3) and its last checkpoint was decoded (3 "
-    "seeds each): ROUGE-2 linear 5.52 ± 1.48, nonlinear 3.75 ± 0.64, index-based 4.27 ± 0.73, "
-    "PoWER-like 3.59 ± 0.93, random 5.00 ± 1.18, valid nll 5.23-5.34 bits (the unigram "
-    "entropy is 7.49); every row's ROUGE-1 (14.22-16.77) was below the trivial output's "
-    "19.94, so every claim was *not meaningful*.")
-
 SPEC = toy.arxiv_summary_table(
     name="pyramidion_table4",
     title="scorers on a 4-layer Transpooler",
@@ -50,6 +41,6 @@ SPEC = toy.arxiv_summary_table(
                   "at the former 700-update budget"),
         toy.SUMMARY_MODEL, toy.SUMMARY_BUDGET,
     ),
-    notes=FORMER_BUDGET_NOTE,
+    notes=toy.table_notes("pyramidion_table4"),
 )
 

@@ -27,16 +27,6 @@ ROWS = (
         recipe_model="pyramidion"),
 )
 
-# what the table said before its rows trained to a plateau (kept: the next run replaces them)
-FORMER_BUDGET_NOTE = (
-    "Before each row trained to its plateau at its own rate, every row stopped after 700 "
-    "updates (1.5 epochs) at one shared rate (5e-3) and its last checkpoint was decoded (3 "
-    "seeds each): ROUGE-1 vanilla 13.72 ± 0.38, blockwise 14.20 ± 1.58, Transpooler 16.77 ± "
-    "2.67, Pyramidion 14.23 ± 0.59, all below the trivial output's 19.94, so both ROUGE "
-    "claims were *not meaningful*; training cost 0.756 ± 0.022 CPU s/update for vanilla "
-    "against 0.275 ± 0.004 for Pyramidion (*holds*), decoding 5.47 ± 0.61 s against 3.83 ± "
-    "1.19 (*not resolved*).")
-
 SPEC = toy.arxiv_summary_table(
     name="pyramidion_table7",
     title="pooling configurations against vanilla and blockwise, with cost",
@@ -66,7 +56,5 @@ SPEC = toy.arxiv_summary_table(
                   "decoding CPU seconds on one thread",
                   "no GPU; CPU time hardly depends on the machine's load, wall time does"),
     ),
-    notes="train CPU s/update is the training process's CPU time over its updates, its "
-          "validations and checkpoints included (twice an epoch at the plateau budget, once "
-          "at the end of the former fixed one).\n\n" + FORMER_BUDGET_NOTE,
+    notes=toy.table_notes("pyramidion_table7"),
 )

@@ -31,21 +31,6 @@ ROWS = tuple(_memory_row(key, slots) for slots in SLOTS for key in ACTIVATIONS)
 # two grids the best rate was the same at 4 to 20 epochs.
 SCREENING_EPOCHS = 8
 
-# what the table said before its rows trained to a plateau (kept: the figures are gone)
-# two cells stopped by a kill before a stop by hand kept a training's CPU time
-CPU_UNDERCOUNT_NOTE = (
-    "The CPU time above counts only the last part of two 128-slot cells, softmax seed 3 and "
-    "softmax + LayerNorm seed 1: each was stopped by hand at a session's end (at 4,118 and "
-    "3,550 updates) and resumed from its checkpoint, and the stop did not yet keep the CPU "
-    "seconds already spent. At their rows' measured 0.24-0.25 CPU s an update, the table's CPU "
-    "time is about 30 minutes short.")
-FORMER_BUDGET_NOTE = (
-    "Before each row trained to its plateau at its own rate, every row stopped after 400 "
-    "updates at one shared rate (5e-3), still learning fast (3 seeds each, BLEU and valid nll "
-    "in bits): at 128 slots ReLU 12.83 ± 1.86 and 4.90 ± 0.08, softmax 11.99 ± 1.28 and "
-    "4.99 ± 0.12, softmax + LayerNorm 8.27 ± 0.35 and 5.70 ± 0.04; at 1,024 slots ReLU "
-    "4.68 ± 0.98 and 5.76 ± 0.15, softmax 13.04 ± 0.42 and 4.89 ± 0.05, softmax + LayerNorm "
-    "7.87 ± 0.71 and 5.69 ± 0.16. All three claims were first reported as *reversed*.")
 
 SPEC = toy.sentence_translation_table(
     name="relu_former_memory",
@@ -69,5 +54,5 @@ SPEC = toy.sentence_translation_table(
         toy.CPU_MODEL, toy.sentence_budget(SCREENING_EPOCHS), toy.gettext_data("IWSLT14 De-En"),
     ),
     plot=("slots", "bleu"),
-    notes=toy.PARITY_NOTE + "\n\n" + FORMER_BUDGET_NOTE + "\n\n" + CPU_UNDERCOUNT_NOTE,
+    notes=toy.table_notes("relu_former_memory"),
 )

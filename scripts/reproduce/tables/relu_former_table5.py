@@ -61,21 +61,6 @@ def _row(key: str) -> Row:
 
 ROWS = tuple(_row(key) for key in SHOWN)
 
-# what the table said before its rows trained to a plateau (kept: those cells are gone)
-FORMER_BUDGET_NOTE = (
-    "Before its rows trained to a plateau on Table 4's data and model, each cell was `python "
-    "-m scripts.analysis.ablations --variants V --seed S`: that script's own corpus (the "
-    "French catalogs with BPE), 2+2 layers of width 64 with FFN 128, and a fixed 400 updates, "
-    "every row still learning (valid nll 6.34 to 7.70 bits). BLEU, attention entropy (nats) "
-    "and share of zero weights, 3 seeds each: Transformer 3.22 ± 2.80, 2.35 ± 0.01, 0.000; "
-    "ReLUFormer 1.97 ± 0.46, 1.80 ± 0.03, 0.553 ± 0.017; without regularisers 1.80 ± 0.21, "
-    "1.42 ± 0.15, 0.735 ± 0.047; L_norm only 1.97 ± 1.43, 1.28 ± 0.09, 0.707 ± 0.026; L_ent "
-    "only 1.06 ± 1.39, 2.65 ± 0.03, 0.114 ± 0.019; without the factor 0.82 ± 0.41, "
-    "2.24 ± 0.12, 0.492 ± 0.065; ReLU + LayerNorm 0.89 ± 0.20, 2.14 ± 0.07, 0.378 ± 0.042; "
-    "softmax cross-attention 3.75 ± 1.65, 2.01 ± 0.02, 0.332 ± 0.010. First reported: the "
-    "regularisers flatten attention and the factor is needed *hold*, the regularisers' BLEU "
-    "and the hybrid's *not resolved*.")
-
 SPEC = toy.sentence_translation_table(
     name="relu_former_table5",
     toy={"max_epoch": SCREENING_EPOCHS, "attention_sentences": ATTENTION_SENTENCES},
@@ -98,20 +83,5 @@ SPEC = toy.sentence_translation_table(
     ),
     deviations=(toy.gettext_data("IWSLT14 De-En"), toy.CPU_MODEL,
                 toy.sentence_budget(SCREENING_EPOCHS)),
-    notes="The Transformer and ReLUFormer rows are `relu_former_table4`'s `transformer` and "
-          "`relu_former` models, the same cells (rates chosen on Table 4's 20-epoch "
-          "screening, trained to their plateaus), not trained again; this table only "
-          "measures their attention. Flags on top of the translation cells' own "
-          "(label-smoothed cross-entropy, smoothing 0.1, attention dropout 0.1): "
-          + "; ".join(f"{row.label}: `{' '.join(row.flags)}`" for row in ROWS) + ".\n\n"
-          "Entropy and zeros: means over every attention row (encoder and decoder "
-          "self-attention and cross-attention, every layer and head) of the decoded model on "
-          "the validation split (1,033 sentences), read with teacher forcing by "
-          "`scripts/analysis/analyze_attention.py`; each cell's folder keeps its per-layer "
-          "tables and plots (`attention/`) and `attention.json`.\n\n"
-          "Not rows of this table (each would add 4 screening cells and 2 more seeds): ReLU + "
-          "LayerNorm without the factor (`layernorm`), L_ent penalising entropy above C log n "
-          "(`margin_above`), L_norm on the applied weights (`norm_on_weights`) and a learned "
-          "gamma (`learned_gamma`); `python -m scripts.analysis.ablations` trains every "
-          "variant side by side at a fixed budget.\n\n" + FORMER_BUDGET_NOTE,
+    notes=toy.table_notes("relu_former_table5"),
 )

@@ -32,38 +32,6 @@ DOCUMENT_PLATEAU = {"max_update": None, "validations_per_epoch": 2, "patience": 
 # the tests': a few epochs of the fixture catalogs' documents
 DOCUMENT_PLATEAU_TINY = {"max_update": None, "patience": 2, "max_epoch": 5}
 
-# what the table said before its rows trained to a plateau (kept: the figures are gone)
-FORMER_BUDGET_NOTE = (
-    "Before each row trained to its plateau, every document model trained a fixed 400 + 150 "
-    "updates (sentence start + documents; 18 document cells at 128 and 512 tokens), still "
-    "learning (BLEU and valid nll in bits, 3 seeds each): at 128 tokens Transformer 4.55 ± "
-    "0.93 and 6.07 ± 0.08, ReLUFormer 3.43 ± 0.09 and 6.78 ± 0.14, sparsemax 2.68 ± 0.72 and "
-    "6.39 ± 0.07; at 512 tokens 2.65 ± 0.14 and 6.42 ± 0.01, 1.14 ± 0.11 and 7.21 ± 0.03, "
-    "2.06 ± 0.79 and 6.71 ± 0.01. The 512-token claims were first reported as *reversed*. "
-    "Those models repeated themselves up to the length limit, so decoding a 512-token cell "
-    "took longer than training it.")
-
-# what the document stage's first row showed (measured 2026-12-05, Transformer at 128 tokens)
-DOCUMENT_STAGE_NOTE = (
-    "The document stage, measured on the Transformer at 128 tokens (3 seeds): before it, the "
-    "sentence model reads the documents' validation split at 8.0 bits valid nll, against "
-    "2.09 bits on the same sentences one at a time (`fairseq-validate` on Table 4's seed-1 "
-    "model), so the stage learns to translate long inputs nearly afresh. At the constant "
-    "fine-tuning rate (3.8e-4 to 4.8e-4 by seed) its valid nll falls steadily, by about 0.07 "
-    "bits per 1,000 updates late on. Seed 1 reached the 60-epoch cap still falling (16,980 "
-    "updates, 2.79 bits, BLEU 37.8, 85 CPU-minutes); seeds 2 and 3, whose curves stayed "
-    "within 0.04-0.08 bits of seed 1's, were stopped by the stop rule at 8,037 and 9,447 "
-    "updates (3.31 bits, BLEU 30.2 and 30.5): at this slope and noise 8 validations do not "
-    "tell the fall from noise. So the row's claims are refused while seed 1 is at the cap, "
-    "and where a document row's seeds all stop by the rule, a comparison reads where the "
-    "rule stopped them as much as the models. Two probes from seed 1's start learnt about "
-    "twice as fast over their first 1,000 updates: a constant 1.5e-3 (3.97 bits at 987 "
-    "updates, against 4.33 at the table's rate) and the row's own schedule restarted (5e-3 "
-    "peak, warmup 60, inverse square root: 4.18 at 564, against 4.62), not enough to let the "
-    "stage finish cheaply, so the protocol is unchanged. A trained 128-token cell decodes "
-    "in 12-26 s, without repeating itself up to the length limit (1.2 x source + 10) as the "
-    "models did after 150 document updates.")
-
 PAPER = {  # the paper's statements per model and length (its Table 6, in words)
     ("relu_former", 1024): "+1.15 over Transformer",
     ("relu_former", 512): "ahead of Transformer",
@@ -130,14 +98,5 @@ SPEC = TableSpec(
                   "small corpus; one vocabulary for every length"),
     ),
     plot=("length", "bleu"),
-    notes="Paper scale: `scripts/recipes/europarl7_doc/prepare.sh` first; every row is "
-          "`SEGMENT_LENGTH=L scripts/recipes/europarl7_doc/train.sh MODEL -- --seed S` and "
-          "its `evaluate.sh`, from scratch as in the paper.\n\n"
-          "Toy scale: the document rows start from `relu_former_table4`'s Transformer, "
-          "ReLUFormer and sparsemax cells (same seed, Table 4's chosen rate, trained to their "
-          "plateaus), which are not rows of this table: a cell Table 4 has trained or "
-          "recorded is used as it is, one it has not is trained first, by Table 4's protocol "
-          "(its rate grid first), into Table 4's folders and records. `--dry-run` says which "
-          "starting points are cached.\n\n" + DOCUMENT_STAGE_NOTE + "\n\n" + toy.PARITY_NOTE
-          + "\n\n" + FORMER_BUDGET_NOTE,
+    notes=toy.table_notes("relu_former_table6"),
 )

@@ -14,21 +14,6 @@ ROWS = (Row("cross_entropy", "softmax cross-entropy", paper={"micro_f1": "-"}),
               paper={"micro_f1": "60.7 (IFLYTEK), 96.1 (OOS-eval)" if k == 20 else "-"})
           for k in KS))
 
-# what the table said before its rows trained to a plateau (kept: the next run replaces it)
-FORMER_BUDGET_NOTE = (
-    "Before each row trained to its plateau at its own rate, every row trained a fixed 10 "
-    "epochs at one lr (2e-3, batches of 64), the checkpoint of the best valid accuracy scored "
-    "(3 seeds of the three compared rows): micro-F1 softmax cross-entropy 34.12 ± 0.53, "
-    "sparse-softmax @ 1 37.78 ± 1.57, @ 20 41.15 ± 0.48; macro-F1 32.69 ± 0.77, 37.40 ± 0.64, "
-    "39.62 ± 1.40. Both claims (k = 20 beats cross-entropy: +7.03, p 7.47e-05; k = 20 beats "
-    "k = 1: +3.37, p 0.0549) were *not resolved: still learning*, no seed having stopped at "
-    "a plateau (the former rule had said *holds* for both). A first run to a plateau stopped "
-    "each row on its own criterion's valid loss (3 seeds each, all at a plateau): micro-F1 "
-    "cross-entropy 28.35 ± 1.69 (lr 2.5e-3, 638-754 updates), @ 1 29.00 ± 2.06 (5e-3, "
-    "928-1,044), @ 20 37.46 ± 2.24 (1.25e-3, 812-870), below the fixed budget's: the "
-    "cross-entropy's valid loss is lowest after about 4 epochs while its valid accuracy "
-    "rises for about 15 more, so the rows now stop on the valid error rate.")
-
 SPEC = TableSpec(
     name="sparse_softmax_classification",
     title="many-class classification, micro-F1 against k",
@@ -64,7 +49,5 @@ SPEC = TableSpec(
         toy.classification_budget(),
     ),
     plot=("k", "micro_f1"),
-    notes="There is no recipe for the paper's classification data sets; `--scale paper` "
-          "prints the training commands for a `sentence_prediction` data-bin in `$DATA_BIN` "
-          "with `$CLASSES` classes.\n\n" + FORMER_BUDGET_NOTE,
+    notes=toy.table_notes("sparse_softmax_classification"),
 )

@@ -41,18 +41,6 @@ FINETUNE_PLATEAU = {"max_update": None, "validations_per_epoch": 2, "patience": 
 # the tests': on the fixture catalogs both rows reach a plateau under the cap (160 updates)
 FINETUNE_PLATEAU_TINY = {"max_update": None, "patience": 2, "max_epoch": 40}
 
-# what the table said before its rows fine-tuned Table 4's Transformer to a plateau (kept:
-# the figures are gone)
-FORMER_BUDGET_NOTE = (
-    "Before its rows fine-tuned Table 4's Transformer to a plateau, the table trained its own "
-    "softmax Transformer for a fixed 800 updates of 4,096 tokens (lr 2e-3, 100 warm-up) and "
-    "continued it for 300 updates with each criterion, the last checkpoint decoded (3 seeds "
-    "each; BLEU at beam 1 and beam 5, valid nll in bits): label-smoothed cross-entropy "
-    "23.88 ± 0.40, 25.45 ± 0.10 and 3.69 ± 0.04, sparse-softmax 23.49 ± 0.76, 25.31 ± 0.42 "
-    "and 6.15 ± 0.10. Both claims (sparse-softmax -0.39 BLEU at beam 1, p 0.488; -0.14 at "
-    "beam 5, p 0.626) were first reported as *not resolved*, then refused as still learning "
-    "(a fixed budget).")
-
 SPEC = TableSpec(
     name="sparse_softmax_generation",
     title="fine-tuning with sparse-softmax, beam 1 and beam 5",
@@ -96,23 +84,5 @@ SPEC = TableSpec(
                   f"most {FINETUNE_PLATEAU['max_epoch']}); the best validated model decoded",
                   "CPU budget: each row trained until its own loss stops improving"),
     ),
-    notes="Toy and tiny scale: both rows start from `relu_former_table4`'s Transformer cells (same "
-          "seed, Table 4's chosen rate, trained to their plateaus), which are not rows of this "
-          "table: a cell Table 4 has trained or recorded is used as it is, one it has not is "
-          "trained first, by Table 4's protocol (its rate grid first), into Table 4's folders "
-          "and records; `--dry-run` says which starting points are cached. The rate beside a "
-          "row is Table 4's chosen rate and its grid Table 4's; the fine-tuning runs at the "
-          "constant rate Table 4's schedule had reached at the checkpoint it starts from. Each "
-          "row stops on its own criterion's valid loss (fairseq's `loss`: label-smoothed "
-          "cross-entropy, or the sparse-softmax loss at k 20), comparable within a row only; "
-          "valid nll is the full softmax's nll of the decoded model (both criteria log it).\n\n"
-          "Paper scale: both rows fine-tune one softmax Transformer of their seed trained "
-          "by the recipe, as the paper fine-tunes one UNILM both ways (Table 4's paper-scale "
-          "models are IWSLT14's): first the hidden starting point, "
-          "`scripts/recipes/gigaword_10k/train.sh transformer -- --seed S`, then each row "
-          "`train.sh MODEL -- --seed S --finetune-from-model START/checkpoint_best.pt` (what "
-          "`PRETRAINED=START/checkpoint_best.pt train.sh MODEL` adds: the starting point's "
-          "weights, a fresh optimizer and the recipe's whole schedule) and `evaluate.sh MODEL "
-          "-- --beam B` (its score in ROUGE; the collector reads `bleu4_tokenized` from BLEU "
-          "recipes only); `--dry-run` prints their commands.\n\n" + FORMER_BUDGET_NOTE,
+    notes=toy.table_notes("sparse_softmax_generation"),
 )

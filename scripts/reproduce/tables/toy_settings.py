@@ -1,6 +1,6 @@
 """The toy-scale settings the tables share, the tiny ones the tests use, and the table
 families that share a kind, a budget and the paper's settings (``sentence_translation_table``,
-``arxiv_summary_table``).
+``arxiv_summary_table``), and the tables' notes (:func:`table_notes`).
 
 Translation: the French gettext catalogs (``--set lang=..`` picks another) into English, word
 level (8,000 words), 2+2 layers of width 64, 4 heads, FFN 256, the paper's dropout, attention
@@ -12,6 +12,7 @@ are unchanged; the tables whose rows continue another model were keyed without i
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Dict, Mapping
 
 from scripts.reproduce.spec import Deviation, Metric, TableSpec
@@ -166,13 +167,19 @@ SUMMARY_MODEL = Deviation("layers", "3+3 (Pyramidion), 6+6 (deep); width 512",
                           "did not learn in 700 updates (one seed); one size, pooling apart")
 
 
-# Why a parity claim's margin (non-inferiority) is 1 BLEU, said in the notes of the tables
-# that have one
-PARITY_NOTE = ("A parity claim (the paper's \"matches\", \"comparable\", \">=\") is tested as "
-               "non-inferiority within 1 BLEU: the paper calls gaps of 0.34 BLEU (Table 4) and "
-               "0.01 (section 3) a match and gaps of 1.14 (section 3), 1.15 (Table 6) and 1.37 "
-               "(Table 5) differences, so 1 BLEU is about the largest gap it would still call a "
-               "match.")
+NOTES = Path(__file__).with_name("notes")
+
+
+def table_notes(name: str) -> str:
+    """The notes under table ``name``'s results, ``notes/NAME.md``: how its figures are read,
+    and what it said under earlier protocols (the record of figures no longer in its cells).
+    A paragraph is one line of the report; a paragraph that is an HTML comment says why it is
+    kept, and is left out; ``{parity_margin}`` stands for ``notes/parity_margin.md``, why a
+    parity claim's margin is 1 BLEU."""
+    parity = (NOTES / "parity_margin.md").read_text(encoding="utf-8")
+    text = (NOTES / f"{name}.md").read_text(encoding="utf-8").replace("{parity_margin}", parity)
+    paragraphs = (" ".join(paragraph.split()) for paragraph in text.split("\n\n"))
+    return "\n\n".join(p for p in paragraphs if p and not p.startswith("<!--"))
 
 
 def gettext_data(paper: str) -> Deviation:
