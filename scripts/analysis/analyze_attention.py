@@ -56,8 +56,9 @@ from typing import Callable, Iterator
 import torch
 from torch import Tensor
 
+from scripts.analysis.attention_plots import heatmaps, panel_plot
 from scripts.common.atomic_files import write_text_atomic
-from scripts.common.plotting import heatmaps, markdown_table, panel_plot
+from scripts.common.plotting import markdown_table
 
 MODULES = ("encoder.self_attn", "decoder.self_attn", "decoder.encoder_attn",
            "encoder.ffn", "decoder.ffn")

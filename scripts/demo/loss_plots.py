@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Mapping, Sequence, Tuple
 
-from scripts.common.plotting import _pyplot, save_figure
+from scripts.common.plotting import pyplot, save_figure
 
 Curve = Tuple[Sequence[float], Sequence[float]]
 
@@ -29,7 +29,7 @@ def task_loss_panels(path: str | os.PathLike, panels: Mapping[str, Mapping[str, 
     shown = {task: curves for task, curves in panels.items() if curves}
     if not shown:
         raise ValueError("no training curves to plot")
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(shown), figsize=(5.2 * len(shown), 4.6), squeeze=False)
     for ax, (task, curves) in zip(axes[0], shown.items()):
         for label, (xs, ys) in curves.items():
