@@ -1,8 +1,9 @@
 """Shared fixtures: the toy corpus, binarized once, and a CLI driver on it; a
-folder made once for the whole run; and the order the suite runs in.
+folder made once for the whole run; the order the suite runs in; and, on request, each test's
+CPU time.
 
-Helpers the tests import live in ``tests/helpers.py``; this file defines fixtures and the one
-collection hook.
+Helpers the tests import live in ``tests/helpers.py``; this file defines fixtures and two hooks
+(the order, the CPU time).
 """
 
 from __future__ import annotations
