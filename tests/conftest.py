@@ -1,13 +1,15 @@
 """Shared fixtures: the toy corpus, binarized once, and a CLI driver on it; a
-folder made once for the whole run; and the order the suite runs in.
+folder made once for the whole run; the order the suite runs in; and, on request, each test's
+CPU time.
 
-Helpers the tests import live in ``tests/helpers.py``; this file defines fixtures and the one
-collection hook.
+Helpers the tests import live in ``tests/helpers.py``; this file defines fixtures and two hooks
+(the order, the CPU time).
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 from pathlib import Path
 from typing import Callable
@@ -27,6 +29,28 @@ def pytest_collection_modifyitems(items) -> None:
             return 2
         return 0 if item.nodeid.startswith("tests/scripts/") else 1
     items.sort(key=rank)  # stable: file order within each rank
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With ``PYTEST_CPU_LOG=FILE``, each test's CPU seconds (user + sys, of the test process
+    and its waited-for children, setup and teardown included) are appended to FILE, one
+    ``seconds<TAB>nodeid`` line each: the measure of where the suite's time goes on a machine
+    too busy for wall times. Unset, nothing is measured."""
+    log = os.environ.get("PYTEST_CPU_LOG")
+    if not log:
+        yield
+        return
+
+    def cpu() -> float:
+        own, children = (resource.getrusage(who) for who in
+                         (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+        return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+    start = cpu()
+    yield
+    with open(log, "a") as out:
+        out.write(f"{cpu() - start:.2f}\t{item.nodeid}\n")
 
 
 @pytest.fixture(scope="session")

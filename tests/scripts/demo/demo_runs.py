@@ -6,15 +6,19 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from catalog_fixtures import write_fixture_catalogs
 from helpers import run_command
 from manpage_fixtures import write_fixture_man_pages
 
 
-def run_tiny_demo(out: Path, *flags) -> subprocess.CompletedProcess:
-    return run_command([sys.executable, "-m", "scripts.demo.demo", "--tiny", "--quiet", *flags,
-                        "--out", out], timeout=1800)
+def run_tiny_demo(out: Path, *flags, prefix: Sequence[object] = ()
+                  ) -> subprocess.CompletedProcess:
+    """The tiny demo with ``flags`` into ``out``; ``prefix`` comes before the command (a
+    ``taskset``, say)."""
+    return run_command([*prefix, sys.executable, "-m", "scripts.demo.demo", "--tiny", "--quiet",
+                        *flags, "--out", out], timeout=1800)
 
 
 def write_demo_fixtures(folder: Path) -> None:

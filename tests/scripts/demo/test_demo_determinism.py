@@ -1,14 +1,14 @@
 """The demo's figures depend on the seed and the thread count, not on the machine's load nor
-on the other part running beside them: the tiny demo of both parts, run with a busy CPU loop
-beside it, gives the figures of each part run alone (the runs the other demo tests read,
-``conftest.py``). On 2 cores with the other test worker running, the demo then gets about two
-thirds of a core: its timing changes, and a figure that depended on time would too. One loop,
-not more: each further loop slowed this run, and the other worker beside it, without testing
-anything new."""
+on the other part running beside them: the tiny demo of both parts, squeezed onto one core,
+gives the figures of each part run alone (the runs the other demo tests read,
+``conftest.py``). On one core its two jobs get at most half a core each (a busy loop beside
+them on 2 cores would leave them two thirds) and preempt each other: their timing changes, and
+a figure that depended on time would too. A loop would test the same and burn a core the whole
+run."""
 
 from __future__ import annotations
 
-import multiprocessing
+import os
 
 import pytest
 
@@ -20,11 +20,6 @@ from helpers import table_by_label
 # times and the speeds computed from them are the only columns load may change
 TIMED_COLUMNS = {"train s", "words/s", "train CPU s", "train speed", "decode s", "decode speed"}
 TABLES = {"translation": TABLE_HEADERS, "summaries": SUMMARY_HEADERS}
-
-
-def _busy(stop) -> None:
-    while not stop.is_set():
-        sum(range(10_000))
 
 
 def _figures(report: str, tables=tuple(TABLES)) -> dict:
@@ -45,19 +40,14 @@ def _sentences(report: str) -> list:
 
 
 @pytest.mark.slow
-def test_tiny_demo_gives_the_same_figures_quiet_and_beside_a_busy_loop(demo_fixtures, tmp_path,
-                                                                      request):
-    context = multiprocessing.get_context("fork")
-    stop = context.Event()
-    loop = context.Process(target=_busy, args=(stop,), daemon=True)
-    loop.start()
-    try:
-        run_tiny_demo(tmp_path / "busy", "--locale-dir", demo_fixtures / "locale",
-                      "--man-dir", demo_fixtures / "man")
-    finally:
-        stop.set()
-        loop.join(30)
-    busy = (tmp_path / "busy" / "report.md").read_text()
+def test_tiny_demo_gives_the_same_figures_quiet_and_squeezed_onto_one_core(demo_fixtures,
+                                                                          tmp_path, request):
+    # its --jobs and --threads are the defaults of the runs alone: the core count, not the
+    # cores it may use, sets them
+    core = min(os.sched_getaffinity(0))
+    run_tiny_demo(tmp_path / "squeezed", "--locale-dir", demo_fixtures / "locale",
+                  "--man-dir", demo_fixtures / "man", prefix=["taskset", "--cpu-list", core])
+    squeezed = (tmp_path / "squeezed" / "report.md").read_text()
     # each part alone, without a loop: asked for only now, another worker may be making them
     alone = {name: (request.getfixturevalue(f"tiny_{name}").out / "report.md").read_text()
              for name in TABLES}
@@ -70,7 +60,7 @@ def test_tiny_demo_gives_the_same_figures_quiet_and_beside_a_busy_loop(demo_fixt
     assert updates == {"20", "10"}, updates
     assert any(column == "BLEU" and label.startswith("reference")
                for _, label, column in figures)
-    assert _figures(busy) == figures
+    assert _figures(squeezed) == figures
     # so are the sentences drawn from them, in the same order
     quiet = _sentences(alone["translation"]) + _sentences(alone["summaries"])
-    assert quiet and _sentences(busy) == quiet
+    assert quiet and _sentences(squeezed) == quiet
