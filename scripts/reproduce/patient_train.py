@@ -5,7 +5,7 @@ fairseq keeps ``--patience``'s count (``should_stop_early.best``/``num_runs``) i
 checkpoint, and a resumed training makes new batches: a cell trained across calls would stop
 at another plateau, with another model, than the same cell trained in one go. This launcher
 patches this process only: ``load_checkpoint`` restores the count from the validation curve
-(the log's, after the curve a seeded folder continues; an accuracy read as an error rate),
+of the save directory's ``train.log`` (an accuracy read as an error rate),
 ``should_stop_early`` applies the protocol's stop rule (:mod:`~scripts.reproduce.stop_rule`:
 a spent patience stops only once the loss no longer falls), and ``get_batch_iterator`` builds
 a resumed training's batches as its first epoch did, so it ends with the same model, to the bit.
@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, List, Sequence, Tuple
 
 from scripts.common.fairseq_cli import fairseq_command
-from scripts.reproduce.continuation import curve_so_far
-from scripts.reproduce.log_figures import NLL, as_loss, stopping_metric
+from scripts.reproduce.log_figures import NLL, as_loss, stopping_metric, validation_curve
 from scripts.reproduce.stop_rule import goes_on, still_falling
 
 MODULE = "scripts.reproduce.patient_train"
@@ -38,6 +37,15 @@ def command(fairseq_train: Sequence[Any]) -> List[Any]:
 def train_args(argv: Sequence[str]) -> List[str]:
     """The fairseq-train arguments of ``argv``: a fairseq-train command or a :func:`command`."""
     return list(argv[3:] if list(argv[1:3]) == ["-m", MODULE] else argv[1:])
+
+
+def curve_so_far(folder: Path, metric: str = NLL) -> List[List[float]]:
+    """The validation curve of the training in ``folder`` so far, from its log."""
+    path = folder / LOG
+    if not path.is_file():
+        return []
+    return validation_curve(path.read_text(encoding="utf-8", errors="replace").splitlines(),
+                            metric)
 
 
 def patience_state(nlls: Sequence[float]) -> Tuple[float | None, int]:
@@ -103,7 +111,7 @@ def restoring(load: Callable, validations: Validations) -> Callable:
         best = getattr(checkpoint_utils.save_checkpoint, "best", None)
         if metric is not None:
             validations.curve = [point for point in
-                                 curve_so_far(Path(cfg.save_dir), LOG, metric)
+                                 curve_so_far(Path(cfg.save_dir), metric)
                                  if point[0] <= updates]
         if cfg.patience <= 0 or best is None:
             return loaded

@@ -19,7 +19,7 @@ from fairseq import checkpoint_utils
 import relu_former.plugin  # noqa: F401  (the allowlist torch.load needs here)
 from scripts.common.child_processes import child_env, stream
 from scripts.common.repo_paths import REPO_ROOT
-from scripts.reproduce import continuation, patient_train
+from scripts.reproduce import patient_train
 from scripts.reproduce.cell_plan import at_rate
 from scripts.reproduce.cell_steps import run_step
 from scripts.reproduce.kinds import translation
@@ -51,24 +51,13 @@ def valid_line(update: int, nll: float) -> str:
     return f"2026-01-01 00:00:00 | INFO | valid | {json.dumps(record)}\n"
 
 
-def test_a_seeded_folder_counts_from_the_curve_it_continues(tmp_path):
-    old, new = tmp_path / "old", tmp_path / "new"
-    old.mkdir()
-    for name in continuation.CHECKPOINTS:
-        (old / name).write_text(name)
-    result = {"stopped": "cap", "curve": [[2, 5.0], [4, 4.0], [6, 4.2]]}
-    continuation.seed(old, "k" * 64, result, new)
-    # before its first validation: the grid cell's curve, one validation since its best
-    assert continuation.curve_so_far(new) == result["curve"]
-    assert patient_train.patience_from_curve(continuation.curve_so_far(new), 6) == (4.0, 1)
-    # its own log follows (a validation at or before the grid's last is not counted twice)
-    (new / "train.log").write_text(valid_line(6, 4.2) + valid_line(8, 4.1) + valid_line(10, 3.9))
-    assert continuation.curve_so_far(new) == [[2, 5.0], [4, 4.0], [6, 4.2], [8, 4.1],
-                                              [10, 3.9]]
-    assert patient_train.patience_from_curve(continuation.curve_so_far(new), 8) == (4.0, 2)
-    # a folder trained from scratch: its own log only
-    (old / "train.log").write_text(valid_line(2, 5.0))
-    assert continuation.curve_so_far(old) == [[2, 5.0]]
+def test_a_resumed_training_counts_from_its_logs_curve(tmp_path):
+    assert patient_train.curve_so_far(tmp_path) == []  # no log yet
+    (tmp_path / "train.log").write_text(valid_line(2, 5.0) + valid_line(4, 4.0)
+                                        + valid_line(6, 4.2) + valid_line(8, 4.1))
+    assert patient_train.curve_so_far(tmp_path) == [[2, 5.0], [4, 4.0], [6, 4.2], [8, 4.1]]
+    assert patient_train.patience_from_curve(patient_train.curve_so_far(tmp_path), 8) == (
+        4.0, 2)
 
 
 def test_the_launcher_takes_fairseq_trains_arguments_and_name():
