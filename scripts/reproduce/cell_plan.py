@@ -35,8 +35,6 @@ class Cell:
     lr_grid: List[List[float]] | None = None
     rate_chosen: bool = False  # its row's grid has finished: ``lr`` is not a best so far
     search: bool = False  # a grid cell: trained, decoded only if its rate is chosen
-    # the grid cell's result where it is this cell (the same key): trained, to be decoded
-    trained: Dict | None = None
     from_record: bool = False  # its result is the repository's record (no checkpoint here)
     # the name of its parent where that one finished after it (``finished_at``): stale
     stale: str | None = None

@@ -177,10 +177,9 @@ class TableRun:
             cell.from_record = found is None and self.records is not None
             if cell.from_record:
                 found = self.records.get(self.record_path(cell), cell.key)
+            # a grid cell of this key is this cell undecoded: run, its finished training
+            # is not run again (run_step)
             cell.result = None if found and found.get("search") and not cell.search else found
-            # a grid cell trained here is decoded from its checkpoint
-            cell.trained = found if found and cell.result is None and not cell.from_record \
-                else None
             cell.stale = self.stale(cell)
             if cell.stale is not None and not (self.options.dry_run
                                                or self.options.collect_only):
@@ -315,12 +314,10 @@ class TableRun:
         if cell.stale is not None:
             self.set_aside(cell)
         cell.folder.mkdir(parents=True, exist_ok=True)
-        before = cell.trained or {}  # a chosen grid cell's time includes its training's
         # a cell cut in an earlier call (budget, stop by hand, failure) goes on from there
         spent = cell.folder / WALL_SO_FAR
         started = time.monotonic()
-        begin = started - (float(spent.read_text()) if spent.is_file()
-                           else before.get("seconds") or 0.0)
+        begin = started - (float(spent.read_text()) if spent.is_file() else 0.0)
         rate = f" at lr {cell.lr:g}" if cell.lr is not None else ""
         name = self.name_of(cell)
         options.say(f"  run {name} seed {cell.seed}{rate}")
@@ -332,16 +329,10 @@ class TableRun:
             figures = {"diverged": 1.0, "reason": "its starting point diverged"}
         else:
             self.make_steps(cell)
-            done = set()
-            if cell.trained is not None:  # a chosen grid cell: its training steps ran
-                done = {step.log for step in self.kind.steps(
-                    self.spec, replace(cell.row, hidden=True), cell.seed, options.scale,
-                    self.settings_of(cell), self.data, cell.folder, None)}
             try:
                 for step in cell.steps:
-                    cpu[step.log] = (cell.trained.get("cpu_seconds") or 0.0) / len(done) if (
-                        step.log in done) else run_step(step, cell.folder, options.threads,
-                                                        options.deadline)
+                    cpu[step.log] = run_step(step, cell.folder, options.threads,
+                                             options.deadline)
                 figures = self.figures(cell)
             except Diverged as stopped:
                 options.say(f"  {cell.row.key} seed {cell.seed} diverged: {stopped.reason}")
@@ -362,7 +353,7 @@ class TableRun:
                and any(step.timed for step in cell.steps or ()) else {}),
             "finished_at": round(time.time(), 1), **self.learnt(cell)})
         spent.unlink(missing_ok=True)  # stored: a later run of it starts its own count
-        # this call's time (the record's counts the calls and the grid training before it)
+        # this call's time (the record's counts every call's)
         options.say(f"  done {name} seed {cell.seed}{rate} in "
                     f"{round(time.monotonic() - started, 1)} s")
 

@@ -130,6 +130,8 @@ def grid_kind(calls: list, best: dict):
         lr = settings["lr"]
 
         def train() -> None:
+            if (folder / "nll.json").is_file():  # finished: not run again, as run_step does
+                return
             calls.append(("train", row.key, seed, lr))
             nll = 1.0 + math.log2(lr / best[row.key]) ** 2 + 0.01 * seed
             (folder / "nll.json").write_text(json.dumps(nll))
