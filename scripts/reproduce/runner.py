@@ -75,8 +75,6 @@ class TableRun:
         self.kind = kind_module(spec.kind)
         # the validation loss its cells stop on and choose their rates by (kinds/__init__.py)
         self.metric = stopping_loss(spec)
-        # whether its cells train a model (a dry run says a recorded one is trained again)
-        self.trains = getattr(self.kind, "TRAINS", True)
         self.settings = spec.settings(options.scale)
         self.data = self.kind.prepare(spec, options.scale, self.settings, options.work,
                                       options.say)
@@ -248,7 +246,7 @@ class TableRun:
         if cell.result is not None and cell.stale is None:  # finished: not run again
             where = "" if not cell.from_record else (
                 " (recorded; not finished in this work folder: trained again first where a "
-                "row run here starts from it)" if self.trains else " (recorded)")
+                "row run here starts from it)")
             say(f"{dry_run_header(cell, name)}: cached{where}")
             return
         self.make_steps(cell)
