@@ -38,12 +38,6 @@ def test_the_count_is_fairseqs_rule_replayed_on_the_curve():
     assert patient_train.patience_state([]) == (None, 0)
     # a NaN after the best counts as no improvement, as fairseq's comparison reads it
     assert patient_train.patience_state([4.0, math.nan, 4.5]) == (4.0, 2)
-    curve = [[2, 5.0], [4, 4.0], [6, 4.3], [8, 4.1], [10, 3.0]]
-    # validations after the checkpoint are made again by the resumed training
-    assert patient_train.patience_from_curve(curve, 8) == (4.0, 2)
-    assert patient_train.patience_from_curve(curve, 9) == (4.0, 2)
-    assert patient_train.patience_from_curve(curve, 10) == (3.0, 0)
-    assert patient_train.patience_from_curve(curve, 4) == (4.0, 0)
 
 
 def valid_line(update: int, nll: float) -> str:
@@ -51,13 +45,19 @@ def valid_line(update: int, nll: float) -> str:
     return f"2026-01-01 00:00:00 | INFO | valid | {json.dumps(record)}\n"
 
 
-def test_a_resumed_training_counts_from_its_logs_curve(tmp_path):
-    assert patient_train.curve_so_far(tmp_path) == []  # no log yet
-    (tmp_path / "train.log").write_text(valid_line(2, 5.0) + valid_line(4, 4.0)
-                                        + valid_line(6, 4.2) + valid_line(8, 4.1))
-    assert patient_train.curve_so_far(tmp_path) == [[2, 5.0], [4, 4.0], [6, 4.2], [8, 4.1]]
-    assert patient_train.patience_from_curve(patient_train.curve_so_far(tmp_path), 8) == (
-        4.0, 2)
+def test_a_resumed_training_counts_from_its_logs_curve_up_to_its_checkpoint(tmp_path):
+    def count(updates: int) -> tuple:
+        curve = patient_train.curve_so_far(tmp_path, updates)
+        return patient_train.patience_state([nll for _, nll in curve])
+
+    assert patient_train.curve_so_far(tmp_path, 10) == []  # no log yet
+    (tmp_path / "train.log").write_text("".join(valid_line(*point) for point in [
+        (2, 5.0), (4, 4.0), (6, 4.3), (8, 4.1), (10, 3.0)]))
+    assert patient_train.curve_so_far(tmp_path, 8) == [[2, 5.0], [4, 4.0], [6, 4.3], [8, 4.1]]
+    # validations after the checkpoint are made again by the resumed training
+    assert count(8) == count(9) == (4.0, 2)
+    assert count(10) == (3.0, 0)
+    assert count(4) == (4.0, 0)
 
 
 def test_the_launcher_takes_fairseq_trains_arguments_and_name():
