@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 import os
 import threading
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from typing import Callable, List, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Sequence
 
 from scripts.common.run_record import Run
 
@@ -23,28 +23,22 @@ def threads_per_job(args: argparse.Namespace) -> int:
 
 def in_parallel(step: Callable[[Run, int], None], runs: Sequence[Run], jobs: int) -> None:
     """Run ``step(run, position)`` for every run, ``jobs`` at a time (a thread pool); re-raise
-    the first error after the others ran. A run whose ``parent`` is among ``runs`` is queued
-    once its parent is done (it holds no thread while it waits), and skipped if its parent
-    failed. ``position`` (0 to jobs - 1, the pool's thread) is the line of its progress bar.
+    the first error after the others ran. A run whose ``parent`` is among ``runs`` runs in its
+    parent's job, right after it (not at all if that one failed), so no job waits for another.
+    ``position`` (0 to jobs - 1, the pool's thread) is the line of its progress bar.
     """
     keys = {run.key for run in runs}
-    errors: List[BaseException] = []
 
-    def one(run: Run) -> None:
+    def with_children(run: Run) -> None:
         step(run, int(threading.current_thread().name.rsplit("_", 1)[1]))
+        for child in runs:
+            if child.parent is not None and child.parent.key == run.key:
+                with_children(child)
 
     with ThreadPoolExecutor(jobs, thread_name_prefix="run") as pool:
-        running = {pool.submit(one, run): run for run in runs
-                   if run.parent is None or run.parent.key not in keys}
-        while running:
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in done:
-                parent = running.pop(future)
-                if future.exception() is not None:
-                    errors.append(future.exception())
-                    continue
-                running.update({pool.submit(one, run): run for run in runs
-                                if run.parent is not None and run.parent.key == parent.key})
+        futures = [pool.submit(with_children, run) for run in runs
+                   if run.parent is None or run.parent.key not in keys]
+    errors = [future.exception() for future in futures if future.exception() is not None]
     if errors:
         raise errors[0]
 

@@ -32,7 +32,7 @@ JOB_ID = "slurm_job_id"  # in a cell's folder: its Slurm job, while it may still
 POLL_SECONDS = 0.2
 ERRORS = {error.__name__: error for error in (CellFailed, BudgetSpent, StoppedByHand)}
 # what a job in another process changes in its cell, brought back to the runner's
-CELL_STATE = ("result", "stale", "recorded", "trained", "device")
+CELL_STATE = ("result", "stale", "device")
 
 
 @dataclass

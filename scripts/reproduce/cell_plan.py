@@ -35,10 +35,7 @@ class Cell:
     lr_grid: List[List[float]] | None = None
     rate_chosen: bool = False  # its row's grid has finished: ``lr`` is not a best so far
     search: bool = False  # a grid cell: trained, decoded only if its rate is chosen
-    trained: Dict | None = None  # the grid cell's result this cell continues (it decodes)
     from_record: bool = False  # its result is the repository's record (no checkpoint here)
-    # that record while the cell runs again: it stands if reproduced (cell_records.differs)
-    recorded: Dict | None = None
     # the name of its parent where that one finished after it (``finished_at``): stale
     stale: str | None = None
     # where its fairseq commands run, "cpu" or "cuda"; None where it runs none

@@ -5,26 +5,15 @@ stopped, the commit it ran at, the device its fairseq commands ran on and its ke
 (``docs/reproduction/cells/<scale>/`` by default). Checkpoints stay in the work folder and
 are not kept. A run on a fresh clone takes a cell whose record has the same key from here
 instead of training it again; a record of another key (changed settings) is ignored and
-replaced when the cell finishes.
-
-A recorded cell whose checkpoints another cell needs is trained again. Training on the CPU at
-a fixed seed and thread count is deterministic (fairseq seeds each update with the seed plus
-the update number), so it usually reproduces its record: the same validation curve, updates
-and stop (:func:`differs`). Then the record stands as it is, with its time of finishing, and
-the cells that started from the first training stay valid; otherwise it is replaced, and they
-are stale (run again from the new model).
+replaced when the cell finishes. A recorded cell whose checkpoints another cell needs is
+trained again, and its new record replaces the old.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any, Mapping
 
 from scripts.reproduce.cell_cache import read_result, write_result
-
-# what a training that reproduces a record has the same: its model is the same model
-REPRODUCED = ("curve", "updates", "stopped")
 
 
 class CellRecords:
@@ -45,19 +34,3 @@ class CellRecords:
     get = staticmethod(read_result)  # the record at ``path`` if it is of the cell ``key``
     put = staticmethod(write_result)
 
-
-def differs(record: Mapping[str, Any], result: Mapping[str, Any]) -> str | None:
-    """Where ``result``, a training of the recorded cell again, differs from ``record`` (the
-    first validation where the curves part, else the field), or None where it reproduces it."""
-    def plain(value: Any) -> Any:  # tuples and lists alike, as the record holds them
-        return json.loads(json.dumps(value, default=str))
-
-    old, new = plain(record.get("curve") or []), plain(result.get("curve") or [])
-    for (update, recorded), (now_update, now) in zip(old, new):
-        if (update, recorded) != (now_update, now):
-            return (f"valid nll {now} at update {now_update}, recorded {recorded} at "
-                    f"update {update}")
-    for name in REPRODUCED:
-        if plain(record.get(name)) != plain(result.get(name)):
-            return f"{name} {result.get(name)}, recorded {record.get(name)}"
-    return None

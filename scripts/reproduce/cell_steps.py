@@ -61,11 +61,6 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def log_finished(log: Path) -> bool:
-    """Whether the training log ``log`` is here and says its training has ended."""
-    return log.is_file() and finished(log.read_text(encoding="utf-8", errors="replace"))
-
-
 def run_step(step: Step, folder: Path, threads: int, deadline: float | None = None) -> float:
     """Run one step; returns the CPU seconds it used. A finished training is not run again;
     a cut one resumes from its ``checkpoint_last.pt``, its CPU seconds counted over both."""
@@ -79,7 +74,7 @@ def run_step(step: Step, folder: Path, threads: int, deadline: float | None = No
     spent = folder / f"{step.log}.cpu"  # a training's CPU seconds so far, over resumptions
     resumed = step.trains and log.is_file() and (folder / "checkpoint_last.pt").is_file()
     before = float(spent.read_text()) if resumed and spent.is_file() else 0.0
-    if resumed and log_finished(log):
+    if resumed and finished(log.read_text(encoding="utf-8", errors="replace")):
         return before
     # the child's own CPU time (wait4), right even when several cells run at once
     code, cpu = stream(step.argv, log, lambda _: None, {**child_env(threads), **step.env},

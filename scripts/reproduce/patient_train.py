@@ -5,7 +5,7 @@ fairseq keeps ``--patience``'s count (``should_stop_early.best``/``num_runs``) i
 checkpoint, and a resumed training makes new batches: a cell trained across calls would stop
 at another plateau, with another model, than the same cell trained in one go. This launcher
 patches this process only: ``load_checkpoint`` restores the count from the validation curve
-(the log's, after the curve a seeded folder continues; an accuracy read as an error rate),
+of the save directory's ``train.log`` (an accuracy read as an error rate),
 ``should_stop_early`` applies the protocol's stop rule (:mod:`~scripts.reproduce.stop_rule`:
 a spent patience stops only once the loss no longer falls), and ``get_batch_iterator`` builds
 a resumed training's batches as its first epoch did, so it ends with the same model, to the bit.
@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, List, Sequence, Tuple
 
 from scripts.common.fairseq_cli import fairseq_command
-from scripts.reproduce.continuation import curve_so_far
-from scripts.reproduce.log_figures import NLL, as_loss, stopping_metric
+from scripts.reproduce.log_figures import NLL, as_loss, stopping_metric, validation_curve
 from scripts.reproduce.stop_rule import goes_on, still_falling
 
 MODULE = "scripts.reproduce.patient_train"
@@ -40,6 +39,15 @@ def train_args(argv: Sequence[str]) -> List[str]:
     return list(argv[3:] if list(argv[1:3]) == ["-m", MODULE] else argv[1:])
 
 
+def curve_so_far(folder: Path, updates: int, metric: str = NLL) -> List[List[float]]:
+    """The validation curve in ``folder``'s log up to a checkpoint's ``updates`` (those after
+    it are made again by the resumed training)."""
+    path = folder / LOG
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines() if (
+        path.is_file()) else []
+    return [point for point in validation_curve(lines, metric) if point[0] <= updates]
+
+
 def patience_state(nlls: Sequence[float]) -> Tuple[float | None, int]:
     """``should_stop_early``'s ``(best, num_runs)`` after the validations ``nlls``: the first
     one sets the best, then each strictly lower one; ``num_runs`` counts those after it."""
@@ -52,20 +60,13 @@ def patience_state(nlls: Sequence[float]) -> Tuple[float | None, int]:
     return best, since
 
 
-def patience_from_curve(curve: Sequence[Sequence[float]],
-                        updates: int) -> Tuple[float | None, int]:
-    """:func:`patience_state` after the validations of ``curve`` (``[[update, nll], ...]``)
-    made up to a checkpoint's ``updates``."""
-    return patience_state([nll for update, nll in curve if update <= updates])
-
-
 def restore_patience(curve: Sequence[Sequence[float]], best: float, updates: int,
                      where: Path, metric: str = NLL) -> None:
     """Set fairseq's early-stopping state to the checkpoint's ``best`` and the validations
-    of ``curve`` since it, up to the checkpoint's ``updates`` (``where``: its log)."""
+    of ``curve`` (up to the checkpoint's ``updates``) since it (``where``: its log)."""
     from fairseq_cli import train
 
-    logged, since = patience_from_curve(curve, updates)
+    logged, since = patience_state([nll for _, nll in curve])
     expected = as_loss(metric, best)
     if logged is None or not math.isclose(logged, expected, abs_tol=1e-9):
         # the count is then the log's, since its own best
@@ -102,9 +103,7 @@ def restoring(load: Callable, validations: Validations) -> Callable:
         validations.trainer, validations.metric = trainer, metric
         best = getattr(checkpoint_utils.save_checkpoint, "best", None)
         if metric is not None:
-            validations.curve = [point for point in
-                                 curve_so_far(Path(cfg.save_dir), LOG, metric)
-                                 if point[0] <= updates]
+            validations.curve = curve_so_far(Path(cfg.save_dir), updates, metric)
         if cfg.patience <= 0 or best is None:
             return loaded
         if metric is None:  # patience_state counts a falling figure; this one is maximised

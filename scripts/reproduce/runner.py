@@ -5,7 +5,7 @@ Order: the rate grids (:mod:`~scripts.reproduce.rate_search`), then the cells, p
 each as a job (:mod:`~scripts.reproduce.cell_jobs`). A cell stored under its key, here or in
 the records, is not run again, except one that is stale (its parent's result, trained again,
 finished after it: run again from the parent's current model, the old folder kept as
-``<folder>.stale-<n>``), or lacking a figure a claim compares (measured again, its record kept).
+``<folder>.stale-<n>``).
 A row may start from, or be (``same_as``), another table's row: that table's run in the same
 call plans and trains it, under that table's lock, and both must share one dictionary.
 """
@@ -23,26 +23,17 @@ from typing import Dict, List, Sequence
 from scripts.common.atomic_files import write_text_atomic
 from scripts.common.child_processes import stopped_by
 from scripts.common.folder_lock import folder_lock
-from scripts.reproduce import continuation
 from scripts.reproduce.budget import budget_of, with_budget
 from scripts.reproduce.cell_cache import CellCache
 from scripts.reproduce.cell_jobs import job_words, run_cells, submission_order
-from scripts.reproduce.cell_plan import (
-    Cell,
-    at_rate,
-    foreign_parents,
-    make_cell,
-    plan,
-    selected_rows,
-)
-from scripts.reproduce.cell_records import CellRecords, differs
+from scripts.reproduce.cell_plan import Cell, at_rate, foreign_parents, plan, selected_rows
+from scripts.reproduce.cell_records import CellRecords
 from scripts.reproduce.cell_steps import (
     CellFailed,
     Diverged,
     add_cpu_figures,
     check_not_stopped,
     dry_run_header,
-    log_finished,
     print_dry_run,
     run_step,
     training,
@@ -84,8 +75,6 @@ class TableRun:
         self.kind = kind_module(spec.kind)
         # the validation loss its cells stop on and choose their rates by (kinds/__init__.py)
         self.metric = stopping_loss(spec)
-        # whether its cells train a model (a finished cell is measured again only on that model)
-        self.trains = getattr(self.kind, "TRAINS", True)
         self.settings = spec.settings(options.scale)
         self.data = self.kind.prepare(spec, options.scale, self.settings, options.work,
                                       options.say)
@@ -153,7 +142,7 @@ class TableRun:
         if cell.row.same_as is not None:  # the other table's model: only measured here
             cell.steps = self.measure_steps(cell)
             return
-        # built just before the cell runs: a continuation reads its parent's figures
+        # built just before the cell runs: a child reads its parent's figures
         steps = self.kind.steps(self.spec, self.row_of(cell), cell.seed, self.options.scale,
                                 self.settings_of(cell), self.data, cell.folder,
                                 cell.parent.folder if cell.parent else None)
@@ -171,122 +160,28 @@ class TableRun:
         return self.records.path(self.spec.name, cell.row.key, cell.seed, cell.lr, longer,
                                  budget)
 
-    def screening_cell(self, cell: Cell) -> tuple[Cell, Dict] | None:
-        """The grid cell (same row, seed and rate) that the longer-capped chosen ``cell``
-        continues (:mod:`~scripts.reproduce.continuation`), with its result, where its
-        checkpoints are here; else None."""
-        if cell.search or cell.lr is None or cell.parent is not None:
-            return None
-        grid = make_cell(self.spec, self.options, self.data, cell.row, cell.seed, cell.lr, None,
-                         search=True)
-        if grid.key == cell.key:  # the same cell (no longer cap): decoded as it is
-            return None
-        found = self.cache.get(grid.folder, grid.key)
-        if found is None and self.records is not None:
-            found = self.records.get(self.record_path(grid), grid.key)
-        if budget_of(self.settings_of(cell)) and (found or {}).get("stopped") != "cap":
-            return None  # a budget trains on past a plateau: only a capped grid cell seeds it
-        return (grid, found) if continuation.can_continue(grid.folder, found) else None
-
-    def start_from_screening(self, cell: Cell) -> Dict | None:
-        """Seed ``cell``'s folder from its grid cell unless it has a checkpoint; what it
-        continues, if anything."""
-        if not (cell.folder / "checkpoint_last.pt").is_file():
-            found = self.screening_cell(cell)
-            if found is not None:
-                grid, result = found
-                continuation.seed(grid.folder, grid.key, result, cell.folder)
-                self.options.say(f"  {cell.row.key} seed {cell.seed} continues "
-                                 f"{grid.folder.name} (stopped at its {result['stopped']})")
-        return continuation.earlier_of(cell.folder)
-
-    def finished(self, cell: Cell, result: Dict) -> Dict:
-        """``result``, for a cell that continues a grid cell, of the whole training."""
-        earlier = continuation.earlier_of(cell.folder)
-        if earlier is None:
-            return result
-        return continuation.merged(earlier, result, self.settings_of(cell).get("patience"),
-                                   self.metric)
-
     def store(self, cell: Cell, result: Dict) -> None:
-        """Keep ``result`` here and in the records; a recorded cell run again keeps its
-        record where it reproduces it (:func:`differs`), with the figures it lacked."""
-        if cell.recorded is not None:
-            name = f"{self.name_of(cell)} seed {cell.seed}"
-            difference = differs(cell.recorded, result)
-            if difference is None:
-                # its finish time kept: nothing that starts from it goes stale
-                recorded = cell.recorded
-                added = {key: value for key, value in result["figures"].items()
-                         if key not in recorded["figures"]}
-                timed = tuple(metric.key for metric in self.spec.metrics if metric.alone)
-                retimed = {}
-                if timed and result.get("timed_alone") and not recorded.get("timed_alone"):
-                    retimed = {key: value for key, value in result["figures"].items()
-                               if key.startswith(timed) and key not in added}
-                kept = {**recorded, "figures": {**recorded["figures"], **added, **retimed},
-                        **({"timed_alone": True} if retimed else {})}
-                how = "trained again" if cell.from_record and self.trains else "measured again"
-                self.options.say(
-                    f"  {name}, {how}, reproduces its record"
-                    + (f" (the same {len(result.get('curve') or [])}-point curve to update "
-                       f"{result.get('updates')})" if self.trains else "")
-                    + ": the record stands"
-                    + (f", with {', '.join(sorted(added))} added" if added else "")
-                    + (", its times measured alone ("
-                       + ", ".join(f"{key} {recorded['figures'][key]} -> {value}"
-                                   for key, value in sorted(retimed.items())) + ")"
-                       if retimed else ""))
-                cell.result = self.cache.put(cell.folder, cell.key, kept)
-                if (added or retimed) and self.records is not None:
-                    self.records.put(self.record_path(cell), cell.result)
-                return
-            self.options.say(f"  {name}, trained again, differs from its record ({difference}):"
-                             " the record is replaced; cells that started from the old model "
-                             "are stale")
+        """Keep ``result`` here and in the records (a recorded cell trained again replaces
+        its record: the cells that started from the old model are then stale)."""
         cell.result = self.cache.put(cell.folder, cell.key, result)
         if self.records is not None:
             self.records.put(self.record_path(cell), cell.result)
 
     def lookup(self, cells: Sequence[Cell]) -> None:
         """Each cell's stored result, from the work folder or else the records, and
-        whether it must go on (stale, lacking figures)."""
+        whether it is stale."""
         for cell in cells:
             found = self.cache.get(cell.folder, cell.key)
             cell.from_record = found is None and self.records is not None
             if cell.from_record:
                 found = self.records.get(self.record_path(cell), cell.key)
+            # a grid cell of this key is this cell undecoded: run, its finished training
+            # is not run again (run_step)
             cell.result = None if found and found.get("search") and not cell.search else found
-            # a grid cell trained here is decoded from its checkpoint
-            cell.trained = found if found and cell.result is None and not cell.from_record \
-                else None
             cell.stale = self.stale(cell)
             if cell.stale is not None and not (self.options.dry_run
                                                or self.options.collect_only):
                 cell.result = None  # run again, from its parent's current model
-            elif not (self.options.dry_run or self.options.collect_only) and self.lacking(cell):
-                # its finished training is kept (not run again), its model measured again
-                cell.recorded, cell.result = cell.result, None
-
-    def lacking(self, cell: Cell) -> List[str]:
-        """The figures a claim compares on ``cell``'s row that its result lacks (``X timed
-        alone``: measured beside other steps), where its model is here to measure them."""
-        result = cell.result
-        if (result is None or cell.search or cell.row.same_as is not None
-                or result["figures"].get("diverged")
-                or (self.trains and not ((cell.folder / "checkpoint_best.pt").is_file()
-                                         and log_finished(cell.folder / "train.log")))):
-            return []
-        found = set()
-        for claim in self.spec.comparisons:
-            if cell.row.key not in (claim.better, claim.worse):
-                continue
-            why = self.spec.metric(claim.metric).unusable(result)
-            if why == "missing":
-                found.add(claim.metric)
-            elif why == "beside":
-                found.add(f"{claim.metric} timed alone")
-        return sorted(found)
 
     def stale(self, cell: Cell) -> str | None:
         """The name of the cell ``cell`` starts from (or measures) where that one finished
@@ -325,7 +220,7 @@ class TableRun:
                 continue
             # a recorded one is trained here (from its last checkpoint, if any)
             if parent.result is not None and parent.from_record:
-                parent.recorded, parent.result = parent.result, None
+                parent.result = None
             if parent.result is None:
                 todo.append(parent)
                 listed.add(id(parent))
@@ -351,10 +246,7 @@ class TableRun:
         if cell.result is not None and cell.stale is None:  # finished: not run again
             where = "" if not cell.from_record else (
                 " (recorded; not finished in this work folder: trained again first where a "
-                "row run here starts from it)" if self.trains else " (recorded)")
-            if lacking := self.lacking(cell):
-                what = "its model is" if self.trains else "it is"
-                where += f" ({what} measured again: it lacks {', '.join(lacking)})"
+                "row run here starts from it)")
             say(f"{dry_run_header(cell, name)}: cached{where}")
             return
         self.make_steps(cell)
@@ -367,9 +259,6 @@ class TableRun:
             say("    (the model it measures has not trained yet)" if cell.row.same_as else
                 "    (its parent has not trained yet: the rate and checkpoint it starts from "
                 "follow from how the parent's training ends, not from this line)")
-        found = self.screening_cell(cell)
-        if found is not None:
-            say(f"    (continues {found[0].folder.name}, stopped at its {found[1]['stopped']})")
 
     def collect(self, cell: Cell) -> None:
         if not cell.folder.is_dir():
@@ -380,8 +269,8 @@ class TableRun:
             # a killed or still running cell: its logs are not complete
             self.options.say(f"  {cell.folder.name}: no complete logs ({error})")
             return
-        self.store(cell, self.finished(cell, {
-            "figures": figures, "seconds": None, "search": cell.search, **self.learnt(cell)}))
+        self.store(cell, {"figures": figures, "seconds": None, "search": cell.search,
+                          **self.learnt(cell)})
 
     def measure_steps(self, cell: Cell) -> List[Step]:
         """A ``same_as`` cell's steps: this table's measurements of the other's model."""
@@ -423,14 +312,10 @@ class TableRun:
         if cell.stale is not None:
             self.set_aside(cell)
         cell.folder.mkdir(parents=True, exist_ok=True)
-        earlier = self.start_from_screening(cell)
-        # a chosen grid cell's time includes its training's, a continuation's the grid cell's
-        before = cell.trained or (earlier or {}).get("result") or {}
         # a cell cut in an earlier call (budget, stop by hand, failure) goes on from there
         spent = cell.folder / WALL_SO_FAR
         started = time.monotonic()
-        begin = started - (float(spent.read_text()) if spent.is_file()
-                           else before.get("seconds") or 0.0)
+        begin = started - (float(spent.read_text()) if spent.is_file() else 0.0)
         rate = f" at lr {cell.lr:g}" if cell.lr is not None else ""
         name = self.name_of(cell)
         options.say(f"  run {name} seed {cell.seed}{rate}")
@@ -442,16 +327,10 @@ class TableRun:
             figures = {"diverged": 1.0, "reason": "its starting point diverged"}
         else:
             self.make_steps(cell)
-            done = set()
-            if cell.trained is not None:  # a chosen grid cell: its training steps ran
-                done = {step.log for step in self.kind.steps(
-                    self.spec, replace(cell.row, hidden=True), cell.seed, options.scale,
-                    self.settings_of(cell), self.data, cell.folder, None)}
             try:
                 for step in cell.steps:
-                    cpu[step.log] = (cell.trained.get("cpu_seconds") or 0.0) / len(done) if (
-                        step.log in done) else run_step(step, cell.folder, options.threads,
-                                                        options.deadline)
+                    cpu[step.log] = run_step(step, cell.folder, options.threads,
+                                             options.deadline)
                 figures = self.figures(cell)
             except Diverged as stopped:
                 options.say(f"  {cell.row.key} seed {cell.seed} diverged: {stopped.reason}")
@@ -459,10 +338,8 @@ class TableRun:
             except BaseException:
                 write_text_atomic(spent, f"{time.monotonic() - begin:.1f}\n")
                 raise
-        if earlier is not None and "train.log" in cpu:
-            cpu["train.log"] += continuation.train_cpu(earlier)
         add_cpu_figures(figures, cpu)
-        self.store(cell, self.finished(cell, {
+        self.store(cell, {
             "figures": figures, "seconds": round(time.monotonic() - begin, 1),
             "cpu_seconds": round(sum(cpu.values()), 1), "search": cell.search,
             "row": cell.row.key, "seed": cell.seed, "machine": platform.node(),
@@ -472,9 +349,9 @@ class TableRun:
             # or on Slurm, in a job with CPUs of its own
             **({"timed_alone": True} if (options.executor == "slurm" or options.jobs == 1)
                and any(step.timed for step in cell.steps or ()) else {}),
-            "finished_at": round(time.time(), 1), **self.learnt(cell)}))
+            "finished_at": round(time.time(), 1), **self.learnt(cell)})
         spent.unlink(missing_ok=True)  # stored: a later run of it starts its own count
-        # this call's time (the record's counts the calls and the grid cell before it)
+        # this call's time (the record's counts every call's)
         options.say(f"  done {name} seed {cell.seed}{rate} in "
                     f"{round(time.monotonic() - started, 1)} s")
 

@@ -3,7 +3,7 @@
 Every kind module defines ``prepare`` (the table's shared data), ``cell_settings`` (what is
 hashed into a cell's key), ``steps`` (a cell's commands) and ``collect`` (its figures, from its
 logs). It may define ``dictionary``, ``decoded_checkpoint``, ``measurements`` and ``measured``
-(what a ``same_as`` row runs), ``VALIDATION_LOSS`` and ``TRAINS = False`` (no model trained).
+(what a ``same_as`` row runs) and ``VALIDATION_LOSS``.
 """
 
 from __future__ import annotations

@@ -13,8 +13,6 @@ from scripts.common.atomic_files import write_text_atomic
 from scripts.reproduce.kinds import Step
 from scripts.reproduce.spec import Row, TableSpec
 
-TRAINS = False  # an operator timed on random inputs: measuring a cell again is running it
-
 
 def prepare(spec: TableSpec, scale: str, settings: Dict[str, Any], work: Path,
             say: Callable[[str], None]) -> Dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Runs side by side: every run once, a continuation after its parent, the first error."""
+"""Runs side by side: every run once, a continuation after its parent in its job, the first
+error."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ def test_a_continuation_starts_only_after_its_parent_finished():
 
     in_parallel(step, runs, jobs=2)
     assert sorted(key for kind, key, _ in events if kind == "end") == ["child", "other", "parent"]
-    assert events.index(("end", "parent", 0)) < events.index(("start", "child", 1))
+    # in its parent's job, right after it
+    assert events.index(("end", "parent", 0)) + 1 == events.index(("start", "child", 0))
     # positions are the progress bars' lines: one per job
     assert {position for _, _, position in events} == {0, 1}
 

@@ -19,7 +19,7 @@ from fairseq import checkpoint_utils
 import relu_former.plugin  # noqa: F401  (the allowlist torch.load needs here)
 from scripts.common.child_processes import child_env, stream
 from scripts.common.repo_paths import REPO_ROOT
-from scripts.reproduce import continuation, patient_train
+from scripts.reproduce import patient_train
 from scripts.reproduce.cell_plan import at_rate
 from scripts.reproduce.cell_steps import run_step
 from scripts.reproduce.kinds import translation
@@ -38,12 +38,6 @@ def test_the_count_is_fairseqs_rule_replayed_on_the_curve():
     assert patient_train.patience_state([]) == (None, 0)
     # a NaN after the best counts as no improvement, as fairseq's comparison reads it
     assert patient_train.patience_state([4.0, math.nan, 4.5]) == (4.0, 2)
-    curve = [[2, 5.0], [4, 4.0], [6, 4.3], [8, 4.1], [10, 3.0]]
-    # validations after the checkpoint are made again by the resumed training
-    assert patient_train.patience_from_curve(curve, 8) == (4.0, 2)
-    assert patient_train.patience_from_curve(curve, 9) == (4.0, 2)
-    assert patient_train.patience_from_curve(curve, 10) == (3.0, 0)
-    assert patient_train.patience_from_curve(curve, 4) == (4.0, 0)
 
 
 def valid_line(update: int, nll: float) -> str:
@@ -51,24 +45,19 @@ def valid_line(update: int, nll: float) -> str:
     return f"2026-01-01 00:00:00 | INFO | valid | {json.dumps(record)}\n"
 
 
-def test_a_seeded_folder_counts_from_the_curve_it_continues(tmp_path):
-    old, new = tmp_path / "old", tmp_path / "new"
-    old.mkdir()
-    for name in continuation.CHECKPOINTS:
-        (old / name).write_text(name)
-    result = {"stopped": "cap", "curve": [[2, 5.0], [4, 4.0], [6, 4.2]]}
-    continuation.seed(old, "k" * 64, result, new)
-    # before its first validation: the grid cell's curve, one validation since its best
-    assert continuation.curve_so_far(new) == result["curve"]
-    assert patient_train.patience_from_curve(continuation.curve_so_far(new), 6) == (4.0, 1)
-    # its own log follows (a validation at or before the grid's last is not counted twice)
-    (new / "train.log").write_text(valid_line(6, 4.2) + valid_line(8, 4.1) + valid_line(10, 3.9))
-    assert continuation.curve_so_far(new) == [[2, 5.0], [4, 4.0], [6, 4.2], [8, 4.1],
-                                              [10, 3.9]]
-    assert patient_train.patience_from_curve(continuation.curve_so_far(new), 8) == (4.0, 2)
-    # a folder trained from scratch: its own log only
-    (old / "train.log").write_text(valid_line(2, 5.0))
-    assert continuation.curve_so_far(old) == [[2, 5.0]]
+def test_a_resumed_training_counts_from_its_logs_curve_up_to_its_checkpoint(tmp_path):
+    def count(updates: int) -> tuple:
+        curve = patient_train.curve_so_far(tmp_path, updates)
+        return patient_train.patience_state([nll for _, nll in curve])
+
+    assert patient_train.curve_so_far(tmp_path, 10) == []  # no log yet
+    (tmp_path / "train.log").write_text("".join(valid_line(*point) for point in [
+        (2, 5.0), (4, 4.0), (6, 4.3), (8, 4.1), (10, 3.0)]))
+    assert patient_train.curve_so_far(tmp_path, 8) == [[2, 5.0], [4, 4.0], [6, 4.3], [8, 4.1]]
+    # validations after the checkpoint are made again by the resumed training
+    assert count(8) == count(9) == (4.0, 2)
+    assert count(10) == (3.0, 0)
+    assert count(4) == (4.0, 0)
 
 
 def test_the_launcher_takes_fairseq_trains_arguments_and_name():

@@ -24,7 +24,7 @@ from scripts.reproduce.kinds import Step, translation
 from scripts.reproduce.log_figures import train_figures, training_record
 from scripts.reproduce.run_options import RunOptions
 from scripts.reproduce.runner import run_table
-from scripts.reproduce.spec import Comparison, Metric, Row, TableSpec
+from scripts.reproduce.spec import Metric, Row, TableSpec
 from tests.scripts.reproduce.lock_holder import lock_held_elsewhere
 
 
@@ -130,6 +130,8 @@ def grid_kind(calls: list, best: dict):
         lr = settings["lr"]
 
         def train() -> None:
+            if (folder / "nll.json").is_file():  # finished: not run again, as run_step does
+                return
             calls.append(("train", row.key, seed, lr))
             nll = 1.0 + math.log2(lr / best[row.key]) ** 2 + 0.01 * seed
             (folder / "nll.json").write_text(json.dumps(nll))
@@ -283,173 +285,6 @@ def test_a_cut_cell_s_seconds_add_up_over_its_calls(monkeypatch, tmp_path):
     cells, _ = run_table(spec, options)
     assert cells[0].result["seconds"] >= 1.0  # both calls' half second
     assert not (folder / runner.WALL_SO_FAR).exists()  # stored: nothing left to add to
-
-
-def _measuring_kind(monkeypatch, decoded: list, decoding: dict) -> None:
-    """A kind whose cells train by a subprocess (saving checkpoints) and decode in-process
-    into the figures ``decoding["figures"]`` (its step ``timed`` as ``decoding["timed"]``),
-    noting each decoding in ``decoded``."""
-    def steps(spec, row, seed, scale, settings, data, folder, parent):
-        saves = (f"import pathlib; folder = pathlib.Path({str(folder)!r}); "
-                 "[(folder / name).write_bytes(b'model') for name in "
-                 "('checkpoint_best.pt', 'checkpoint_last.pt')]; "
-                 "print('done training in 1.0 seconds')")
-
-        def decode() -> None:
-            decoded.append((row.key, seed))
-            (folder / "figures.json").write_text(json.dumps(decoding["figures"]))
-
-        return [Step("train.log", argv=[sys.executable, "-c", saves], trains=True),
-                Step("figures.json", call=decode, timed=decoding.get("timed", False))]
-
-    kind = SimpleNamespace(
-        prepare=lambda *args: {"description": "synthetic"},
-        cell_settings=lambda spec, row, seed, *rest: {"row": row.key, "seed": seed},
-        steps=steps, collect=lambda spec, row, folder: json.loads(
-            (folder / "figures.json").read_text()))
-    for module in (runner, cell_plan):
-        monkeypatch.setattr(module, "kind_module", lambda name: kind)
-
-
-def _decoding_spec(alone: bool) -> TableSpec:
-    return replace(GRID_SPEC, toy={"lr": 5.0}, metrics=(
-        Metric("bleu", "BLEU"), Metric("decode_cpu_seconds", "decode CPU s", False,
-                                       learned=False, alone=alone)),
-        comparisons=(Comparison("a", "b", "decode_cpu_seconds", "A decodes faster"),))
-
-
-def test_a_cell_lacking_a_compared_figure_is_measured_again_not_trained_again(monkeypatch,
-                                                                            tmp_path):
-    """A cell that finished before a figure its table compares was measured (the decoding CPU
-    seconds) has its model measured again where its checkpoints are here: its training is not
-    run again, and its record keeps its curve and finish time (no cell that starts from it
-    goes stale), with the figure added. A record without its model here stays as it is."""
-    decoded, decoding = [], {"figures": {"bleu": 10.0}}
-    _measuring_kind(monkeypatch, decoded, decoding)
-    spec = _decoding_spec(alone=False)
-    records = tmp_path / "records"
-    options = RunOptions(seeds=1, work=tmp_path / "here", say=lambda _: None, records=records)
-    first, _ = run_table(spec, options)
-    assert all("decode_cpu_seconds" not in c.result["figures"] for c in first)
-    logs = {c.row.key: (c.folder / "train.log").stat().st_mtime_ns for c in first}
-    decoding["figures"]["decode_cpu_seconds"] = 3.0  # the figure is measured from now on
-    decoded.clear()
-    said = []
-    run_table(spec, replace(options, dry_run=True, say=said.append))
-    assert sum("measured again: it lacks decode_cpu_seconds)" in line for line in said) == 2
-    run_table(spec, replace(options, work=tmp_path / "elsewhere", say=said.append))
-    assert decoded == []  # recorded, but no model there to measure
-    again, _ = run_table(spec, replace(options, say=said.append))
-    assert sorted(decoded) == [("a", 1), ("b", 1)]  # measured again
-    assert {c.row.key: (c.folder / "train.log").stat().st_mtime_ns for c in again} == logs
-    for before, after in zip(first, again):
-        assert after.result["figures"] == {**before.result["figures"],
-                                           "decode_cpu_seconds": 3.0}
-        assert after.result["finished_at"] == before.result["finished_at"]
-        record = json.loads((records / "grid" / f"{after.row.key}-seed1.json").read_text())
-        assert record["figures"]["decode_cpu_seconds"] == 3.0
-    assert any("decode_cpu_seconds added" in line for line in said)
-    decoded.clear()
-    run_table(spec, options)
-    assert decoded == []  # nothing lacks it now
-
-
-def test_a_time_measured_beside_other_steps_is_measured_again_alone(monkeypatch, tmp_path):
-    """A decoding time (a figure measured alone) whose record says its timed step did not run
-    alone (it finished before timed steps did) has its model measured again: the record keeps
-    its curve, other figures and finish time, its times replaced by the new ones."""
-    decoded = []
-    decoding = {"figures": {"bleu": 10.0, "decode_cpu_seconds": 7.0,
-                            "decode_cpu_seconds_beam4": 7.5}}
-    _measuring_kind(monkeypatch, decoded, decoding)
-    spec = _decoding_spec(alone=True)
-    records = tmp_path / "records"
-    options = RunOptions(seeds=1, work=tmp_path, say=lambda _: None, records=records)
-    first, _ = run_table(spec, options)
-    assert not any(c.result.get("timed_alone") for c in first)
-    decoding.update(timed=True, figures={"bleu": 10.0, "decode_cpu_seconds": 5.0,
-                                         "decode_cpu_seconds_beam4": 5.5})
-    decoded.clear()
-    for cell in first:  # a record of a long training: its time is kept, not this call's said
-        stored = json.loads((cell.folder / "result.json").read_text())
-        (cell.folder / "result.json").write_text(json.dumps({**stored, "seconds": 1234.5}))
-    said = []
-    run_table(spec, replace(options, dry_run=True, say=said.append))
-    assert sum("it lacks decode_cpu_seconds timed alone" in line for line in said) == 2
-    again, _ = run_table(spec, replace(options, say=said.append))
-    assert sorted(decoded) == [("a", 1), ("b", 1)]
-    for before, after in zip(first, again):
-        assert after.result["figures"] == {**before.result["figures"],
-                                           "decode_cpu_seconds": 5.0,
-                                           "decode_cpu_seconds_beam4": 5.5}
-        assert after.result["timed_alone"] is True
-        assert after.result["finished_at"] == before.result["finished_at"]
-        record = json.loads((records / "grid" / f"{after.row.key}-seed1.json").read_text())
-        assert record["timed_alone"] and record["figures"]["decode_cpu_seconds"] == 5.0
-        assert after.result["seconds"] == 1234.5
-    assert sum("its times measured alone (decode_cpu_seconds 7.0 -> 5.0, "
-               "decode_cpu_seconds_beam4 7.5 -> 5.5)" in line for line in said) == 2
-    done = [line for line in said if line.startswith("  done ")]
-    assert len(done) == 2 and not any("1234.5" in line for line in done)
-    decoded.clear()
-    run_table(spec, options)
-    assert decoded == []  # measured alone now
-
-
-def test_a_benchmark_timed_beside_other_steps_runs_again_alone(monkeypatch, tmp_path):
-    """A kind that trains nothing (``TRAINS = False``, an operator's benchmark) has no model
-    to keep: a finished cell whose time was measured beside other steps runs again, here or
-    from its record on a fresh work folder, and its record takes the times measured alone."""
-    measured, timed = [], {"timed": False, "ms": 9.0}
-
-    def steps(spec, row, seed, scale, settings, data, folder, parent):
-        def measure() -> None:
-            measured.append((row.key, seed))
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / "grid.json").write_text(json.dumps({"ms": timed["ms"], "nccs": 0.9}))
-        return [Step("grid.json", call=measure, timed=timed["timed"])]
-
-    kind = SimpleNamespace(
-        TRAINS=False, prepare=lambda *args: {"description": "random vectors"},
-        cell_settings=lambda spec, row, seed, *rest: {"row": row.key, "seed": seed},
-        steps=steps, collect=lambda spec, row, folder: json.loads(
-            (folder / "grid.json").read_text()))
-    for module in (runner, cell_plan):
-        monkeypatch.setattr(module, "kind_module", lambda name: kind)
-    spec = replace(GRID_SPEC, kind="benchmark", toy={}, metrics=(
-        Metric("ms", "forward ms", False, learned=False, alone=True),
-        Metric("nccs", "nCCS", learned=False)),
-        comparisons=(Comparison("a", "b", "ms", "A is faster"),))
-    records = tmp_path / "records"
-    options = RunOptions(seeds=1, work=tmp_path / "here", say=lambda _: None, records=records)
-    first, _ = run_table(spec, options)
-    assert not any(c.result.get("timed_alone") for c in first)
-    timed.update(timed=True, ms=4.0)
-    measured.clear()
-    said = []
-    run_table(spec, replace(options, dry_run=True, say=said.append))
-    assert measured == []
-    assert sum("(it is measured again: it lacks ms timed alone)" in line for line in said) == 2
-    run_table(spec, replace(options, work=tmp_path / "elsewhere", dry_run=True,
-                            say=said.append))
-    assert sum(line.endswith("cached (recorded) (it is measured again: it lacks ms timed "
-                             "alone)") for line in said) == 2
-    elsewhere, _ = run_table(spec, replace(options, work=tmp_path / "elsewhere",
-                                           say=said.append))
-    assert sorted(measured) == [("a", 1), ("b", 1)]  # from the records: run again
-    assert all(c.result["timed_alone"] and c.result["figures"]["ms"] == 4.0 for c in elsewhere)
-    assert sum(line.endswith("measured again, reproduces its record: the record stands, its "
-                             "times measured alone (ms 9.0 -> 4.0)") for line in said) == 2
-    measured.clear()
-    again, _ = run_table(spec, options)  # here: its cache was measured beside, run again
-    assert sorted(measured) == [("a", 1), ("b", 1)]
-    for before, after in zip(first, again):
-        assert after.result["figures"] == {**before.result["figures"], "ms": 4.0}
-        record = json.loads((records / "grid" / f"{after.row.key}-seed1.json").read_text())
-        assert record["timed_alone"] and record["figures"]["ms"] == 4.0
-    measured.clear()
-    run_table(spec, options)
-    assert measured == []  # measured alone now
 
 
 def test_finished_cells_are_taken_from_the_records_on_a_fresh_work_folder(grid, tmp_path):

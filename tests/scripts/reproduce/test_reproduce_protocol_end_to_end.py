@@ -59,15 +59,12 @@ def test_a_row_takes_its_best_rate_of_a_grid_and_trains_to_a_plateau(tmp_path):
     decoded = [record for record in found.values() if not record["search"]]
     assert [record["lr"] for record in decoded] == [chosen]  # only the chosen one decoded
     assert decoded[0]["figures"]["bleu"] >= 0
-    # its grid cell stopped at a plateau: reused as it is, not trained again (its log copied)
+    # its grid cell stopped at a plateau below the grid's cap: trained in one go from scratch
+    # under the larger cap, the chosen cell stops there too (fairseq-train is deterministic)
     screened = found[f"transformer-seed1-lr{chosen:g}.json"]
     assert screened["stopped"] == decoded[0]["stopped"] == "plateau"
     assert decoded[0]["curve"] == screened["curve"]
     assert decoded[0]["figures"]["valid_nll"] == screened["figures"]["valid_nll"]
-    cells = tmp_path / "work" / "cells" / "tiny" / TABLE
-    assert decoded[0]["continued_from"] == f"transformer-seed1-{screened['key'][:12]}"
-    assert ((cells / f"transformer-seed1-{decoded[0]['key'][:12]}" / "train.log").read_bytes()
-            == (cells / decoded[0]["continued_from"] / "train.log").read_bytes())
     # every cell's curve: validations at rising updates, the table's nll the best of them
     for record in found.values():
         updates = [update for update, _ in record["curve"]]
