@@ -237,3 +237,13 @@ def separated_scores(batch: int, length: int, seed: int = 0):
     gen = torch.Generator().manual_seed(seed)
     ranks = torch.stack([torch.randperm(length, generator=gen) for _ in range(batch)])
     return ranks.to(torch.float64) * 0.05
+
+
+def as_from_a_terminal() -> None:
+    """A child's SIGINT as a shell gives a foreground command (a ``preexec_fn``): default,
+    not blocked. A test worker may hand on an ignored or blocked SIGINT (a process inherits
+    both), and a Python started with SIGINT ignored never raises KeyboardInterrupt."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})

@@ -19,6 +19,7 @@ from helpers import (
     TINY_MODEL_ARGS,
     TINY_TRAIN_ARGS,
     FairseqRun,
+    as_from_a_terminal,
     fairseq_command,
     run_command,
 )
@@ -34,14 +35,20 @@ def _interrupted(args, cwd, ready) -> subprocess.CompletedProcess:
     out_file, err_file = cwd / "command.out", cwd / "command.err"
     with open(out_file, "w") as out, open(err_file, "w") as err:
         proc = subprocess.Popen([str(a) for a in args], cwd=cwd, stdout=out, stderr=err,
-                                env={**os.environ, "OMP_NUM_THREADS": "1"})
-        deadline = time.monotonic() + 300
-        while not ready(err_file.read_text()):
-            assert proc.poll() is None, err_file.read_text()[-3000:]
-            assert time.monotonic() < deadline, "never ready"
-            time.sleep(0.1)
-        proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
-        proc.wait(timeout=120)
+                                env={**os.environ, "OMP_NUM_THREADS": "1"},
+                                preexec_fn=as_from_a_terminal)
+        try:
+            deadline = time.monotonic() + 300
+            while not ready(err_file.read_text()):
+                assert proc.poll() is None, err_file.read_text()[-3000:]
+                assert time.monotonic() < deadline, "never ready"
+                time.sleep(0.1)
+            proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
+            proc.wait(timeout=120)
+        finally:  # a failed test leaves no training running
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     return subprocess.CompletedProcess(args, proc.returncode, out_file.read_text(),
                                        err_file.read_text())
 

@@ -12,19 +12,11 @@ import time
 
 import pytest
 
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, as_from_a_terminal
 
 STOPPED = ("python -m scripts.reproduce: stopped by SIGINT: 0 cells finished in this call, the "
            "running trainings stopped: rerun the same command to resume them from their last "
            "checkpoints")
-
-
-def _as_from_a_terminal() -> None:
-    """The child's SIGINT as a shell gives a foreground command: default, not blocked. A
-    test worker may hand on an ignored or blocked SIGINT (a process inherits both), and a
-    Python started with SIGINT ignored never raises KeyboardInterrupt."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 @pytest.mark.slow
@@ -37,7 +29,7 @@ def test_ctrl_c_stops_with_one_line_and_status_130(tmp_path):
         [sys.executable, "-m", "scripts.reproduce", "relu_former_table4", "--scale", "tiny",
          "--seeds", "1", "--work", str(work), "--out", str(tmp_path / "reproduction.md")],
         cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True, preexec_fn=_as_from_a_terminal)
+        start_new_session=True, preexec_fn=as_from_a_terminal)
     try:
         deadline = time.monotonic() + 120
         while not work.exists() and proc.poll() is None and time.monotonic() < deadline:
