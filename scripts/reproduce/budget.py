@@ -23,12 +23,11 @@ from dataclasses import replace
 from typing import Any, Dict, List, Mapping, Sequence
 
 from scripts.reproduce.direction import Trend
-from scripts.reproduce.stop_rule import last_trend
+from scripts.reproduce.stop_rule import ALPHA, last_trend
 
 BUDGET = "budget_updates"
 # 16, not the stop rule's 8: over 8 validations (4 epochs) a slow fall hides in the noise
 TREND_VALIDATIONS = 16
-ALPHA = 0.05
 
 
 def budget_of(settings: Mapping[str, Any]) -> int | None:

@@ -176,9 +176,7 @@ def short_of_budget(label: str, found: Sequence) -> str | None:
     if not still_falling_at(found_trend):
         return None
     seeds = f"the mean of its {len(found)} seeds" if len(found) > 1 else "its one seed"
-    trend = ("too few validations to test" if found_trend is None else
-             f"slope {found_trend.slope * 1000:+.4f} bits per 1,000 updates, t "
-             f"{found_trend.t:.2f}, {found_trend.df:.0f} df, one-sided p {found_trend.p:.3g}")
+    trend = "too few validations to test" if found_trend is None else found_trend.words()
     return (f"{STILL_LEARNING} at {budget}: {label}'s valid loss ({seeds}) still falls over "
             f"its last {TREND_VALIDATIONS} validations ({trend})")
 

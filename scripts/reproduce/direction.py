@@ -227,6 +227,11 @@ class Trend:
     df: float
     p: float
 
+    def words(self) -> str:
+        """The test in words, as the training logs and the claims give it."""
+        return (f"slope {self.slope * 1000:+.4f} bits per 1,000 updates, t {self.t:.2f}, "
+                f"{self.df:.0f} df, one-sided p {self.p:.3g}")
+
 
 def falling(points: Sequence[Sequence[float]]) -> Trend:
     """Whether y still falls along x: the least-squares slope's t on n - 2 df, p = P(T <= t)

@@ -51,14 +51,12 @@ def still_falling(curve: Sequence[Sequence[float]] | None, patience: int | None)
     return found is not None and found.p < ALPHA
 
 
-def goes_on(curve: Sequence[Sequence[float]], patience: int | None,
-            by: str = "the training goes on") -> str:
+def goes_on(curve: Sequence[Sequence[float]], patience: int | None) -> str:
     """The log line for a spent patience overruled by the trend of ``curve``."""
     found = trend(curve, patience)
     assert found is not None, "only a falling curve is overruled"
-    return (f"{GOES_ON} at update {int(curve[-1][0])} (slope {found.slope * 1000:+.4f} per "
-            f"1,000 updates over the last {window(patience)} validations, t {found.t:.2f}, "
-            f"{found.df:.0f} df, one-sided p {found.p:.3g}): {by}")
+    return (f"{GOES_ON} at update {int(curve[-1][0])} over the last {window(patience)} "
+            f"validations ({found.words()}): the training goes on")
 
 
 def after_last_overrule(text: str, line: str) -> bool:
