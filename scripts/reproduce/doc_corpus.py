@@ -23,26 +23,23 @@ class Document:
     catalog: str
     pairs: tuple[Pair, ...]
 
-    def side(self, source: bool, tokenize=lambda s: s) -> str:
-        return f" {SEPARATOR} ".join(tokenize(p.source if source else p.target)
-                                     for p in self.pairs)
+    def side(self, source: bool) -> str:
+        return f" {SEPARATOR} ".join(p.source if source else p.target for p in self.pairs)
 
 
-def catalog_pairs(locale_dir: Path, lang: str, max_tokens: int = 50) -> List[Pair]:
+def catalog_pairs(locale_dir: Path, lang: str) -> List[Pair]:
     """Every cleaned, de-duplicated pair of ``lang``'s catalogs in catalog order."""
-    splits = build_corpus(Path(locale_dir), lang, max_tokens=max_tokens, valid_per_mille=0,
-                          test_per_mille=0)
-    return splits["train"]
+    return build_corpus(Path(locale_dir), lang, valid_per_mille=0, test_per_mille=0)["train"]
 
 
-def pack_documents(pairs: Sequence[Pair], max_tokens: int,
-                   length=lambda p: len(p.target.split())) -> List[Document]:
-    """Pack consecutive pairs of each catalog into documents of at most ``max_tokens``."""
+def pack_documents(pairs: Sequence[Pair], max_tokens: int) -> List[Document]:
+    """Pack consecutive pairs of each catalog into documents of at most ``max_tokens``
+    English words."""
     documents: List[Document] = []
     current: List[Pair] = []
     size = 0
     for pair in pairs:
-        n = length(pair)
+        n = len(pair.target.split())
         if current and (pair.catalog != current[0].catalog or size + n > max_tokens):
             documents.append(Document(current[0].catalog, tuple(current)))
             current, size = [], 0

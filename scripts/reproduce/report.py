@@ -27,7 +27,6 @@ from scripts.reproduce.log_figures import ERROR, NLL, short_name
 from scripts.reproduce.spec import Row, TableSpec, family, shown_rows, split_parent
 from scripts.reproduce.tables import TABLES
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 NOT_RUN = "not yet run at toy scale in this repository"
 
 

@@ -214,15 +214,10 @@ def check_positive(parser: argparse.ArgumentParser, args: argparse.Namespace,
 
 def run_study(study: Study, rows: Sequence[Row],
               report: Callable[[Study, List[Cell]], Dict[str, Any]]) -> int:
-    """Train (or read back) every row's cells, then write what ``report`` makes of them
-    (:func:`write_results`); the exit status."""
-    write_results(study, report(study, [cell for row in rows for cell in study.row_cells(row)]))
-    return 0
-
-
-def write_results(study: Study, found: Dict[str, Any]) -> None:
-    """Write ``OUT/NAME.json`` and ``OUT/NAME.md`` (``found`` less its ``markdown``)
-    atomically, and print the table and a closing line."""
+    """Train (or read back) every row's cells; write what ``report`` makes of them as
+    ``OUT/NAME.json`` and ``OUT/NAME.md`` (its ``markdown``) atomically, and print the table
+    and a closing line; the exit status."""
+    found = report(study, [cell for row in rows for cell in study.row_cells(row)])
     out, name = Path(study.args.out), study.name
     found["cells_trained_now"] = study.trained
     markdown = found.pop("markdown")
@@ -231,3 +226,4 @@ def write_results(study: Study, found: Dict[str, Any]) -> None:
     print(markdown)
     print(f"{len(study.seen)} cells ({study.trained} trained now), "
           f"{found['cpu_minutes']:.2f} CPU minutes in all; {out / (name + '.json')}")
+    return 0
