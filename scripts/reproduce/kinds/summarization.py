@@ -11,7 +11,9 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Sequence
 
+from scripts.common.child_processes import child_env
 from scripts.common.fairseq_cli import fairseq_command
+from scripts.common.fairseq_preprocess import preprocess
 from scripts.common.repo_paths import USER_DIR
 from scripts.reproduce import timed_generate
 from scripts.reproduce.claims import NO_MODEL_CLAIM, NoModel
@@ -20,7 +22,7 @@ from scripts.reproduce.kinds import Step, recipe_steps, translation
 from scripts.reproduce.kinds.translation import plateau_flags, score_step, train_step
 from scripts.reproduce.log_figures import decode_times, score_figures, train_figures
 from scripts.reproduce.spec import Row, TableSpec
-from scripts.reproduce.tables.toy_settings import ROUGE, VALID_NLL
+from scripts.reproduce.tables.toy_settings import ROUGE, TRANSLATION_FLAGS, VALID_NLL
 
 if TYPE_CHECKING:
     from scripts.demo.summarization import SummaryReferences
@@ -77,7 +79,7 @@ def build_data(settings: Dict[str, Any], folder: Path,
         (folder / sub).mkdir(parents=True, exist_ok=True)
     description = build_summary_data(Path(settings["man_dir"]), sizes, folder / "raw",
                                      folder / "prep", say=say)
-    translation.preprocess(folder / "prep", folder / "bin", "doc", "sum")
+    preprocess(folder / "prep", folder / "bin", child_env(1), "doc", "sum")
     return {"description": description}
 
 
@@ -108,8 +110,7 @@ def steps(spec: TableSpec, row: Row, seed: int, scale: str, settings: Dict[str, 
     data_bin = Path(data["folder"]) / "bin"
     positions = ["--max-source-positions", str(length),
                  "--max-target-positions", str(target + 8)]
-    extra = [*positions, "--attention-dropout", "0.1", "--criterion",
-             "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--log-interval", "10"]
+    extra = [*positions, *TRANSLATION_FLAGS, "--log-interval", "10"]
     # the translation kind's count, read through its module (the command tests stub it)
     extra += plateau_flags(settings, translation.epoch_updates(
         data_bin, settings["max_tokens"], (length, target + 8), (SOURCE, TARGET)))

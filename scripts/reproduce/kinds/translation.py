@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
 
 from scripts.common.atomic_files import write_text_atomic
+from scripts.common.child_processes import child_env
 from scripts.common.fairseq_cli import fairseq_command
+from scripts.common.fairseq_preprocess import preprocess
 from scripts.common.fairseq_train import train_command
 from scripts.common.gettext_corpus import Pair
 from scripts.common.repo_paths import USER_DIR
@@ -157,23 +159,11 @@ def build_data(settings: Dict[str, Any], folder: Path) -> Dict[str, Any]:
                            "en, word level, " + "; ".join(description)}
 
 
-def preprocess(text: Path, dest: Path, src: str, tgt: str, *extra: str) -> None:
-    """fairseq-preprocess ``text/{train,valid,test}.{src,tgt}`` into ``dest`` with a joined
-    dictionary, in this process."""
-    from fairseq import options
-    from fairseq_cli import preprocess as fairseq_preprocess
-
-    fairseq_preprocess.main(options.get_preprocessing_parser().parse_args([
-        "--source-lang", src, "--target-lang", tgt, "--joined-dictionary", "--workers", "1",
-        "--destdir", str(dest), *extra,
-        *(f"--{split}pref={text / split}" for split in ("train", "valid", "test"))]))
-
-
 def binarize(raw: Path, out: Path, lengths: List[int], vocab: int | None) -> None:
     """Every data set with the sentence data's dictionary (its ``vocab`` most frequent words)
     plus the sentence separator."""
     def run(name: str, *extra: str) -> None:
-        preprocess(raw / name, out / name, SRC, TGT, *extra)
+        preprocess(raw / name, out / name, child_env(1), SRC, TGT, *extra)
 
     limit = [] if vocab is None else ["--nwordssrc", str(vocab), "--nwordstgt", str(vocab)]
     run("dictionary", "--dict-only", *limit)

@@ -25,8 +25,8 @@ TRANSLATION_TOY = {
     # finetune_update: read by nothing, kept so that the cell keys are unchanged
     "warmup": 60, "finetune_update": 300, "beams": [4],
 }
-# what every toy translation cell trains with, before its row's own flags (which may
-# override them): the paper's attention dropout and label-smoothed cross-entropy
+# what every toy translation and summary cell trains with, before its row's own flags (which
+# may override them): the paper's attention dropout and label-smoothed cross-entropy
 TRANSLATION_FLAGS = ("--attention-dropout", "0.1", "--criterion", "label_smoothed_cross_entropy",
                      "--label-smoothing", "0.1")
 # The protocol every trained table shares: each row's rate chosen on seed 1 from ``lr_grid``
