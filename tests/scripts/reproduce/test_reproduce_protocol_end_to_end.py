@@ -1,7 +1,8 @@
 """The training protocol end to end, through the real fairseq command line on a fixture
 catalog: Table 4's tiny scale chooses a row's rate from a 3-point grid and trains to a
-plateau (a grid cell at a plateau stands for the chosen rate's longer-capped cell); a time
-budget stops a table, which the same command completes; a fresh work folder
+plateau (a grid cell at a plateau stands for the chosen rate's longer-capped cell; the run of
+``conftest.py``, which the generation table's test fine-tunes a copy of); a time budget stops
+a table, which the same command completes; a fresh work folder
 takes the finished cells from the records beside the report instead of training them; a
 SIGTERM stops a call as a spent budget does, the CPU time trained so far kept."""
 
@@ -46,9 +47,9 @@ def row_line(tmp_path: Path) -> str:
     return next(line for line in text.splitlines() if line.startswith("| Transformer"))
 
 
-def test_a_row_takes_its_best_rate_of_a_grid_and_trains_to_a_plateau(tmp_path):
-    assert main(arguments(tmp_path)) == 0
-    found = records(tmp_path)
+def test_a_row_takes_its_best_rate_of_a_grid_and_trains_to_a_plateau(table4_transformer):
+    run = table4_transformer  # the tiny scale's own settings (conftest.py)
+    found = records(run)
     settings = TABLES[TABLE].settings("tiny")
     grid = {f"transformer-seed1-lr{lr:g}.json": lr for lr in settings["lr_grid"]}
     nll = {lr: found[name]["figures"]["valid_nll"] for name, lr in grid.items()}
@@ -74,8 +75,8 @@ def test_a_row_takes_its_best_rate_of_a_grid_and_trains_to_a_plateau(tmp_path):
     assert plateaus and all(len(record["curve"]) >= 3 for record in plateaus)
     assert not any(record["still_improving"] for record in plateaus)
     # the decoded model is the best validated one, in the chosen cell's own folder
-    (cell,) = (tmp_path / "work").glob(f"cells/tiny/{TABLE}/transformer-seed1-*/"
-                                       "generate-test-beam2.txt")
+    (cell,) = (run / "work").glob(f"cells/tiny/{TABLE}/transformer-seed1-*/"
+                                  "generate-test-beam2.txt")
     assert f"{cell.parent}/checkpoint_best.pt" in cell.read_text()
     assert cell.parent.name.endswith(decoded[0]["key"][:12])
 
