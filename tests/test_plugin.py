@@ -17,7 +17,9 @@ from helpers import REPO_ROOT, USER_DIR, fairseq_command, run_command
 
 
 def run_fresh(args, **kwargs):
-    """A fairseq command in a new interpreter: these tests are about loading the plugin."""
+    """A fairseq command in a new interpreter, for the tests about loading the plugin; its
+    argparse and missing-path errors run in the test process, as its other commands do (4 s of
+    imports less a case; fairseq-train --help keeps one new interpreter of it)."""
     return run_command(args, fresh=True, **kwargs)
 
 
@@ -63,9 +65,9 @@ def test_fairseq_train_help_lists_every_plugin_criterion(tmp_path):
 
 @pytest.mark.slow
 def test_unknown_arch_is_an_argparse_error(toy_data_bin, tmp_path):
-    proc = run_fresh([fairseq_command("fairseq-train"), toy_data_bin, "--user-dir", USER_DIR,
-                      "--arch", "relu_formr", "--cpu", "--max-tokens", "100"],
-                     cwd=tmp_path, check=False)
+    proc = run_command([fairseq_command("fairseq-train"), toy_data_bin, "--user-dir", USER_DIR,
+                        "--arch", "relu_formr", "--cpu", "--max-tokens", "100"],
+                       cwd=tmp_path, check=False)
     assert proc.returncode == 2
     assert "argument --arch/-a: invalid choice: 'relu_formr'" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -73,9 +75,9 @@ def test_unknown_arch_is_an_argparse_error(toy_data_bin, tmp_path):
 
 @pytest.mark.slow
 def test_misspelled_flag_is_an_argparse_error(toy_data_bin, tmp_path):
-    proc = run_fresh([fairseq_command("fairseq-train"), toy_data_bin, "--user-dir", USER_DIR,
-                      "--arch", "transformer", "--cpu", "--max-tokens", "100",
-                      "--relu-gama", "1"], cwd=tmp_path, check=False)
+    proc = run_command([fairseq_command("fairseq-train"), toy_data_bin, "--user-dir", USER_DIR,
+                        "--arch", "transformer", "--cpu", "--max-tokens", "100",
+                        "--relu-gama", "1"], cwd=tmp_path, check=False)
     assert proc.returncode == 2
     assert "unrecognized arguments: --relu-gama 1" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -84,9 +86,9 @@ def test_misspelled_flag_is_an_argparse_error(toy_data_bin, tmp_path):
 @pytest.mark.slow
 def test_missing_data_directory_names_it(tmp_path):
     missing = tmp_path / "no_such_data_bin"
-    proc = run_fresh([fairseq_command("fairseq-train"), missing, "--user-dir", USER_DIR,
-                      "--arch", "transformer", "--cpu", "--max-tokens", "100"],
-                     cwd=tmp_path, check=False)
+    proc = run_command([fairseq_command("fairseq-train"), missing, "--user-dir", USER_DIR,
+                        "--arch", "transformer", "--cpu", "--max-tokens", "100"],
+                       cwd=tmp_path, check=False)
     assert proc.returncode != 0
     last_line = proc.stderr.strip().splitlines()[-1]
     assert "No such file or directory" in last_line and str(missing) in last_line
@@ -97,9 +99,9 @@ def test_missing_data_directory_names_it(tmp_path):
 
 @pytest.mark.slow
 def test_missing_user_dir_names_it(toy_data_bin, tmp_path):
-    proc = run_fresh([fairseq_command("fairseq-train"), toy_data_bin, "--user-dir",
-                      "no_such_plugin", "--arch", "transformer", "--cpu"],
-                     cwd=tmp_path, check=False)
+    proc = run_command([fairseq_command("fairseq-train"), toy_data_bin, "--user-dir",
+                        "no_such_plugin", "--arch", "transformer", "--cpu"],
+                       cwd=tmp_path, check=False)
     assert proc.returncode != 0
     assert "no_such_plugin" in proc.stderr.strip().splitlines()[-1]
 

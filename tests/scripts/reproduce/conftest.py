@@ -1,6 +1,8 @@
-"""Table 4's ReLUFormer row at tiny scale on the French fixture catalogs, trained once for
-the whole test run: the rows that start from it (Table 6) or measure it (Table 5) read a copy
-(``settings_args.copy_table4_relu_former``)."""
+"""Table 4's rows at tiny scale on the French fixture catalogs, each trained once for the whole
+test run: the ReLUFormer row on a one-rate grid, which the rows that start from it (Table 6)
+or measure it (Table 5) read a copy of, and the Transformer row on its own grid, which the
+protocol test reads and the generation table's rows fine-tune a copy of
+(``settings_args.copy_table4_run``)."""
 
 from __future__ import annotations
 
@@ -14,15 +16,27 @@ from tests.scripts.reproduce.settings_args import GRID, T4, sets
 from catalog_fixtures import write_fixture_catalogs
 
 
-@pytest.fixture(scope="session")
-def table4_relu_former(made_once) -> Path:
-    """The folder of that run: ``locale``, ``work``, ``reproduction.md`` and ``reproduction``
-    (the records). Read only."""
+def _table4_run(made_once, row: str, settings: dict) -> Path:
+    """The folder of Table 4's ``row`` run once with ``settings``: ``locale``, ``work``,
+    ``reproduction.md`` and ``reproduction`` (the records). Read only."""
 
     def make(folder: Path) -> None:
         locale = write_fixture_catalogs(folder / "locale", "fr")
-        assert main([T4, "--rows", "relu_former", *sets({"locale_dir": str(locale), **GRID}),
+        assert main([T4, "--rows", row, *sets({"locale_dir": str(locale), **settings}),
                      "--scale", "tiny", "--seeds", "1", "--work", str(folder / "work"),
                      "--out", str(folder / "reproduction.md")]) == 0
 
-    return made_once("table4_relu_former", make)
+    return made_once(f"table4_{row}", make)
+
+
+@pytest.fixture(scope="session")
+def table4_relu_former(made_once) -> Path:
+    """The ReLUFormer row at the one rate of ``GRID``."""
+    return _table4_run(made_once, "relu_former", GRID)
+
+
+@pytest.fixture(scope="session")
+def table4_transformer(made_once) -> Path:
+    """The Transformer row at the tiny scale's own settings: its 3-rate grid, then the chosen
+    rate's cell trained to a plateau and decoded."""
+    return _table4_run(made_once, "transformer", {})

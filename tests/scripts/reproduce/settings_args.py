@@ -1,5 +1,5 @@
 """Command-line settings for the tests that run two tables in one call (a row starting from,
-or being, another table's row), and a copy of Table 4's tiny ReLUFormer run."""
+or being, another table's row), and a copy of a tiny Table 4 run."""
 
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ def sets(values: Dict[str, Any], table: str = "") -> List[str]:
             for arg in ("--set", f"{prefix}{key}={json.dumps(value)}")]
 
 
-def copy_table4_relu_former(run: Path, tmp_path: Path) -> Path:
-    """Copy the run of the ``table4_relu_former`` fixture into ``tmp_path`` (``work``, the
-    report and its records, as ``main([T4, "--rows", "relu_former", *sets({"locale_dir":
-    locale, **GRID}), "--scale", "tiny", "--seeds", "1", "--work", tmp_path / "work", "--out",
+def copy_table4_run(run: Path, tmp_path: Path) -> Path:
+    """Copy the run of a Table 4 fixture (``conftest.py``) into ``tmp_path`` (``work``, the
+    report and its records, as ``main([T4, "--rows", ROW, *sets({"locale_dir": locale,
+    ...}), "--scale", "tiny", "--seeds", "1", "--work", tmp_path / "work", "--out",
     tmp_path / "reproduction.md"])`` leaves them) and return its catalogs' folder: the data
     and cells' keys name it, so every later run gives it as ``locale_dir``."""
     for name in ("work", "reproduction"):

@@ -3,11 +3,13 @@ command line on fixture gettext catalogs: the tiny scale screens a row's rates o
 the valid error rate (100 - fairseq's valid accuracy, which it maximises), keeps the best, and
 the cell at that rate stops at a plateau of that rate, validated twice an epoch
 (the epoch :func:`epoch_updates` counts, as fairseq batches it), and scores its best validated
-checkpoint; its figures are read back from the logs."""
+checkpoint; its figures are read back from the logs, and are the model's own on the test
+split (fairseq-validate finds the same accuracy)."""
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,6 +22,8 @@ from scripts.reproduce.tables import TABLES
 from tests.scripts.analysis.domain_catalogs import write_domain_catalogs
 from tests.scripts.reproduce.fairseq_epoch import fairseq_epoch
 from tests.scripts.reproduce.protocol_records import chosen_cell
+
+from helpers import USER_DIR, fairseq_command, run_command
 
 TABLE = "sparse_softmax_classification"
 ROW = "sparse_k1"  # its loss, max(z) - z_t, is far from the error rate
@@ -86,6 +90,17 @@ def test_a_classifier_takes_its_best_rate_and_scores_its_plateau(tmp_path):
     for key in ("accuracy", "micro_f1", "macro_f1", "valid_error"):
         assert figures[key] == scored["figures"][key]
     assert 0 <= figures["macro_f1"] <= 100
+    # fairseq-validate on the test split, counting correct sentences in the criterion, finds
+    # the same accuracy (logged to 0.1)
+    validate = run_command([fairseq_command("fairseq-validate"), data_bin, "--user-dir",
+                            USER_DIR, "--task", "sentence_prediction", "--criterion",
+                            "sparse_softmax_sentence_prediction", "--path",
+                            cell / "checkpoint_best.pt", "--valid-subset", "test",
+                            "--batch-size", "64", "--cpu", "--num-workers", "0"], cwd=tmp_path)
+    accuracy = re.search(r"valid on 'test' subset .*\| accuracy ([\d.]+)",
+                         validate.stdout + validate.stderr)
+    assert accuracy, validate.stderr[-3000:]
+    assert figures["accuracy"] == pytest.approx(float(accuracy.group(1)), abs=0.06)
     assert "micro_f1" not in classification.collect(spec, replace(row, hidden=True),
                                                      folder(screened))
     # the report: the rate, the grid beside it, how the seed stopped, the row's micro-F1

@@ -1,9 +1,10 @@
 """The training protocol end to end, through the real fairseq command line on a fixture
 catalog: Table 4's tiny scale chooses a row's rate from a 3-point grid and trains to a
-plateau (a grid cell at a plateau stands for the chosen rate's longer-capped cell); a time
-budget stops a table, which the same command completes; a fresh work folder
-takes the finished cells from the records beside the report instead of training them; a
-SIGTERM stops a call as a spent budget does, the CPU time trained so far kept."""
+plateau (a grid cell at a plateau stands for the chosen rate's longer-capped cell; the run of
+``conftest.py``, which the generation table's test fine-tunes a copy of); a time budget stops
+a table, then a SIGTERM stops it as a spent budget does (the CPU time trained so far kept),
+and the same command completes it: one training, stopped twice; a fresh work folder takes
+the finished cells from the records beside the report instead of training them."""
 
 from __future__ import annotations
 
@@ -46,9 +47,9 @@ def row_line(tmp_path: Path) -> str:
     return next(line for line in text.splitlines() if line.startswith("| Transformer"))
 
 
-def test_a_row_takes_its_best_rate_of_a_grid_and_trains_to_a_plateau(tmp_path):
-    assert main(arguments(tmp_path)) == 0
-    found = records(tmp_path)
+def test_a_row_takes_its_best_rate_of_a_grid_and_trains_to_a_plateau(table4_transformer):
+    run = table4_transformer  # the tiny scale's own settings (conftest.py)
+    found = records(run)
     settings = TABLES[TABLE].settings("tiny")
     grid = {f"transformer-seed1-lr{lr:g}.json": lr for lr in settings["lr_grid"]}
     nll = {lr: found[name]["figures"]["valid_nll"] for name, lr in grid.items()}
@@ -74,52 +75,23 @@ def test_a_row_takes_its_best_rate_of_a_grid_and_trains_to_a_plateau(tmp_path):
     assert plateaus and all(len(record["curve"]) >= 3 for record in plateaus)
     assert not any(record["still_improving"] for record in plateaus)
     # the decoded model is the best validated one, in the chosen cell's own folder
-    (cell,) = (tmp_path / "work").glob(f"cells/tiny/{TABLE}/transformer-seed1-*/"
-                                       "generate-test-beam2.txt")
+    (cell,) = (run / "work").glob(f"cells/tiny/{TABLE}/transformer-seed1-*/"
+                                  "generate-test-beam2.txt")
     assert f"{cell.parent}/checkpoint_best.pt" in cell.read_text()
     assert cell.parent.name.endswith(decoded[0]["key"][:12])
 
 
-def test_a_time_budget_stops_the_table_and_a_fresh_clone_takes_the_records(tmp_path, capsys):
-    budget = BUDGET
-    spent = "the time budget (--budget-minutes) is spent"
-    # no time: the data is built, no cell starts
-    assert main(arguments(tmp_path, "work", *budget, "--budget-minutes", "0")) == 1
-    assert spent in capsys.readouterr().err
-    assert not list((tmp_path / "work").rglob("train.log"))
-    # 2 seconds: fairseq-train is stopped before it has finished (starting it takes about
-    # that long; stopped after its first checkpoint, it continues from there)
-    assert main(arguments(tmp_path, "work", *budget, "--budget-minutes", "0.033")) == 1
-    assert spent in capsys.readouterr().err
-    (log,) = (tmp_path / "work").rglob("train.log")
-    stopped = log.read_text()
-    assert "done training" not in stopped and records(tmp_path) == {}
-    saved = (log.parent / "checkpoint_last.pt").is_file()
-    assert main(arguments(tmp_path, "work", *budget)) == 0  # the same command completes it
-    (record,) = records(tmp_path).values()
-    assert record["lr"] == 0.01 and not record["search"] and record["stopped"] == "cap"
-    assert [update for update, _ in record["curve"]] == list(range(2, 81, 2))
-    if saved:  # it continued from its checkpoint, after its log
-        assert log.read_text().startswith(stopped) and "Loaded checkpoint" in log.read_text()
-    row = row_line(tmp_path)
-    # a fresh clone: another work folder, the records beside the report
-    assert main(arguments(tmp_path, "fresh", *budget)) == 0
-    assert not list((tmp_path / "fresh").rglob("train.log"))  # nothing trained again
-    assert "1 of 1 cells finished" in (tmp_path / "reproduction.md").read_text()
-    assert row_line(tmp_path) == row  # the same figures
-
-
-def test_a_sigterm_stops_the_table_as_a_spent_budget_does(tmp_path):
-    argv = arguments(tmp_path, "work", *BUDGET)
+def sigterm_once_saved(argv: list, log: Path, after: int) -> tuple[int, str]:
+    """Run the table as a process and send SIGTERM to the runner alone once its training has
+    validated and saved a checkpoint past the first ``after`` characters of ``log``; its exit
+    status and stderr."""
     runner = subprocess.Popen([sys.executable, "-m", "scripts.reproduce", *argv],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               cwd=REPO_ROOT)
-    try:  # SIGTERM to the runner alone, once its training has validated and saved
-        began, log = time.monotonic(), None
-        while time.monotonic() - began < 300 and runner.poll() is None:
-            log = next((tmp_path / "work").rglob("train.log"), None)
-            if (log is not None and (log.parent / "checkpoint_last.pt").is_file()
-                    and "valid_num_updates" in log.read_text()):
+    try:
+        began = time.monotonic()
+        while time.monotonic() - began < 900 and runner.poll() is None:  # a busy machine's
+            if "Saved checkpoint" in log.read_text()[after:]:  # saved after validating
                 break
             time.sleep(0.1)
         runner.send_signal(signal.SIGTERM)
@@ -127,17 +99,49 @@ def test_a_sigterm_stops_the_table_as_a_spent_budget_does(tmp_path):
     finally:
         if runner.poll() is None:
             runner.kill()
-    assert runner.returncode == 143, err
+    return runner.returncode, err
+
+
+def test_a_time_budget_or_a_sigterm_stops_the_table_which_the_same_command_completes(
+        tmp_path, capsys):
+    argv = arguments(tmp_path, "work", *BUDGET)
+    spent = "the time budget (--budget-minutes) is spent"
+    # no time: the data is built, no cell starts
+    assert main([*argv, "--budget-minutes", "0"]) == 1
+    assert spent in capsys.readouterr().err
+    assert not list((tmp_path / "work").rglob("train.log"))
+    # 2 seconds: fairseq-train is stopped before it has finished (starting it takes about
+    # that long; stopped after its first checkpoint, it continues from there)
+    assert main([*argv, "--budget-minutes", "0.033"]) == 1
+    assert spent in capsys.readouterr().err
+    (log,) = (tmp_path / "work").rglob("train.log")
+    stopped = log.read_text()
+    assert "done training" not in stopped and records(tmp_path) == {}
+    saved = (log.parent / "checkpoint_last.pt").is_file()
+    # the same command, run as a process: a SIGTERM stops it as a spent budget does
+    status, err = sigterm_once_saved(argv, log, len(stopped))
+    assert status == 143, err
     assert "Traceback" not in err
     assert err.splitlines()[-1].startswith(
         "python -m scripts.reproduce: stopped by SIGTERM: 0 cells finished in this call")
-    # the training was stopped (not waited for), its CPU seconds so far kept
-    stopped = log.read_text()
-    assert "done training" not in stopped and records(tmp_path) == {}
+    # it continued the training, after its log and from its checkpoint if one was saved
+    resumed = log.read_text()
+    assert resumed.startswith(stopped) and ("Loaded checkpoint" in resumed[len(stopped):]
+                                            or not saved)
+    # and stopped it (not waited for), its CPU seconds so far kept
+    assert "done training" not in resumed and records(tmp_path) == {}
     first = float((log.parent / "train.log.cpu").read_text())
     assert first > 0
-    assert main(argv) == 0  # the same command resumes it, after its log
-    assert log.read_text().startswith(stopped) and "Loaded checkpoint" in log.read_text()
+    assert main(argv) == 0  # the same command completes it, after its log, from its checkpoint
+    assert log.read_text().startswith(resumed)
+    assert "Loaded checkpoint" in log.read_text()[len(resumed):]
     (record,) = records(tmp_path).values()
+    assert record["lr"] == 0.01 and not record["search"] and record["stopped"] == "cap"
     assert [update for update, _ in record["curve"]] == list(range(2, 81, 2))
     assert record["figures"]["train_cpu_seconds"] > first  # the whole training's
+    row = row_line(tmp_path)
+    # a fresh clone: another work folder, the records beside the report
+    assert main(arguments(tmp_path, "fresh", *BUDGET)) == 0
+    assert not list((tmp_path / "fresh").rglob("train.log"))  # nothing trained again
+    assert "1 of 1 cells finished" in (tmp_path / "reproduction.md").read_text()
+    assert row_line(tmp_path) == row  # the same figures

@@ -25,7 +25,7 @@ from scripts.reproduce.report import section
 from scripts.reproduce.run_options import RunOptions
 from scripts.reproduce.spec import split_parent
 from scripts.reproduce.tables import TABLES
-from tests.scripts.reproduce.settings_args import GRID, sets
+from tests.scripts.reproduce.settings_args import GRID, copy_table4_run, sets
 
 from catalog_fixtures import write_fixture_catalogs
 
@@ -206,22 +206,27 @@ def test_the_report_names_the_grid_table4s_loss_and_the_stop_the_rows_own():
 
 
 @pytest.mark.slow
-def test_a_tiny_run_fine_tunes_table4s_best_model_to_a_plateau_of_each_loss(tmp_path):
-    locale = write_fixture_catalogs(tmp_path / "locale", "fr")
+def test_a_tiny_run_fine_tunes_table4s_best_model_to_a_plateau_of_each_loss(
+        tmp_path, table4_transformer):
+    # Table 4's start, trained by Table 4's protocol (its grid), in a copy of that run
+    # (conftest.py); both rows fine-tune it
+    locale = copy_table4_run(table4_transformer, tmp_path)
     work, out = tmp_path / "work", tmp_path / "reproduction.md"
     data = {"locale_dir": str(locale)}
-    # Table 4's start is trained first, by Table 4's protocol (its one-rate grid), then both
-    # rows from it
-    assert main([GEN, "--scale", "tiny", "--seeds", "1", *sets(data),
-                 *sets({**data, **GRID}, T4), "--work", str(work), "--out", str(out)]) == 0
+    t4_logs = {log: log.read_text() for log in (work / "cells" / "tiny" / T4).rglob("*.log")}
+    assert main([GEN, "--scale", "tiny", "--seeds", "1", *sets(data), *sets(data, T4),
+                 "--work", str(work), "--out", str(out)]) == 0
+    # Table 4's cells were taken as they were, not trained again
+    assert {log: log.read_text() for log in (work / "cells" / "tiny" / T4).rglob("*.log")} == (
+        t4_logs)
     records = tmp_path / "reproduction" / "cells" / "tiny"
     (start,) = [json.loads(path.read_text()) for path in (records / T4).glob("*.json")
                 if not json.loads(path.read_text())["search"]]
     (parent,) = (work / "cells" / "tiny" / T4).glob(f"transformer-seed1-{start['key'][:12]}")
     found = {path.name: json.loads(path.read_text()) for path in (records / GEN).glob("*")}
-    assert sorted(found) == [f"{row}-seed1-lr{GRID['lr_grid'][0]:g}.json" for row in ROWS]
+    assert sorted(found) == [f"{row}-seed1-lr{start['lr']:g}.json" for row in ROWS]
     best = translation.best_validation(start["curve"])[0]
-    rate = final_learning_rate(GRID["lr_grid"][0], TABLES[GEN].settings("tiny")["warmup"], best)
+    rate = final_learning_rate(start["lr"], TABLES[GEN].settings("tiny")["warmup"], best)
     for record in found.values():  # each stopped at a plateau of its own loss
         assert record["stopped"] == "plateau" and not record["still_improving"]
         assert not record["search"] and len(record["curve"]) >= 3

@@ -2,7 +2,8 @@
 line on fixture manual pages: Table 7's tiny scale screens a row's rates on seed 1, keeps the
 best valid nll's, and the cell at that rate stops at a plateau, validated twice an epoch of
 the summary data (the epoch :func:`epoch_updates` counts for the doc/sum pair), and decodes
-its best validated checkpoint; its figures are read back from the logs."""
+its best validated checkpoint on the process's CPU clock; its figures are read back from the
+logs, and the report names the trivial summary's ROUGE beside them."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from dataclasses import replace
 
 import pytest
 
+from scripts.demo.reference_summaries import median_length, trivial_summary
+from scripts.recipes.lib.prepare_text import read_lines
+from scripts.recipes.lib.score import rouge_scores
 from scripts.reproduce.__main__ import main
 from scripts.reproduce.kinds import summarization
 from scripts.reproduce.kinds.translation import epoch_updates
@@ -45,7 +49,18 @@ def test_a_summary_row_takes_its_best_rate_and_decodes_its_plateau(tmp_path):
             update for update in range(1, record["updates"] + 1) if update % every == 0]
     # the decoded model is the best validated one, in the chosen cell's own folder
     cell = work / "cells" / "tiny" / TABLE / f"pyramidion-seed1-{decoded['key'][:12]}"
-    assert f"{cell}/checkpoint_best.pt" in (cell / "generate-test.txt").read_text()
+    generated = (cell / "generate-test.txt").read_text()
+    assert f"{cell}/checkpoint_best.pt" in generated
+    assert "2:32,3:16" in (cell / "train.log").read_text()  # the Pyramidion's pooling
+    # the decoding loop on the process's CPU clock (one thread: about its wall time, which
+    # fairseq prints to 0.1 s; measured on Table 4's decoding, 7.47-7.67 CPU s against
+    # 7.4-7.6 s on a quiet machine), logged after fairseq's own line
+    assert 0 < decoded["figures"]["decode_cpu_seconds"] <= (
+        1.05 * decoded["figures"]["decode_seconds"] + 0.05)
+    lines = generated.splitlines()
+    fairseq_line, cpu_line = (next(i for i, line in enumerate(lines) if text in line)
+                              for text in ("Translated ", "Decoding CPU time: "))
+    assert fairseq_line < cpu_line == len(lines) - 1
     # its figures, read back from its logs: ROUGE from the scorer's file, nll from train.log
     row = next(row for row in spec.rows if row.key == "pyramidion")
     figures = summarization.collect(spec, row, cell)
@@ -63,7 +78,15 @@ def test_a_summary_row_takes_its_best_rate_and_decodes_its_plateau(tmp_path):
     (line,) = [line for line in text.splitlines() if line.startswith("| Pyramidion")
                and f"| {chosen:g} |" in line]
     assert "1 plateau" in line and f"{chosen:g}: " in line
+    assert line.startswith("| Pyramidion (blocks of L/4")
     assert f"{decoded['figures']['rouge1']:.2f}" in text
+    # what a model must beat, on the table's own test pages, beside the results
+    prep = next(work.glob("data/summarization-*/prep"))
+    references = read_lines(prep / "test.reference")
+    summaries = read_lines(prep / "train.reference")
+    trivial = rouge_scores([trivial_summary(summaries, median_length(summaries))]
+                           * len(references), references)
+    assert f"(trivial) score ROUGE-1 {trivial['rouge1']:.2f}," in text
 
 
 @pytest.mark.parametrize("name", ["pyramidion_table4", TABLE])

@@ -14,7 +14,7 @@ import pytest
 from scripts.reproduce.__main__ import main
 from scripts.reproduce.kinds.translation import ATTENTION
 from scripts.reproduce.tables import TABLES
-from tests.scripts.reproduce.settings_args import GRID, copy_table4_relu_former, sets
+from tests.scripts.reproduce.settings_args import GRID, copy_table4_run, sets
 
 from catalog_fixtures import write_fixture_catalogs
 
@@ -53,7 +53,7 @@ def test_table5_rows_are_table4_models_or_one_change_from_relu_former():
 def test_the_relu_former_row_measures_table4s_cell_without_training_it(tmp_path, capsys,
                                                                      table4_relu_former):
     # Table 4's relu_former row run first, at its one-rate grid (conftest.py: run once)
-    locale = copy_table4_relu_former(table4_relu_former, tmp_path)
+    locale = copy_table4_run(table4_relu_former, tmp_path)
     work, out = tmp_path / "work", tmp_path / "reproduction.md"
     common = ["--scale", "tiny", "--seeds", "1", "--work", str(work), "--out", str(out)]
     data = {"locale_dir": str(locale)}

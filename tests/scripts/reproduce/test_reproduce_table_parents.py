@@ -19,7 +19,7 @@ from scripts.reproduce.run_options import RunOptions
 from scripts.reproduce.runner import run_table
 from scripts.reproduce.spec import split_parent
 from scripts.reproduce.tables import TABLES
-from tests.scripts.reproduce.settings_args import GRID, copy_table4_relu_former, sets
+from tests.scripts.reproduce.settings_args import GRID, copy_table4_run, sets
 
 from catalog_fixtures import write_fixture_catalogs
 
@@ -64,7 +64,7 @@ def test_a_parent_of_another_dictionary_is_refused(tmp_path):
 @pytest.mark.slow
 def test_document_rows_start_from_table4s_cells(tmp_path, capsys, table4_relu_former):
     # Table 4's relu_former row run first, at its one-rate grid (conftest.py: run once)
-    locale = copy_table4_relu_former(table4_relu_former, tmp_path)
+    locale = copy_table4_run(table4_relu_former, tmp_path)
     work, out = tmp_path / "work", tmp_path / "reproduction.md"
     common = ["--scale", "tiny", "--seeds", "1", "--work", str(work), "--out", str(out)]
     data = {"locale_dir": str(locale)}
