@@ -17,9 +17,9 @@ from helpers import REPO_ROOT, USER_DIR, fairseq_command, run_command
 
 
 def run_fresh(args, **kwargs):
-    """A fairseq command in a new interpreter, for the tests about loading the plugin; its
-    argparse and missing-path errors run in the test process, as its other commands do (4 s of
-    imports less a case; fairseq-train --help keeps one new interpreter of it)."""
+    """A fairseq command in a new interpreter, for the tests about loading the plugin (the
+    argparse and missing-path cases need none: they run in the test process, 4 s of imports
+    less a case)."""
     return run_command(args, fresh=True, **kwargs)
 
 
