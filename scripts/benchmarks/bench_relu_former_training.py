@@ -34,7 +34,7 @@ from scripts.benchmarks.benchmarking import (
     quiet_fairseq,
     torch_setup,
 )
-from scripts.common.fairseq_trainer import trainer_from_argv
+from scripts.benchmarks.fairseq_trainer import trainer_from_argv
 from scripts.common.plotting import line_plot, markdown_table
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

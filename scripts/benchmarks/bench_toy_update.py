@@ -33,9 +33,9 @@ from scripts.benchmarks.benchmarking import (
     quiet_fairseq,
     torch_setup,
 )
+from scripts.benchmarks.fairseq_trainer import first_epoch_batches, trainer_from_argv
 from scripts.common.atomic_files import write_text_atomic
 from scripts.common.child_processes import KEEP_BIG_BLOCKS
-from scripts.common.fairseq_trainer import first_epoch_batches, trainer_from_argv
 from scripts.common.plotting import markdown_table
 from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce import patient_train
