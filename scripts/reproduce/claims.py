@@ -245,24 +245,19 @@ def finite(value: float) -> float | None:
 SEEDS_CAP = 10
 
 
-def claim_test(spec: TableSpec, claim: Comparison, cells: Sequence) -> Test:
-    """Paired where both rows finished the same seeds, else Welch's."""
+def claim_test(spec: TableSpec, claim: Comparison, cells: Sequence
+               ) -> tuple[Test, float | tuple]:
+    """Paired where both rows finished the same seeds, else Welch's; with the spread
+    ``seeds_needed`` reads: of the differences (paired), or both rows'."""
     metric = spec.metric(claim.metric)
     a, b = (seed_values(cells, row, claim.metric) for row in (claim.better, claim.worse))
     if len(a) >= 2 and set(a) == set(b):
         seeds = sorted(a)
-        return paired([a[s] for s in seeds], [b[s] for s in seeds], metric.higher_is_better,
-                      claim.margin)
-    return welch(list(a.values()), list(b.values()), metric.higher_is_better, claim.margin)
-
-
-def claim_spread(test: Test, spec: TableSpec, claim: Comparison,
-                 cells: Sequence) -> float | tuple:
-    """The spread ``seeds_needed`` reads: of the differences (paired), or both rows'."""
-    a, b = (seed_values(cells, row, claim.metric) for row in (claim.better, claim.worse))
-    if test.kind in (PAIRED, SIGN_FLIP):
-        return spread([a[s] - b[s] for s in sorted(a)]).std
-    return spread(list(a.values())).std, spread(list(b.values())).std
+        return (paired([a[s] for s in seeds], [b[s] for s in seeds], metric.higher_is_better,
+                       claim.margin), spread([a[s] - b[s] for s in seeds]).std)
+    a, b = list(a.values()), list(b.values())
+    return (welch(a, b, metric.higher_is_better, claim.margin),
+            (spread(a).std, spread(b).std))
 
 
 def initial_weights(spec: TableSpec, cells: Sequence, rows: Sequence[str]) -> str:
@@ -299,7 +294,7 @@ def judge(spec: TableSpec, cells: Sequence, data: Mapping[str, Any]) -> List[Dic
     family = len(spec.comparisons)
     judged, tests = [], []
     for claim in spec.comparisons:
-        test = claim_test(spec, claim, cells)
+        test, sd = claim_test(spec, claim, cells)
         why = refusal(spec, claim, cells, ran, references)
         tests.append(None if why else test)
         rows = (claim.better, claim.worse)
@@ -307,8 +302,7 @@ def judge(spec: TableSpec, cells: Sequence, data: Mapping[str, Any]) -> List[Dic
                    for cell in finished(cells, row)} - {None, 0}
         needed = None
         if not why and test.n >= 2:
-            needed = seeds_needed(test, claim_spread(test, spec, claim, cells),
-                                  ALPHA / family)
+            needed = seeds_needed(test, sd, ALPHA / family)
         judged.append({"claim": claim.claim, "rows": list(rows),
                        "metric": claim.metric, "margin": claim.margin,
                        "test": test.kind if test.n >= 2 else None,

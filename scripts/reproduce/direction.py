@@ -24,6 +24,7 @@ and spread were the observed ones (scipy's noncentral t).
 from __future__ import annotations
 
 import argparse
+import bisect
 import math
 import statistics
 import sys
@@ -206,16 +207,8 @@ def seeds_needed(test: Test, sd: float | Tuple[float, float], level: float = ALP
             se = math.sqrt(va + vb)
         return nct.sf(student_t.isf(level / 2, df), df, 1.0 / se) >= POWER
 
-    # the power grows with n: double to a bracket, then halve it
-    low, high = 1, 2
-    while not powerful(high):
-        if high >= most:
-            return most
-        low, high = high, min(2 * high, most)
-    while high - low > 1:
-        middle = (low + high) // 2
-        low, high = (low, middle) if powerful(middle) else (middle, high)
-    return high
+    # the power grows with n: the first n from 2 that has it, by bisection
+    return min(2 + bisect.bisect_left(range(2, most + 1), True, key=powerful), most)
 
 
 @dataclass(frozen=True)
