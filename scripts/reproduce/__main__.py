@@ -265,13 +265,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     deadline = None if args.budget_minutes is None else (
         time.time() + 60 * args.budget_minutes)
-    resources = read_resources(args.slurm_config, {
-        "partition": args.partition, "time_minutes": args.time_minutes,
-        "gpus_per_job": args.gpus_per_job, "cpus_per_job": args.cpus_per_job,
-        "mem_gb": args.mem_gb}, {"cpus_per_job": args.threads,
-                                 # the recipes of the paper scale train on a GPU
-                                 "gpus_per_job": int(args.device == "cuda"
-                                                     or args.scale == "paper")})
     # each finished cell is also kept beside the report, so that a table is completed over
     # sessions and machines (the checkpoints stay in --work)
     records = args.out.parent / "reproduction" / "cells" / args.scale
@@ -280,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          threads=args.threads, dry_run=args.dry_run, device=args.device,
                          collect_only=args.collect_only, max_new_cells=args.max_new_cells,
                          rows=args.rows, say=print if args.dry_run else say, tables=tables,
-                         executor=args.executor, resources=resources)
+                         executor=args.executor, resources=read_resources(args))
     if args.dry_run and args.device == "cuda":
         print("# --device cuda: the commands below leave out --cpu (fairseq trains and decodes "
               "on the GPU); the cells' keys are the CPU's")

@@ -328,18 +328,21 @@ def job_words(options: Any) -> str:
     return "here" + (", one GPU of this machine" if options.device == "cuda" else "")
 
 
-def read_resources(path: Path | None, flags: Dict[str, Any],
-                   defaults: Dict[str, Any]) -> Resources:
-    """The flags over ``--slurm-config`` (JSON) over ``defaults``; a bad file is a one-line exit."""
-    found: Dict[str, Any] = {}
+def read_resources(args: Any) -> Resources:
+    """The Slurm flags of ``args`` over ``--slurm-config`` (JSON) over the defaults
+    (``--threads`` CPUs; a GPU with ``--device cuda`` or at paper scale, whose recipes train
+    on one); a bad file is a one-line exit."""
+    path, found = args.slurm_config, {}
+    known = set(Resources.__dataclass_fields__)
     if path is not None:
         try:
             found = json.loads(path.read_text())
         except (OSError, ValueError) as error:
             raise SystemExit(f"--slurm-config: cannot read {path} as JSON ({error})") from None
-        known = set(Resources.__dataclass_fields__)
         if not isinstance(found, dict) or set(found) - known:
             raise SystemExit(f"--slurm-config: {path} must be a JSON object with keys among "
                              f"{', '.join(sorted(known))}")
-    return Resources(**{**defaults, **found,
-                        **{k: v for k, v in flags.items() if v is not None}})
+    flags = {key: getattr(args, key) for key in known if getattr(args, key, None) is not None}
+    return Resources(**{"cpus_per_job": args.threads,
+                        "gpus_per_job": int(args.device == "cuda" or args.scale == "paper"),
+                        **found, **flags})

@@ -46,12 +46,6 @@ def spreads(spec: TableSpec, cells: Sequence) -> Dict[tuple, Spread]:
     return {key: spread(v) for key, v in values.items()}
 
 
-def diverged_seeds(cells: Sequence) -> Dict[str, int]:
-    """Per row, how many seeds stopped on a NaN or infinite loss."""
-    return Counter(cell.row.key for cell in cells
-                   if cell.result is not None and cell.result["figures"].get("diverged"))
-
-
 def result_table(spec: TableSpec, table: Dict[tuple, Spread],
                  diverged: Dict[str, int] | None = None) -> str:
     headers = ["row"]
@@ -304,7 +298,9 @@ def section(spec: TableSpec, cells: Sequence, data: Dict, scale: str, seeds: int
     if not done:
         lines.append(f"Results: {NOT_RUN} (scale {scale}). The command above runs it; the "
                      "paper's figures are listed for comparison.\n")
-    lines += [result_table(spec, table, diverged_seeds(cells)), ""]
+    # per row, the seeds that stopped on a NaN or infinite loss
+    diverged = Counter(cell.row.key for cell in done if cell.result["figures"].get("diverged"))
+    lines += [result_table(spec, table, diverged), ""]
     grid, loss = grid_loss(spec), validation_loss(spec)[1]
     learning = learning_table(row_records(spec, cells), grid)
     if learning is not None:
