@@ -103,11 +103,6 @@ def result(curve: List[List[float]], step: int, stop: str, best: int, task: Task
         "accuracy": accuracy, "final_accuracy": curve[-1][2], "loss": curve[-1][1]})
 
 
-def rows(slots: Sequence[int]) -> List[Row]:
-    return [Row(f"{variant}_{n}", f"{label} @ {n}", point={"slots": n})
-            for n in slots for variant, label in VARIANTS.items()]
-
-
 def spec(slots: Sequence[int]) -> TableSpec:
     claims = []
     for n in slots:
@@ -118,7 +113,9 @@ def spec(slots: Sequence[int]) -> TableSpec:
                               margin=MARGIN)]
     return TableSpec(NAME, "FFN key-value memorisation against the number of slots",
                      "ReLUFormer, section 3 (synthetic)", "", "synthetic", (ACCURACY, LOSS),
-                     tuple(rows(slots)), tuple(claims), valid_loss_stop=False)
+                     tuple(Row(f"{variant}_{n}", f"{label} @ {n}", point={"slots": n})
+                           for n in slots for variant, label in VARIANTS.items()),
+                     tuple(claims), valid_loss_stop=False)
 
 
 def make_study(args: argparse.Namespace) -> Study:
@@ -132,24 +129,19 @@ def make_study(args: argparse.Namespace) -> Study:
         return {"variant": variant, "slots": int(slots), "seed": seed, "lr": lr,
                 "keys": args.keys, "width": args.width, **limits}
 
-    def trained(row: Row, seed: int, lr: float) -> Dict[str, Any]:
-        variant, slots = row.key.rsplit("_", 1)
-        return train(task, variant, int(slots), lr, seed, limits)
+    def trained(cell: Dict[str, Any]) -> Dict[str, Any]:
+        return train(task, cell["variant"], cell["slots"], cell["lr"], cell["seed"], limits)
 
-    def progress(figures: Dict[str, float]) -> str:
-        return f"accuracy {figures['accuracy']:.2f}%, loss {figures['loss']:.4g}"
-
-    return Study(NAME, args, settings, trained, progress, task, limits)
+    return Study(spec(args.slots), args, settings, trained, task, limits)
 
 
-def report(study: Study, cells: Sequence[Cell], slots: Sequence[int]) -> Dict[str, Any]:
-    table = spec(slots)
+def report(study: Study, cells: Sequence[Cell]) -> Dict[str, Any]:
     trivial = 100.0 * study.task.trivial_accuracy()
     references = {row.key: [NoModel(ACCURACY, trivial, "the most frequent class's share, "
                                                         "which needs no model")]
-                  for row in table.rows}
+                  for row in study.table.rows}
     keys, width = study.args.keys, study.args.width
-    return results(study, table, cells, references, {
+    return results(study, cells, references, {
         "keys": keys, "classes": keys, "width": width, "chance_accuracy": 100.0 / keys,
         "trivial_accuracy": trivial},
         f"{keys} keys and classes at width {width}; chance accuracy {100.0 / keys:.3g}%, the "
@@ -181,9 +173,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     torch.set_num_threads(1)
-    args = parse(argv)
-    return run_study(make_study(args), rows(args.slots),
-                     lambda study, cells: report(study, cells, args.slots))
+    return run_study(make_study(parse(argv)), report)
 
 if __name__ == "__main__":
     raise SystemExit(main())

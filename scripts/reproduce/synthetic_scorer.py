@@ -185,17 +185,14 @@ def result(model: Model, task: Task, curve: List[List[float]], step: int, stop: 
         "train_recall": curve[-1][2] if curve else math.nan})
 
 
-def rows() -> List[Row]:
-    return [Row(key, f"{label} scorer") for key, label in SCORERS.items()]
-
-
 def spec() -> TableSpec:
     claims = [Comparison("linear", worse, "recall", f"linear scorer beats {what}")
               for worse, what in (("random", "random"), ("index", "index-based"),
                                   ("power", "PoWER-like"))]
     return TableSpec(NAME, "scorers picking marked tokens out of 256",
                      "Pyramidion, Table 4 (synthetic)", "", "synthetic", (RECALL, TEST_LOSS),
-                     tuple(rows()), tuple(claims), valid_loss_stop=False)
+                     tuple(Row(key, f"{label} scorer") for key, label in SCORERS.items()),
+                     tuple(claims), valid_loss_stop=False)
 
 
 def make_study(args: argparse.Namespace) -> protocol.Study:
@@ -209,24 +206,21 @@ def make_study(args: argparse.Namespace) -> protocol.Study:
                 "contents": args.contents, "width": args.width, "train": args.train,
                 "test": args.test, **limits}
 
-    def progress(found: Dict[str, float]) -> str:
-        return f"recall {found['recall']:.2f}%, test loss {found['test_loss']:.4g}"
+    def trained(cell: Dict[str, Any]) -> Dict[str, Any]:
+        return train(task, cell["scorer"], cell["lr"], cell["seed"], limits)
 
-    def trained(row: Row, seed: int, lr: float) -> Dict[str, Any]:
-        return train(task, row.key, lr, seed, limits)
-
-    return protocol.Study(NAME, args, settings, trained, progress, task, limits)
+    return protocol.Study(spec(), args, settings, trained, task, limits)
 
 
 def report(study: protocol.Study, cells: Sequence[protocol.Cell]) -> Dict[str, Any]:
-    table, task = spec(), study.task
+    task = study.task
     chance, no_model_loss = task.chance_recall(), task.no_model_loss(task.test)
     loss_reference = NoModel(TEST_LOSS, no_model_loss, "predicting the training set's mean "
                                                        "counts, which needs no model")
     references = {key: [NoModel(RECALL, chance, "k of n tokens taken at random (no model)"),
                         loss_reference] for key in TRAINABLE}
     args = study.args
-    return protocol.results(study, table, cells, references, {
+    return protocol.results(study, cells, references, {
         "length": args.length, "kept": task.kept, "contents": args.contents,
         "width": args.width, "train": args.train, "test": args.test, "chance_recall": chance,
         "mean_prediction_loss": no_model_loss},
@@ -271,7 +265,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     torch.set_num_threads(1)
-    return protocol.run_study(make_study(parse(argv)), rows(), report)
+    return protocol.run_study(make_study(parse(argv)), report)
 
 if __name__ == "__main__":
     raise SystemExit(main())

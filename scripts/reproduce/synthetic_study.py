@@ -77,18 +77,18 @@ def cell_result(curve: List[List[float]], step: int, stop: str, start: float,
 
 
 class Study:
-    """The cells of one run, trained on demand, each cached as it finishes: ``settings`` is
-    its key, ``train`` its result, ``progress`` its figures as said after it."""
+    """The cells of ``table`` in one run, trained on demand, each cached as it finishes:
+    ``settings`` is its key, ``train`` makes its result from them; the table's metrics are
+    said after it."""
 
-    def __init__(self, name: str, args: argparse.Namespace,
+    def __init__(self, table: TableSpec, args: argparse.Namespace,
                  settings: Callable[[Row, int, float], Dict[str, Any]],
-                 train: Callable[[Row, int, float], Dict[str, Any]],
-                 progress: Callable[[Dict[str, float]], str],
+                 train: Callable[[Dict[str, Any]], Dict[str, Any]],
                  task: Any = None, limits: Dict[str, Any] | None = None,
                  say: Callable[[str], None] = print) -> None:
-        self.name, self.args, self.say = name, args, say
+        self.table, self.name, self.args, self.say = table, table.name, args, say
         self.task, self.limits = task, limits or {}
-        self.settings, self.train, self.progress = settings, train, progress
+        self.settings, self.train = settings, train
         self.cache = CellCache(Path(args.out) / "cells")
         self.seen: List[Cell] = []   # every cell looked up, the rate grids' included
         self.trained = 0
@@ -99,12 +99,12 @@ class Study:
         folder = self.cache.folder(self.name, row.key, seed, f"{lr:g}-{key}")
         stored = self.cache.get(folder, key)
         if stored is None:
-            found = self.train(row, seed, lr)
-            stored = self.cache.put(folder, key, {**found, "settings": settings})
+            stored = self.cache.put(folder, key, {**self.train(settings), "settings": settings})
             self.trained += 1
-            self.say(f"{row.label}, seed {seed}, lr {lr:g}: {self.progress(stored['figures'])}"
-                     f", {stored['stopped']} at step {stored['updates']} "
-                     f"({stored['cpu_seconds']:.1f} CPU s)")
+            figures = ", ".join(f"{metric.label} {stored['figures'][metric.key]:.{metric.digits}f}"
+                                for metric in self.table.metrics)
+            self.say(f"{row.label}, seed {seed}, lr {lr:g}: {figures}, {stored['stopped']} at "
+                     f"step {stored['updates']} ({stored['cpu_seconds']:.1f} CPU s)")
         self.seen.append(Cell(row, seed, lr, stored))
         return self.seen[-1]
 
@@ -154,11 +154,11 @@ def learning_table(cells: Sequence[Cell], rows: Sequence[Row]) -> str:
                            "steps (seeds 1..)"], lines)
 
 
-def results(study: Study, table: TableSpec, cells: Sequence[Cell],
-            references: Dict[str, List[NoModel]], task: Dict[str, Any], intro: str
-            ) -> Dict[str, Any]:
+def results(study: Study, cells: Sequence[Cell], references: Dict[str, List[NoModel]],
+            task: Dict[str, Any], intro: str) -> Dict[str, Any]:
     """What a study writes: its ``task``, limits, rows and judged claims, and the markdown
     (``intro``, then the tables)."""
+    table = study.table
     judged = judge(table, cells, {"no_model": references})
     return {"task": task, "limits": study.limits, "seeds": study.args.seeds,
             "rows": row_records(cells, table.rows), "claims": judged,
@@ -212,12 +212,11 @@ def check_positive(parser: argparse.ArgumentParser, args: argparse.Namespace,
         parser.error("--lr-grid: give positive rates")
 
 
-def run_study(study: Study, rows: Sequence[Row],
-              report: Callable[[Study, List[Cell]], Dict[str, Any]]) -> int:
+def run_study(study: Study, report: Callable[[Study, List[Cell]], Dict[str, Any]]) -> int:
     """Train (or read back) every row's cells; write what ``report`` makes of them as
     ``OUT/NAME.json`` and ``OUT/NAME.md`` (its ``markdown``) atomically, and print the table
     and a closing line; the exit status."""
-    found = report(study, [cell for row in rows for cell in study.row_cells(row)])
+    found = report(study, [cell for row in study.table.rows for cell in study.row_cells(row)])
     out, name = Path(study.args.out), study.name
     found["cells_trained_now"] = study.trained
     markdown = found.pop("markdown")
