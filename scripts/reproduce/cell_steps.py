@@ -32,11 +32,7 @@ _DIVERGED = re.compile(r"FloatingPointError|\bnan\b|\binf\b|overflow|Minimum los
 
 
 class Diverged(Exception):
-    """A training step stopped on a NaN or infinite loss; ``reason`` is the log's line."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+    """A training step stopped on a NaN or infinite loss; its message is the log's line."""
 
 
 class BudgetSpent(RuntimeError):

@@ -333,8 +333,8 @@ class TableRun:
                                              options.deadline)
                 figures = self.figures(cell)
             except Diverged as stopped:
-                options.say(f"  {cell.row.key} seed {cell.seed} diverged: {stopped.reason}")
-                figures = {"diverged": 1.0, "reason": stopped.reason}
+                options.say(f"  {cell.row.key} seed {cell.seed} diverged: {stopped}")
+                figures = {"diverged": 1.0, "reason": str(stopped)}
             except BaseException:
                 write_text_atomic(spent, f"{time.monotonic() - begin:.1f}\n")
                 raise

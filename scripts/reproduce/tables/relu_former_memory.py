@@ -51,7 +51,7 @@ SPEC = toy.sentence_translation_table(
     ),
     deviations=(
         Deviation("slots", "32 to 4096", ", ".join(map(str, SLOTS)), "CPU budget"),
-        toy.CPU_MODEL, toy.sentence_budget(SCREENING_EPOCHS), toy.gettext_data("IWSLT14 De-En"),
+        toy.CPU_MODEL, toy.sentence_budget(SCREENING_EPOCHS), toy.GETTEXT_DATA,
     ),
     plot=("slots", "bleu"),
     notes=toy.table_notes("relu_former_memory"),

@@ -52,7 +52,7 @@ SPEC = toy.sentence_translation_table(
                    "ReLUFormer decodes faster than 1.5-entmax"),
     ),
     deviations=(
-        toy.gettext_data("IWSLT14 De-En"), toy.CPU_MODEL, toy.sentence_budget_at(BUDGET),
+        toy.GETTEXT_DATA, toy.CPU_MODEL, toy.sentence_budget_at(BUDGET),
         Deviation("latency", "GPU decoding time",
                   "fairseq-generate's decoding loop in CPU seconds, one thread",
                   "no GPU; each decoding runs alone on one thread, and its CPU time depends "

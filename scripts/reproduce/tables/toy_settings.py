@@ -138,17 +138,15 @@ def sentence_budget_at(updates: int) -> Deviation:
         "models; one budget for every row, chosen where the pilots' valid nll stops falling")
 
 
-def classification_budget(plateau: Mapping[str, Any] = CLASSIFICATION_PLATEAU) -> Deviation:
-    """The budget deviation of the classification table trained at ``plateau``."""
-    return Deviation(
-        "budget", "fine-tuning pretrained encoders (`--scale paper` here: 10 epochs of 32 at "
-        "lr 2e-5)", "batches of 64 messages; each row's rate chosen on seed 1 from 1.25-10 x "
-        f"1e-3 at a {plateau['max_epoch']}-epoch screening budget (an epoch is 117 updates); "
-        "at that rate every seed trains until its valid error rate (100 - accuracy) has not "
-        f"improved for {patience_epochs(plateau)} epochs (at "
-        f"most {plateau['plateau_max_epoch']}), seed 1 continuing its screening run; the best "
-        "validated model scored", "CPU budget: small models from scratch, trained until they "
-        "stop learning")
+CLASSIFICATION_BUDGET = Deviation(
+    "budget", "fine-tuning pretrained encoders (`--scale paper` here: 10 epochs of 32 at "
+    "lr 2e-5)", "batches of 64 messages; each row's rate chosen on seed 1 from 1.25-10 x "
+    f"1e-3 at a {CLASSIFICATION_PLATEAU['max_epoch']}-epoch screening budget (an epoch is 117 "
+    "updates); at that rate every seed trains until its valid error rate (100 - accuracy) has "
+    f"not improved for {patience_epochs(CLASSIFICATION_PLATEAU)} epochs (at most "
+    f"{CLASSIFICATION_PLATEAU['plateau_max_epoch']}), seed 1 continuing its screening run; the "
+    "best validated model scored", "CPU budget: small models from scratch, trained until they "
+    "stop learning")
 MANPAGES = Deviation("data", "arXiv", "manual pages -> their NAME line", "offline long texts")
 
 
@@ -182,8 +180,8 @@ def table_notes(name: str) -> str:
     return "\n\n".join(p for p in paragraphs if p and not p.startswith("<!--"))
 
 
-def gettext_data(paper: str) -> Deviation:
-    return Deviation("data", paper, "gettext catalogs fr->en", "offline; real translations")
+GETTEXT_DATA = Deviation("data", "IWSLT14 De-En", "gettext catalogs fr->en",
+                         "offline; real translations")
 
 
 def _family_table(kind: str, toy: Mapping[str, Any], tiny: Mapping[str, Any],
