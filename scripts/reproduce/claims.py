@@ -278,13 +278,6 @@ def initial_weights(spec: TableSpec, cells: Sequence, rows: Sequence[str]) -> st
     return f"differ: {int(counts[0]):,} and {int(counts[1]):,} parameters"
 
 
-def needs(needed: int | None, n: int) -> str | None:
-    """A claim's need where ``needed`` is more than its ``n`` seeds, else None."""
-    if needed is None:
-        return f"{NOT_RESOLVED}: no difference observed"
-    return f"{NOT_RESOLVED}: needs about {needed} seeds a side" if needed > n else None
-
-
 def judge(spec: TableSpec, cells: Sequence, data: Mapping[str, Any]) -> List[Dict[str, Any]]:
     """Per claim of ``spec``: its test, verdict, budget, seeds and the ``seeds_needed`` a
     side for 80% power at the Bonferroni level 5% / family (which Holm never asks more
@@ -321,9 +314,11 @@ def judge(spec: TableSpec, cells: Sequence, data: Mapping[str, Any]) -> List[Dic
         if test is None:
             continue
         judged[i]["p_holm"] = adjusted[i]
-        verdict = decide(test, adjusted[i])
-        if verdict == NOT_RESOLVED:
-            verdict = needs(judged[i]["seeds_needed"], test.n) or verdict
+        verdict, needed = decide(test, adjusted[i]), judged[i]["seeds_needed"]
+        if verdict == NOT_RESOLVED and needed is None:
+            verdict = f"{NOT_RESOLVED}: no difference observed"
+        elif verdict == NOT_RESOLVED and needed > test.n:  # the need, where it is more
+            verdict = f"{NOT_RESOLVED}: needs about {needed} seeds a side"
         judged[i]["verdict"] = verdict
     return judged
 
