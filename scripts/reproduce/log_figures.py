@@ -37,12 +37,13 @@ def checkpoint_metric_flags(metric: str) -> List[str]:
     return ["--best-checkpoint-metric", metric]
 
 
-def stopping_metric(fairseq_metric: str, maximize: bool) -> str | None:
-    """The inverse of :func:`checkpoint_metric_flags`; None for a maximised figure other than
-    the accuracy."""
-    if not maximize:
-        return fairseq_metric
-    return ERROR if fairseq_metric == "accuracy" else None
+def stopping_metric(fairseq_metric: str, maximize: bool) -> str:
+    """The inverse of :func:`checkpoint_metric_flags`; a maximised figure other than the
+    accuracy, which the stop rule cannot read as a loss, is refused."""
+    if maximize and fairseq_metric != "accuracy":
+        raise SystemExit(f"--best-checkpoint-metric {fairseq_metric}, maximised: the stop rule "
+                         "reads a loss or the accuracy")
+    return ERROR if maximize else fairseq_metric
 
 
 def logged_value(record: Dict[str, Any], metric: str, prefix: str) -> float:

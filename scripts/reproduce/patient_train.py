@@ -84,8 +84,7 @@ class Validations:
     def __init__(self) -> None:
         self.curve: List[List[float]] = []
         self.trainer: Any = None
-        # the stopping figure (log_figures.stopping_metric; None: one the rule cannot read)
-        self.metric: str | None = NLL
+        self.metric = NLL  # the stopping figure (log_figures.stopping_metric)
 
 
 def restoring(load: Callable, validations: Validations) -> Callable:
@@ -102,14 +101,8 @@ def restoring(load: Callable, validations: Validations) -> Callable:
         metric = stopping_metric(cfg.best_checkpoint_metric, cfg.maximize_best_checkpoint_metric)
         validations.trainer, validations.metric = trainer, metric
         best = getattr(checkpoint_utils.save_checkpoint, "best", None)
-        if metric is not None:
-            validations.curve = curve_so_far(Path(cfg.save_dir), updates, metric)
+        validations.curve = curve_so_far(Path(cfg.save_dir), updates, metric)
         if cfg.patience <= 0 or best is None:
-            return loaded
-        if metric is None:  # patience_state counts a falling figure; this one is maximised
-            logger.warning(f"--patience counts again from the resumption: its count is kept "
-                           f"for a loss or the accuracy, not for {cfg.best_checkpoint_metric}, "
-                           f"maximised")
             return loaded
         restore_patience(validations.curve, best, updates, Path(cfg.save_dir) / LOG, metric)
         return loaded
@@ -124,7 +117,7 @@ def trend_aware(stop_early: Callable, validations: Validations) -> Callable:
     def should_stop_early(cfg: Any, valid_loss: float | None) -> bool:
         stop = stop_early(cfg, valid_loss)
         checkpoint = cfg.checkpoint
-        if valid_loss is None or checkpoint.patience <= 0 or validations.metric is None:
+        if valid_loss is None or checkpoint.patience <= 0:
             return stop
         validations.curve.append([validations.trainer.get_num_updates(),
                                   as_loss(validations.metric, float(valid_loss))])

@@ -7,8 +7,8 @@ a noisy curve can come while the loss still falls (one Table 4 cell trained twic
 where the patience is spent and the last W = 2N validations do not fall: the least-squares
 slope through (update, valid loss) is not below 0 at one-sided :data:`ALPHA`
 (:func:`~scripts.reproduce.direction.falling`). Otherwise it goes on and its log says so
-(:data:`GOES_ON`). The same test reads a finished curve (:func:`still_falling`): the runner
-continues a cell an earlier rule stopped too soon, and the claims refuse it meanwhile.
+(:data:`GOES_ON`). The same test reads a finished curve (:func:`still_falling`): the claims
+refuse a cell that an earlier rule stopped too soon.
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ ALPHA = 0.05
 # fairseq-train's line when its --patience is spent, and its last line
 EARLY_STOP = "early stop since valid performance hasn't improved"
 DONE = "done training in"
-# the line that overrules an EARLY_STOP before it (written by the training itself, or by the
-# runner when it continues a training an earlier rule stopped)
+# the line with which the training overrules an EARLY_STOP before it
 GOES_ON = "the patience is spent but the valid loss still falls"
 
 
