@@ -24,31 +24,6 @@ def command(fairseq_generate: Sequence[Any]) -> List[Any]:
     return [sys.executable, "-m", MODULE, *fairseq_generate[1:]]
 
 
-def cpu_stopwatch(stopwatch: type) -> type:
-    """fairseq's ``StopwatchMeter`` class that also sums this process's CPU seconds over
-    the intervals it times (``cpu``); each instance made is kept in ``made``."""
-
-    class CPUStopwatch(stopwatch):  # type: ignore[misc, valid-type]
-        made: List[CPUStopwatch] = []
-
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self.cpu, self.cpu_start = 0.0, None
-            CPUStopwatch.made.append(self)
-
-        def start(self) -> None:
-            self.cpu_start = time.process_time()
-            super().start()
-
-        def stop(self, n: Any = 1, prehook: Any = None) -> None:
-            super().stop(n, prehook)
-            if self.cpu_start is not None:
-                self.cpu += time.process_time() - self.cpu_start
-                self.cpu_start = None
-
-    return CPUStopwatch
-
-
 def main(args: Sequence[str]) -> None:
     """Run fairseq-generate with ``args``, then log its generation loop's CPU seconds."""
     # As fairseq-generate itself (the plugin's one-line errors, argparse's program name):
@@ -56,11 +31,23 @@ def main(args: Sequence[str]) -> None:
     sys.argv = [fairseq_command("fairseq-generate"), *args]
     from fairseq_cli import generate  # before any of fairseq: it sets up fairseq's logging
 
+    cpu = [0.0]  # this process's CPU seconds over the intervals the stopwatches time
+
     # generate's _main makes one stopwatch, gen_timer, for its generation loop
-    generate.StopwatchMeter = cpu_stopwatch(generate.StopwatchMeter)
+    class CPUStopwatch(generate.StopwatchMeter):  # type: ignore[misc, name-defined]
+        def start(self) -> None:
+            self.cpu_start = time.process_time()
+            super().start()
+
+        def stop(self, n: Any = 1, prehook: Any = None) -> None:
+            super().stop(n, prehook)
+            if getattr(self, "cpu_start", None) is not None:
+                cpu[0] += time.process_time() - self.cpu_start
+                self.cpu_start = None
+
+    generate.StopwatchMeter = CPUStopwatch
     generate.cli_main()
-    cpu = sum(watch.cpu for watch in generate.StopwatchMeter.made)
-    logging.getLogger("fairseq_cli.generate").info(CPU_LINE.format(cpu))
+    logging.getLogger("fairseq_cli.generate").info(CPU_LINE.format(cpu[0]))
 
 
 if __name__ == "__main__":

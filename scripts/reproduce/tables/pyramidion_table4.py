@@ -10,13 +10,12 @@ SCORERS = {"linear": "linear (default)", "nonlinear": "nonlinear", "index": "ind
            "power": "PoWER-like (attention received)", "random": "random"}
 
 
-def _rows() -> tuple[Row, ...]:
-    return tuple(Row(key, f"Transpooler, {label} scorer",
-                     ("--attention-block-size", "L/4", "--pooling-schedule", "last:L/4",
-                      "--pooling-scorer", key),
-                     paper={"rouge2": "best" if key == "linear" else "-"},
-                     recipe_model="transpooler", recipe_flags=("--pooling-scorer", key))
-                 for key, label in SCORERS.items())
+ROWS = tuple(Row(key, f"Transpooler, {label} scorer",
+                 ("--attention-block-size", "L/4", "--pooling-schedule", "last:L/4",
+                  "--pooling-scorer", key),
+                 paper={"rouge2": "best" if key == "linear" else "-"},
+                 recipe_model="transpooler", recipe_flags=("--pooling-scorer", key))
+             for key, label in SCORERS.items())
 
 
 SPEC = toy.arxiv_summary_table(
@@ -26,7 +25,7 @@ SPEC = toy.arxiv_summary_table(
     claim="The trainable linear scorer is the best: above random and index-based selection "
           "and the attention-based (PoWER-like) and nonlinear scorers.",
     metrics=(*toy.ROUGE, toy.VALID_NLL),
-    rows=_rows(),
+    rows=ROWS,
     comparisons=(
         Comparison("linear", "random", "rouge2", "linear scorer beats random"),
         Comparison("linear", "index", "rouge2", "linear scorer beats index-based"),

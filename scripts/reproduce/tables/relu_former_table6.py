@@ -43,12 +43,11 @@ PAPER = {  # the paper's statements per model and length (its Table 6, in words)
 }
 
 
-def _rows() -> tuple[Row, ...]:
-    return tuple(Row(f"{key}_{length}", f"{label} @ {length}", SENTENCES.row(key).flags,
-                     parent=f"{SENTENCES.name}:{key}", point={"length": length},
-                     paper={"bleu": PAPER.get((key, length), "-")}, recipe_model=key,
-                     recipe_env={"SEGMENT_LENGTH": str(length)})
-                 for length in LENGTHS for key, label in MODELS.items())
+ROWS = tuple(Row(f"{key}_{length}", f"{label} @ {length}", SENTENCES.row(key).flags,
+                 parent=f"{SENTENCES.name}:{key}", point={"length": length},
+                 paper={"bleu": PAPER.get((key, length), "-")}, recipe_model=key,
+                 recipe_env={"SEGMENT_LENGTH": str(length)})
+             for length in LENGTHS for key, label in MODELS.items())
 
 
 def _claims() -> tuple[Comparison, ...]:
@@ -73,7 +72,7 @@ SPEC = TableSpec(
           "on (+1.15 BLEU at 1024); sparsemax fails to converge on long inputs.",
     kind="translation",
     metrics=(toy.BLEU, toy.VALID_NLL),
-    rows=_rows(),
+    rows=ROWS,
     comparisons=_claims(),
     toy={**toy.without_finetune_update(toy.TRANSLATION_TOY), **DOCUMENT_PLATEAU,
          "lengths": list(TOY_LENGTHS)},
