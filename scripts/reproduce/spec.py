@@ -119,10 +119,7 @@ class TableSpec:
         """The kind's settings at ``scale`` (``toy``, ``tiny`` or ``paper``)."""
         if scale == "paper":
             return dict(self.paper_settings)
-        merged = dict(self.toy)
-        if scale == "tiny":
-            merged.update(self.tiny)
-        return merged
+        return {**self.toy, **(self.tiny if scale == "tiny" else {})}
 
 
 def split_parent(parent: str) -> Tuple[str | None, str]:

@@ -19,10 +19,10 @@ import torch
 import torch.nn.functional as F
 
 from relu_former.relu_attention.memory_ffn import build_memory_fc2, memory_activation
+from scripts.reproduce.cell_plan import Cell
 from scripts.reproduce.claims import NoModel
 from scripts.reproduce.spec import Comparison, Metric, Row, TableSpec
 from scripts.reproduce.synthetic_study import (
-    Cell,
     Plateau,
     Study,
     add_protocol_arguments,

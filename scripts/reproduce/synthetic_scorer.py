@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 import scripts.reproduce.synthetic_study as protocol
 from relu_former.pyramidion.pooling import TokenPooler
+from scripts.reproduce.cell_plan import Cell
 from scripts.reproduce.claims import NoModel
 from scripts.reproduce.spec import Comparison, Metric, Row, TableSpec
 from scripts.reproduce.tables.pyramidion_table4 import SCORERS
@@ -212,7 +213,7 @@ def make_study(args: argparse.Namespace) -> protocol.Study:
     return protocol.Study(spec(), args, settings, trained, task, limits)
 
 
-def report(study: protocol.Study, cells: Sequence[protocol.Cell]) -> Dict[str, Any]:
+def report(study: protocol.Study, cells: Sequence[Cell]) -> Dict[str, Any]:
     task = study.task
     chance, no_model_loss = task.chance_recall(), task.no_model_loss(task.test)
     loss_reference = NoModel(TEST_LOSS, no_model_loss, "predicting the training set's mean "

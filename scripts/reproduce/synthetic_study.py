@@ -11,13 +11,13 @@ import argparse
 import json
 import math
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Sequence
 
 from scripts.common.atomic_files import write_text_atomic
 from scripts.common.plotting import markdown_table
 from scripts.reproduce.cell_cache import CellCache, settings_key
+from scripts.reproduce.cell_plan import Cell
 from scripts.reproduce.claims import NoModel, judge
 from scripts.reproduce.rate_search import widened
 from scripts.reproduce.report import claims_table, plain, result_table, spreads
@@ -27,20 +27,6 @@ GRID = (1.25e-3, 2.5e-3, 5e-3, 1e-2)
 LR_LIMITS = (1e-4, 4e-2)
 # what a seed's JSON record keeps of its cell's result
 SEED_FIELDS = ("stopped", "still_improving", "updates", "curve", "cpu_seconds", "figures")
-
-
-@dataclass
-class Cell:
-    """One row at one seed and rate, with its result once trained (what
-    :func:`scripts.reproduce.claims.judge` reads: ``row``, ``seed``, ``result``)."""
-
-    row: Row
-    seed: int
-    lr: float
-    result: Dict[str, Any] | None = None
-    lr_grid: List[List[float]] | None = None
-    # never set here (no study cell starts from another); declared for what claims.stale reads
-    stale: str | None = None
 
 
 class Plateau:
@@ -105,7 +91,7 @@ class Study:
                                 for metric in self.table.metrics)
             self.say(f"{row.label}, seed {seed}, lr {lr:g}: {figures}, {stored['stopped']} at "
                      f"step {stored['updates']} ({stored['cpu_seconds']:.1f} CPU s)")
-        self.seen.append(Cell(row, seed, lr, stored))
+        self.seen.append(Cell(row, seed, key, folder, lr=lr, result=stored))
         return self.seen[-1]
 
     def row_cells(self, row: Row) -> List[Cell]:
