@@ -70,9 +70,8 @@ class Study:
     def __init__(self, table: TableSpec, args: argparse.Namespace,
                  settings: Callable[[Row, int, float], Dict[str, Any]],
                  train: Callable[[Dict[str, Any]], Dict[str, Any]],
-                 task: Any = None, limits: Dict[str, Any] | None = None,
-                 say: Callable[[str], None] = print) -> None:
-        self.table, self.name, self.args, self.say = table, table.name, args, say
+                 task: Any = None, limits: Dict[str, Any] | None = None) -> None:
+        self.table, self.name, self.args = table, table.name, args
         self.task, self.limits = task, limits or {}
         self.settings, self.train = settings, train
         self.cache = CellCache(Path(args.out) / "cells")
@@ -89,8 +88,8 @@ class Study:
             self.trained += 1
             figures = ", ".join(f"{metric.label} {stored['figures'][metric.key]:.{metric.digits}f}"
                                 for metric in self.table.metrics)
-            self.say(f"{row.label}, seed {seed}, lr {lr:g}: {figures}, {stored['stopped']} at "
-                     f"step {stored['updates']} ({stored['cpu_seconds']:.1f} CPU s)")
+            print(f"{row.label}, seed {seed}, lr {lr:g}: {figures}, {stored['stopped']} at "
+                  f"step {stored['updates']} ({stored['cpu_seconds']:.1f} CPU s)")
         self.seen.append(Cell(row, seed, key, folder, lr=lr, result=stored))
         return self.seen[-1]
 
@@ -113,10 +112,6 @@ class Study:
         for cell in cells:
             cell.lr_grid = points
         return cells
-
-    def cpu_minutes(self) -> float:
-        """The CPU time of every cell looked up (the rate grids' included), in minutes."""
-        return sum(cell.result["cpu_seconds"] for cell in self.seen) / 60
 
 
 def final_loss(cell: Cell) -> float:
@@ -148,7 +143,8 @@ def results(study: Study, cells: Sequence[Cell], references: Dict[str, List[NoMo
     judged = judge(table, cells, {"no_model": references})
     return {"task": task, "limits": study.limits, "seeds": study.args.seeds,
             "rows": row_records(cells, table.rows), "claims": judged,
-            "cpu_minutes": study.cpu_minutes(),
+            # every cell looked up, the rate grids' included
+            "cpu_minutes": sum(cell.result["cpu_seconds"] for cell in study.seen) / 60,
             "markdown": "\n".join([intro, result_table(table, spreads(table, cells)),
                                    learning_table(cells, table.rows),
                                    claims_table(table, judged)])}
