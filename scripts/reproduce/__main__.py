@@ -82,13 +82,6 @@ def note_replaced(doc: Path, name: str, entry: dict) -> dict:
             if claim.get("replaces")}
 
 
-def update_summary(doc: Path, name: str, entry: dict) -> None:
-    """Record ``name``'s rows and verdicts beside the report (``reproduction/verdicts.json``)
-    and rewrite the closing summary from every table's latest verdicts."""
-    found = write_verdicts(verdicts_store(doc), name, entry)
-    write_section(doc, "summary", summary_section(found, list(TABLES.values())), DOC_HEADER)
-
-
 # options that say how one call runs, not what the table is: the report's command leaves them
 # out, so that it is the command that trains the table (flag -> how many values it takes)
 CALL_ONLY = {"--collect-only": 0, "--no-report": 0, "--budget-minutes": 1, "--max-new-cells": 1,
@@ -302,7 +295,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = section(spec, cells, data, args.scale, seeds, command,
                    plot_dir=args.out.parent / "reproduction", previous=replaced or None)
     write_section(args.out, spec.name, text, DOC_HEADER)
-    update_summary(args.out, spec.name, entry)
+    # the rows and verdicts kept beside the report, and the closing summary of every table's
+    found = write_verdicts(verdicts_store(args.out), spec.name, entry)
+    write_section(args.out, "summary", summary_section(found, list(TABLES.values())), DOC_HEADER)
     say(f"{spec.name}: report in {args.out} ({time.monotonic() - started:.0f} s)")
     return stopped_by_hand(options.finished, say) or status
 
