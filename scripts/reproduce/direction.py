@@ -129,52 +129,50 @@ def paired(a: Sequence[float], b: Sequence[float], higher_is_better: bool = True
            margin: float | None = None) -> Test:
     """The paired t-test of A's per-seed advantage over B (``a[i]``, ``b[i]``: one seed),
     against -``margin``; the sign-flip test where every difference is the same."""
-    from scipy.stats import ttest_1samp
-
     if len(a) != len(b):
         raise ValueError(f"paired values need one of each row a seed ({len(a)} and {len(b)})")
     (sa, sb), shift, power = unit_free([a, b], margin)
     sign = 1.0 if higher_is_better else -1.0
     diffs = [sign * (x - y) for x, y in zip(sa, sb)]
-    n = len(diffs)
-    d = statistics.fmean(diffs) if diffs else math.nan
-    if n < 2:
-        return Test(unscale(d, power), math.nan, math.nan, math.nan, math.nan, margin, PAIRED, n)
-    shifted = [x + (shift or 0.0) for x in diffs]
-    sd = statistics.stdev(diffs)
-    if sd <= ROUNDING:
-        centre = statistics.fmean(shifted)
-        t = math.copysign(math.inf, centre) if centre else 0.0
-        return Test(unscale(d, power), 0.0, t, n - 1.0, exact_p([shifted]) if centre else 1.0,
-                    margin, SIGN_FLIP, n)
-    found = ttest_1samp(shifted, 0.0)
-    return Test(unscale(d, power), unscale(sd / math.sqrt(n), power), float(found.statistic),
-                float(found.df), float(found.pvalue), margin, PAIRED, n)
+    zero = len(diffs) > 1 and statistics.stdev(diffs) <= ROUNDING
+    return tested([diffs], shift, power, margin, PAIRED, zero)
 
 
 def welch(a: Sequence[float], b: Sequence[float], higher_is_better: bool = True,
           margin: float | None = None) -> Test:
     """The Welch t-test of A's advantage over B, against -``margin``; the permutation test
     where neither row varies."""
-    from scipy.stats import ttest_ind
-
     (sa, sb), shift, power = unit_free([a, b], margin)
     sign = 1.0 if higher_is_better else -1.0
-    moved = [sign * x + (shift or 0.0) for x in sa]
-    other = [sign * x for x in sb]
-    d = sign * (statistics.fmean(sa) - statistics.fmean(sb)) if sa and sb else math.nan
-    n = min(len(sa), len(sb))
+    groups = [[sign * x for x in sa], [sign * x for x in sb]]
+    zero = min(map(len, groups)) > 1 and max(
+        statistics.variance(group) / len(group) for group in groups) <= ROUNDING ** 2
+    return tested(groups, shift, power, margin, WELCH, zero)
+
+
+def tested(groups: List[List[float]], shift: float | None, power: int, margin: float | None,
+           kind: str, zero: bool) -> Test:
+    """:func:`paired`'s test of the differences or :func:`welch`'s of A's and B's values
+    (A's way up, in :func:`unit_free`'s units, A's side moved by ``shift``)."""
+    from scipy.stats import ttest_1samp, ttest_ind
+
+    d = unscale(statistics.fmean(groups[0]) - sum(map(statistics.fmean, groups[1:]))
+                if all(groups) else math.nan, power)
+    n = min(map(len, groups))
     if n < 2:
-        return Test(unscale(d, power), math.nan, math.nan, math.nan, math.nan, margin, WELCH, n)
-    va, vb = statistics.variance(sa) / len(sa), statistics.variance(sb) / len(sb)
-    if max(va, vb) <= ROUNDING ** 2:
-        centre = statistics.fmean(moved) - statistics.fmean(other)
+        return Test(d, math.nan, math.nan, math.nan, math.nan, margin, kind, n)
+    moved = [[x + (shift or 0.0) for x in groups[0]], *groups[1:]]
+    if zero:  # the exact test
+        centre = statistics.fmean(moved[0]) - sum(map(statistics.fmean, moved[1:]))
         t = math.copysign(math.inf, centre) if centre else 0.0
-        return Test(unscale(d, power), 0.0, t, len(sa) + len(sb) - 2.0,
-                    exact_p([moved, other]) if centre else 1.0, margin, PERMUTATION, n)
-    found = ttest_ind(moved, other, equal_var=False)
-    return Test(unscale(d, power), unscale(math.sqrt(va + vb), power), float(found.statistic),
-                float(found.df), float(found.pvalue), margin, WELCH, n)
+        return Test(d, 0.0, t, float(sum(map(len, groups)) - len(groups)),
+                    exact_p(moved) if centre else 1.0, margin,
+                    SIGN_FLIP if len(groups) == 1 else PERMUTATION, n)
+    found = ttest_1samp(moved[0], 0.0) if len(groups) == 1 else ttest_ind(*moved,
+                                                                          equal_var=False)
+    se = math.sqrt(sum(statistics.variance(group) / len(group) for group in groups))
+    return Test(d, unscale(se, power), float(found.statistic), float(found.df),
+                float(found.pvalue), margin, kind, n)
 
 
 def seeds_needed(test: Test, sd: float | Tuple[float, float], level: float = ALPHA,
