@@ -229,34 +229,29 @@ def summary_section(found: Dict[str, Dict], specs: Sequence[TableSpec]) -> str:
 
 
 def curve_plot(spec: TableSpec, table: Dict[tuple, Spread], path: Path) -> Path | None:
-    """One line per row family of the plotted metric against the rows' point."""
+    """The plotted metric against the rows' point, a line per row family, or against a
+    measured figure (``metric:KEY``, e.g. a cost), a point per row."""
     if spec.plot is None:
         return None
     point, metric = spec.plot
     label = spec.metric(metric).label
-    if point.startswith("metric:"):
-        # one point per row: a measured figure (e.g. a cost) against the metric
-        x_metric = spec.metric(point.split(":", 1)[1])
-        series = {row.label: ([table[row.key, x_metric.key].mean], [table[row.key, metric].mean])
-                  for row in shown_rows(spec)
-                  if table.get((row.key, x_metric.key), spread([])).n
-                  and table.get((row.key, metric), spread([])).n}
-        if len(series) < 2:
-            return None
-        return line_plot(path, series, title=f"{spec.paper}: {label} against "
-                         f"{x_metric.label}", xlabel=x_metric.label, ylabel=label, logx=True)
-    series = {}
+    x_metric = spec.metric(point.split(":", 1)[1]) if point.startswith("metric:") else None
+    xlabel = x_metric.label if x_metric else point
+    series: Dict[str, tuple[List[float], List[float]]] = {}
     for row in shown_rows(spec):
-        cell = table.get((row.key, metric))
-        if cell is None or cell.n == 0 or point not in row.point:
-            continue
-        xs, ys = series.setdefault(family(row), ([], []))
-        xs.append(row.point[point])
-        ys.append(cell.mean)
-    if not any(len(xs) > 1 for xs, _ in series.values()):
+        y = table.get((row.key, metric), spread([]))
+        x = table.get((row.key, x_metric.key), spread([])).mean if x_metric else (
+            row.point.get(point, math.nan))
+        if y.n and not math.isnan(x):
+            xs, ys = series.setdefault(row.label if x_metric else family(row), ([], []))
+            xs.append(x)
+            ys.append(y.mean)
+    # a line needs two points: two rows, or a family of two
+    enough = len(series) > 1 if x_metric else any(len(xs) > 1 for xs, _ in series.values())
+    if not enough:
         return None
-    return line_plot(path, series, title=f"{spec.paper}: {label} against {point}",
-                     xlabel=point, ylabel=label, logx=True)
+    return line_plot(path, series, title=f"{spec.paper}: {label} against {xlabel}",
+                     xlabel=xlabel, ylabel=label, logx=True)
 
 
 def machine() -> str:
