@@ -181,13 +181,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         return args
     if args.table is None:
         parser.error("TABLE is required (see --list)")
-    if args.seeds < 1 or args.jobs < 1 or args.threads < 1:
-        parser.error("--seeds, --jobs and --threads must be at least 1")
-    for flag, value, least in (("--gpus-per-job", args.gpus_per_job, 0),
-                               ("--cpus-per-job", args.cpus_per_job, 1),
-                               ("--time-minutes", args.time_minutes, 1)):
-        if value is not None and value < least:
-            parser.error(f"{flag} must be at least {least}")
+    for flag, least in (("seeds", 1), ("jobs", 1), ("threads", 1), ("gpus_per_job", 0),
+                        ("cpus_per_job", 1), ("time_minutes", 1)):
+        if getattr(args, flag) is not None and getattr(args, flag) < least:
+            parser.error(f"--{flag.replace('_', '-')} must be at least {least}")
     if args.executor == "slurm" and not (args.dry_run or args.collect_only) and (
             shutil.which("sbatch") is None):
         parser.exit(2, "python -m scripts.reproduce: --executor slurm, but there is no sbatch "

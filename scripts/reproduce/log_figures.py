@@ -98,8 +98,6 @@ def train_figures(log: Path, metric: str = NLL) -> Dict[str, float]:
     """``valid_nll`` (the best, bits), ``first_nll``, ``updates``, ``train_seconds`` and
     ``params`` of a finished fairseq-train log, NaN where missing; ``FileNotFoundError`` or
     ``ValueError`` for a missing or unfinished log."""
-    if not log.is_file():
-        raise FileNotFoundError(f"no training log {log}")
     lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
     name = short_name(metric)
     valid, first_figure = f"valid_{name}", f"first_{name}"
