@@ -274,13 +274,10 @@ class TableRun:
 
     def measure_steps(self, cell: Cell) -> List[Step]:
         """A ``same_as`` cell's steps: this table's measurements of the other's model."""
-        measure = getattr(self.kind, "measurements", None)
-        if measure is None:
-            return []
         source, owner = cell.parent, cell.parent.owner
         checkpoint = owner.kind.decoded_checkpoint(owner.settings_of(source), source.folder)
-        return measure(self.spec, cell.row, self.options.scale, self.settings_of(cell),
-                       owner.data, checkpoint, cell.folder)
+        return self.kind.measurements(self.spec, cell.row, self.options.scale,
+                                      self.settings_of(cell), owner.data, checkpoint, cell.folder)
 
     def figures(self, cell: Cell) -> Dict:
         """The figures of a cell whose steps have run (a ``same_as`` cell's: the other
@@ -289,7 +286,7 @@ class TableRun:
             return self.kind.collect(self.spec, self.row_of(cell), cell.folder)
         if cell.parent.result is None:
             raise FileNotFoundError(f"{cell.parent.folder.name} has not finished")
-        found = getattr(self.kind, "measured", lambda _: {})(cell.folder)
+        found = self.kind.measured(cell.folder)
         if not found and self.measure_steps(cell):
             raise FileNotFoundError(f"nothing measured in {cell.folder} yet")
         return {**cell.parent.result["figures"], **found}

@@ -2,8 +2,9 @@
 
 Every kind module defines ``prepare`` (the table's shared data), ``cell_settings`` (what is
 hashed into a cell's key), ``steps`` (a cell's commands) and ``collect`` (its figures, from its
-logs). It may define ``dictionary``, ``decoded_checkpoint``, ``measurements`` and ``measured``
-(what a ``same_as`` row runs) and ``VALIDATION_LOSS``.
+logs). It may define ``dictionary`` (checked against another table's a row starts from),
+``VALIDATION_LOSS``, and, where a ``same_as`` row is of its kind, ``decoded_checkpoint``,
+``measurements`` and ``measured`` (what that row runs).
 """
 
 from __future__ import annotations
