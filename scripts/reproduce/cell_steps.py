@@ -1,7 +1,7 @@
 """A cell's steps: run one (:func:`run_step`), print them (:func:`print_dry_run`), and the
-figures of how its training ran (:func:`add_cpu_figures`, :func:`training`). A failing step
-raises :class:`CellFailed` (or :class:`Diverged` on a NaN loss); one running at the deadline or
-at a stop by hand is stopped (:class:`BudgetSpent`, :class:`StoppedByHand`).
+CPU figures of its training (:func:`add_cpu_figures`). A failing step raises
+:class:`CellFailed` (or :class:`Diverged` on a NaN loss); one running at the deadline or at a
+stop by hand is stopped (:class:`BudgetSpent`, :class:`StoppedByHand`).
 """
 
 from __future__ import annotations
@@ -16,10 +16,8 @@ from typing import Callable, Dict
 from scripts.common.atomic_files import write_text_atomic
 from scripts.common.child_processes import child_env, stopped_by, stream
 from scripts.common.repo_paths import REPO_ROOT
-from scripts.reproduce.budget import BUDGET
 from scripts.reproduce.cell_plan import Cell
 from scripts.reproduce.kinds import Step
-from scripts.reproduce.log_figures import NLL, training_record
 from scripts.reproduce.stop_rule import finished
 
 
@@ -100,15 +98,6 @@ def add_cpu_figures(figures: Dict, cpu: Dict[str, float]) -> None:
         updates = figures.get("updates") or 0
         if updates == updates and updates > 0:  # not NaN
             figures["train_cpu_per_update"] = round(train / updates, 4)
-
-
-def training(folder: Path, settings: Dict, metric: str = NLL) -> Dict:
-    """A finished cell's rate, patience and budget, and its log's curve, updates and stop."""
-    found = {key: settings[key] for key in ("lr", "patience", BUDGET) if key in settings}
-    log = folder / "train.log"
-    if log.is_file():
-        found.update(training_record(log, settings.get("patience"), metric))
-    return found
 
 
 def dry_run_header(cell: Cell, name: str | None = None) -> str:

@@ -23,7 +23,7 @@ from typing import Dict, List, Sequence
 from scripts.common.atomic_files import write_text_atomic
 from scripts.common.child_processes import stopped_by
 from scripts.common.folder_lock import folder_lock
-from scripts.reproduce.budget import budget_of, with_budget
+from scripts.reproduce.budget import BUDGET, budget_of, with_budget
 from scripts.reproduce.cell_cache import CellCache
 from scripts.reproduce.cell_jobs import job_words, run_cells, submission_order
 from scripts.reproduce.cell_plan import Cell, at_rate, foreign_parents, plan, selected_rows
@@ -36,9 +36,9 @@ from scripts.reproduce.cell_steps import (
     dry_run_header,
     print_dry_run,
     run_step,
-    training,
 )
 from scripts.reproduce.kinds import Step, kind_module, on_device, stopping_loss
+from scripts.reproduce.log_figures import training_record
 from scripts.reproduce.rate_search import choose_rates
 from scripts.reproduce.run_options import RunOptions
 from scripts.reproduce.spec import Row, TableSpec, stale_words
@@ -292,10 +292,14 @@ class TableRun:
         return {**cell.parent.result["figures"], **found}
 
     def learnt(self, cell: Cell) -> Dict:
-        """How the cell's model learnt (rate, curve, updates, stop), from its log or the
-        other table's cell."""
+        """How the cell's model learnt: its rate, patience and budget, and its log's curve,
+        updates and stop; or the other table's cell's."""
         if cell.row.same_as is None:
-            return training(cell.folder, self.settings_of(cell), self.metric)
+            settings, log = self.settings_of(cell), cell.folder / "train.log"
+            found = {key: settings[key] for key in ("lr", "patience", BUDGET) if key in settings}
+            if log.is_file():
+                found.update(training_record(log, settings.get("patience"), self.metric))
+            return found
         source = cell.parent
         return {**{key: source.result[key] for key in LEARNT if key in source.result},
                 "same_as": f"{source.owner.spec.name}/{source.folder.name}"}
