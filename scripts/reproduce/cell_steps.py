@@ -102,21 +102,18 @@ def add_cpu_figures(figures: Dict, cpu: Dict[str, float]) -> None:
 
 def dry_run_header(cell: Cell, name: str | None = None) -> str:
     """``# ROW, seed N -> FOLDER  (lr X)``; a rate not chosen yet is said to be one for now."""
-    return f"# {name or cell.row.key}, seed {cell.seed} -> {cell.folder}{rate_words(cell)}"
-
-
-def rate_words(cell: Cell) -> str:
+    head = f"# {name or cell.row.key}, seed {cell.seed} -> {cell.folder}"
+    finished = len(cell.lr_grid or [])  # the grid's finished cells
     if cell.lr is None:
-        return ""
+        return head
     if cell.search:
-        return f"  (lr {cell.lr:g}, a rate of the grid: not decoded)"
+        return f"{head}  (lr {cell.lr:g}, a rate of the grid: not decoded)"
     if cell.rate_chosen:
-        return f"  (lr {cell.lr:g})"
-    finished = len(cell.lr_grid or [])
+        return f"{head}  (lr {cell.lr:g})"
     if not finished:
-        return (f"  (lr {cell.lr:g} for now: no cell of the rate grid has finished; the grid "
-                "chooses the rate)")
-    return (f"  (lr {cell.lr:g} for now: the best of {finished} finished "
+        return (f"{head}  (lr {cell.lr:g} for now: no cell of the rate grid has finished; the "
+                "grid chooses the rate)")
+    return (f"{head}  (lr {cell.lr:g} for now: the best of {finished} finished "
             f"cell{'s' if finished > 1 else ''} of the rate grid; chosen when the grid has "
             "finished)")
 
