@@ -238,15 +238,6 @@ def best_validation(curve: List[List[float]]) -> List[float] | None:
     return next((point for point in reversed(finite) if point[1] == lowest), None)
 
 
-def budget(settings: Dict[str, Any], updates: int) -> Budget:
-    """One cell's size and budget (``updates`` 0: a plateau run, no update cap)."""
-    return Budget(layers=settings["layers"], dim=settings["dim"], ffn=settings["ffn"],
-                  heads=settings["heads"], max_tokens=settings["max_tokens"],
-                  max_update=updates, time_budget_s=settings.get("time_cap_s", 7200.0),
-                  warmup=settings["warmup"], lr=settings["lr"],
-                  decoder_layers=settings.get("decoder_layers"))
-
-
 def train_step(row: Row, seed: int, settings: Dict[str, Any], data_bin: Path, folder: Path,
                parent: Path | None, extra: List[str]) -> Step:
     """fairseq-train (the demo's command, through :mod:`~scripts.reproduce.patient_train`);
@@ -268,7 +259,12 @@ def train_step(row: Row, seed: int, settings: Dict[str, Any], data_bin: Path, fo
         run.parent.updates = int(best[0] if best else figures.get("updates") or settings[
             "max_update"] or settings["warmup"])
         run.parent.train_seconds = float(figures.get("train_seconds", 0.0))
-    command, _, _ = train_command(run, budget(settings, updates), data_bin, folder.parent,
+    size = Budget(layers=settings["layers"], dim=settings["dim"], ffn=settings["ffn"],
+                  heads=settings["heads"], max_tokens=settings["max_tokens"],
+                  max_update=updates, time_budget_s=settings.get("time_cap_s", 7200.0),
+                  warmup=settings["warmup"], lr=settings["lr"],
+                  decoder_layers=settings.get("decoder_layers"))
+    command, _, _ = train_command(run, size, data_bin, folder.parent,
                                   argparse.Namespace(seed=seed, budget_scale=1.0))
     return Step("train.log", argv=[str(part) for part in patient_train.command(command)],
                 trains=True)
