@@ -126,18 +126,6 @@ def sentence_budget(screening_epochs: int = SENTENCE_PLATEAU["max_epoch"]) -> De
         "CPU budget: small models, trained until they stop learning")
 
 
-def sentence_budget_at(updates: int) -> Deviation:
-    """The budget deviation of a sentence table whose rows all train ``updates`` updates
-    (:mod:`~scripts.reproduce.budget`)."""
-    return Deviation(
-        "budget", "100k updates of ~8,192 tokens, 4k warm-up, every row", "batches of 2,048 "
-        "tokens, 60 warm-up; each row's rate chosen on seed 1 from 1.25-10 x 1e-3 at a "
-        f"{SENTENCE_PLATEAU['max_epoch']}-epoch screening budget; at that rate every row and "
-        f"seed trains exactly {updates:,} updates, validated every half epoch, and its best "
-        "validated checkpoint is decoded, the same rule for every row", "CPU budget: small "
-        "models; one budget for every row, chosen where the pilots' valid nll stops falling")
-
-
 CLASSIFICATION_BUDGET = Deviation(
     "budget", "fine-tuning pretrained encoders (`--scale paper` here: 10 epochs of 32 at "
     "lr 2e-5)", "batches of 64 messages; each row's rate chosen on seed 1 from 1.25-10 x "
