@@ -72,26 +72,19 @@ def validation_curve(lines: List[str], metric: str = NLL) -> List[List[float]]:
 
 def training_record(log: Path, patience: int | None, metric: str = NLL) -> Dict[str, Any]:
     """A finished training's ``curve``, ``updates``, why it ``stopped`` (``plateau`` or
-    ``cap``) and whether a capped run was ``still_improving``."""
+    ``cap``) and whether a capped run was ``still_improving``: its best valid loss within the
+    last ``patience`` validations (the last one without a patience)."""
     text = log.read_text(encoding="utf-8", errors="replace")
     lines = text.splitlines()
     curve = validation_curve(lines, metric)
     logged = [int(record["num_updates"]) for record in json_log_records(lines, "train_inner")]
     updates = max([*logged[-1:], *(point[0] for point in curve[-1:]), 0])
     stopped = "plateau" if stopped_at_plateau(text) else "cap"
-    return {"curve": curve, "updates": updates, "stopped": stopped,
-            "still_improving": still_improving(curve, stopped, patience)}
-
-
-def still_improving(curve: List[List[float]], stopped: str | None,
-                    patience: int | None) -> bool:
-    """Whether a run stopped at its cap set its best valid nll within the last ``patience``
-    validations of ``curve`` (the last one without a patience)."""
-    nlls = [nll for _, nll in curve]
-    finite = [i for i, nll in enumerate(nlls) if math.isfinite(nll)]
-    best = min(finite, key=lambda i: nlls[i]) if finite else None
+    finite = [i for i, (_, loss) in enumerate(curve) if math.isfinite(loss)]
+    best = min(finite, key=lambda i: curve[i][1]) if finite else None
     window = patience if patience and patience > 0 else 1
-    return stopped == "cap" and best is not None and len(curve) - 1 - best < window
+    return {"curve": curve, "updates": updates, "stopped": stopped, "still_improving":
+            stopped == "cap" and best is not None and len(curve) - 1 - best < window}
 
 
 def train_figures(log: Path, metric: str = NLL) -> Dict[str, float]:
