@@ -114,14 +114,12 @@ def exact_p(groups: Sequence[Sequence[float]]) -> float:
     import numpy as np
     from scipy.stats import permutation_test
 
-    if len(groups) == 1:
-        found = permutation_test((np.asarray(groups[0]),), np.mean, vectorized=True,
-                                 permutation_type="samples", n_resamples=np.inf)
-    else:
-        found = permutation_test(
-            tuple(np.asarray(g) for g in groups),
-            lambda a, b, axis: np.mean(a, axis=axis) - np.mean(b, axis=axis),
-            vectorized=True, permutation_type="independent", n_resamples=np.inf)
+    one = len(groups) == 1
+    found = permutation_test(
+        tuple(np.asarray(g) for g in groups),
+        np.mean if one else lambda a, b, axis: np.mean(a, axis=axis) - np.mean(b, axis=axis),
+        vectorized=True, permutation_type="samples" if one else "independent",
+        n_resamples=np.inf)
     return float(found.pvalue)
 
 
