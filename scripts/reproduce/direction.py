@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import itertools
 import math
 import statistics
 import sys
@@ -188,10 +189,8 @@ def seeds_needed(test: Test, sd: float | Tuple[float, float], level: float = ALP
         return None
     sds = sd if isinstance(sd, tuple) else (sd,)
     if test.kind in (SIGN_FLIP, PERMUTATION):  # the exact test: its smallest p below the level
-        n = 2
-        while (2.0 / 2.0 ** n if len(sds) == 1 else 2.0 / comb(2 * n, n)) >= level:
-            n += 1
-        return n
+        return next(n for n in itertools.count(2)
+                    if (2.0 / 2.0 ** n if len(sds) == 1 else 2.0 / comb(2 * n, n)) < level)
     ratios = [s / effect for s in sds]  # the spread in units of the effect: no units left
 
     def powerful(n: int) -> bool:
