@@ -54,16 +54,12 @@ class Task:
     test: Split
 
     @property
-    def length(self) -> int:
-        return self.train.ids.shape[1]
-
-    @property
     def contents(self) -> int:
         return self.train.counts.shape[1]
 
     def chance_recall(self) -> float:
         """Marked recall of k tokens taken at random, in %: k / n."""
-        return 100.0 * self.kept / self.length
+        return 100.0 * self.kept / self.train.ids.shape[1]
 
     def no_model_loss(self, split: Split) -> float:
         """The loss on ``split`` of predicting the training set's mean counts (no model)."""
