@@ -21,9 +21,5 @@ def parse_json_log_line(line: str) -> tuple[str, dict] | None:
 
 def json_log_records(lines: Iterable[str], tag: str) -> list[dict]:
     """Every record of kind ``tag`` (``train_inner``, ``train``, ``valid``) in ``lines``."""
-    records = []
-    for line in lines:
-        parsed = parse_json_log_line(line)
-        if parsed is not None and parsed[0] == tag:
-            records.append(parsed[1])
-    return records
+    return [parsed[1] for parsed in map(parse_json_log_line, lines)
+            if parsed is not None and parsed[0] == tag]
