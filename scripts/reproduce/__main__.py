@@ -26,15 +26,14 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
+from typing import Dict, List, Sequence, Tuple
 
 from scripts.common.child_processes import stop_children, stopped_by
 from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce.cell_jobs import read_resources
 from scripts.reproduce.cell_plan import selected_rows
 from scripts.reproduce.cell_steps import BudgetSpent, CellFailed
-from scripts.reproduce.claims import NOT_RUN, STALE
-from scripts.reproduce.more_seeds import add_seeds
+from scripts.reproduce.claims import NOT_RUN, SEEDS_CAP, STALE, seeds_wanted
 from scripts.reproduce.report import (
     section,
     summary_section,
@@ -222,6 +221,25 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             parser.error(f"--rows: {key!r} is only a starting point, of no row at scale "
                          f"{args.scale}: name the rows that start from it, or another scale")
     return args
+
+
+def add_seeds(spec: TableSpec, options: RunOptions, cells: List, data: Dict
+              ) -> Tuple[List, Dict, int]:
+    """Seeds from power (``--add-seeds``): the rows of the claims not resolved whose 80%-power
+    need is within :data:`~scripts.reproduce.claims.SEEDS_CAP` get those seeds, until no claim
+    within reach asks for more; the cells, data and seeds reached."""
+    seeds = options.seeds
+    while wanted := seeds_wanted(spec, cells, data):
+        more = max(wanted.values())
+        if more <= seeds and all(len([c for c in cells if c.row.key == row
+                                      and c.result is not None]) >= more for row in wanted):
+            break  # planned and run already: a seed that failed to finish is not retried here
+        options.say(f"{spec.name}: {', '.join(sorted(wanted))} to {more} seeds (claims not "
+                    f"resolved whose 80%-power need is within the cap of {SEEDS_CAP})")
+        run_table(spec, replace(options, rows=sorted(wanted), seeds=more))
+        seeds = max(seeds, more)
+        cells, data = run_table(spec, replace(options, seeds=seeds, collect_only=True))
+    return cells, data, seeds
 
 
 def stopped_by_hand(finished: Sequence[str], say) -> int | None:

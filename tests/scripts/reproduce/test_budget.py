@@ -131,8 +131,8 @@ def test_add_seeds_runs_the_seeds_a_claim_within_reach_needs(monkeypatch, tmp_pa
     from dataclasses import replace as copy
 
     from scripts.reproduce import cell_plan, runner
+    from scripts.reproduce.__main__ import add_seeds
     from scripts.reproduce.kinds import Step
-    from scripts.reproduce.more_seeds import add_seeds
     from scripts.reproduce.run_options import RunOptions
 
     trained = []
