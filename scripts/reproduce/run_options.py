@@ -26,7 +26,7 @@ class RunOptions:
     rows: Sequence[str] | None = None   # only these shown rows (and their parents)
     say: Callable[[str], None] = print
     deadline: float | None = None  # time.time() at which the call stops (a budget)
-    records: Path | None = None  # finished cells kept in the repository (cell_records.py)
+    records: Path | None = None  # finished cells kept in the repository (cell_cache.CellRecords)
     # "cuda": fairseq trains and decodes on the GPU (its commands without --cpu:
     # kinds.on_device); in no cell's key, so a cell is the same on either device
     device: str = "cpu"

@@ -24,10 +24,9 @@ from scripts.common.atomic_files import write_text_atomic
 from scripts.common.child_processes import stopped_by
 from scripts.common.folder_lock import folder_lock
 from scripts.reproduce.budget import BUDGET, budget_of, with_budget
-from scripts.reproduce.cell_cache import CellCache
+from scripts.reproduce.cell_cache import CellCache, CellRecords
 from scripts.reproduce.cell_jobs import job_words, run_cells, submission_order
 from scripts.reproduce.cell_plan import Cell, at_rate, foreign_parents, plan, selected_rows
-from scripts.reproduce.cell_records import CellRecords
 from scripts.reproduce.cell_steps import (
     CellFailed,
     Diverged,

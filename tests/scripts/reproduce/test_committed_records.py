@@ -7,8 +7,8 @@ import json
 
 from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce.budget import BUDGET, budget_of, with_budget
+from scripts.reproduce.cell_cache import CellRecords
 from scripts.reproduce.cell_plan import at_rate, make_cell, parent_of
-from scripts.reproduce.cell_records import CellRecords
 from scripts.reproduce.run_options import RunOptions
 from scripts.reproduce.tables import TABLES
 
