@@ -8,10 +8,9 @@ test sentence is trained on, by the document models or the sentence models they 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Dict, List, Sequence
 
-from scripts.common.gettext_corpus import Pair, build_corpus, split_of
+from scripts.common.gettext_corpus import Pair, split_of
 
 SEPARATOR = "<sep>"
 
@@ -25,11 +24,6 @@ class Document:
 
     def side(self, source: bool) -> str:
         return f" {SEPARATOR} ".join(p.source if source else p.target for p in self.pairs)
-
-
-def catalog_pairs(locale_dir: Path, lang: str) -> List[Pair]:
-    """Every cleaned, de-duplicated pair of ``lang``'s catalogs in catalog order."""
-    return build_corpus(Path(locale_dir), lang, valid_per_mille=0, test_per_mille=0)["train"]
 
 
 def pack_documents(pairs: Sequence[Pair], max_tokens: int) -> List[Document]:

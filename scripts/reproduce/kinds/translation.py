@@ -21,7 +21,7 @@ from scripts.common.child_processes import child_env
 from scripts.common.fairseq_cli import fairseq_command
 from scripts.common.fairseq_preprocess import preprocess
 from scripts.common.fairseq_train import train_command
-from scripts.common.gettext_corpus import Pair
+from scripts.common.gettext_corpus import Pair, build_corpus
 from scripts.common.repo_paths import USER_DIR
 from scripts.common.run_record import Budget, Run
 from scripts.reproduce import patient_train, timed_generate
@@ -30,7 +30,6 @@ from scripts.reproduce.data_folder import shared_data
 from scripts.reproduce.doc_corpus import (
     SEPARATOR,
     Document,
-    catalog_pairs,
     pack_documents,
     split_documents,
 )
@@ -122,7 +121,9 @@ def build_data(settings: Dict[str, Any], folder: Path) -> Dict[str, Any]:
     """Corpus, documents at every length and their binarized data in ``folder``."""
     from scripts.recipes.lib.prepare_text import moses_tokenize
 
-    pairs = catalog_pairs(Path(settings["locale_dir"]), settings["lang"])
+    # every cleaned, de-duplicated pair in catalog order: the documents are split, not the pairs
+    pairs = build_corpus(Path(settings["locale_dir"]), settings["lang"], valid_per_mille=0,
+                         test_per_mille=0)["train"]
     blocks = split_documents(pack_documents(pairs, settings["block_tokens"]),
                              settings["valid_per_mille"], settings["test_per_mille"])
     raw = folder / "raw"
