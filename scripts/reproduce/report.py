@@ -36,14 +36,10 @@ def markers(name: str) -> tuple[str, str]:
 
 def spreads(spec: TableSpec, cells: Sequence) -> Dict[tuple, Spread]:
     """``(row, metric) -> Spread`` over the seeds that have a result."""
-    values: Dict[tuple, List[float]] = {}
-    for cell in cells:
-        if cell.result is None:
-            continue
-        for metric in spec.metrics:
-            value = cell.result["figures"].get(metric.key, math.nan)
-            values.setdefault((cell.row.key, metric.key), []).append(value)
-    return {key: spread(v) for key, v in values.items()}
+    done = [cell for cell in cells if cell.result is not None]
+    return {(row, metric.key): spread([cell.result["figures"].get(metric.key, math.nan)
+                                        for cell in done if cell.row.key == row])
+            for row in {cell.row.key for cell in done} for metric in spec.metrics}
 
 
 def result_table(spec: TableSpec, table: Dict[tuple, Spread],
