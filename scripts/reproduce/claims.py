@@ -68,12 +68,9 @@ def finished(cells: Sequence, row: str) -> List:
 
 def seed_values(cells: Sequence, row: str, key: str) -> Dict[int, float]:
     """Seed -> ``row``'s finite figure ``key`` on it, over its finished cells."""
-    found = {}
-    for cell in finished(cells, row):
-        value = cell.result["figures"].get(key)
-        if isinstance(value, (int, float)) and math.isfinite(value):
-            found[cell.seed] = float(value)
-    return found
+    found = {cell.seed: cell.result["figures"].get(key) for cell in finished(cells, row)}
+    return {seed: float(value) for seed, value in found.items()
+            if isinstance(value, (int, float)) and math.isfinite(value)}
 
 
 def diverged(spec: TableSpec, cells: Sequence, row: str) -> str | None:
