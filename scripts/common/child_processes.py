@@ -60,15 +60,13 @@ def stopped_by() -> str | None:
 
 def child_env(threads: int) -> Dict[str, str]:
     """This process's environment with the thread count of a child set to ``threads``."""
-    env = dict(os.environ)
+    env = {**KEEP_BIG_BLOCKS, **os.environ}  # tunables the environment sets stay its own
     env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     # the console scripts (fairseq-train, ...) of the Python running this script come first,
     # so a venv's python called by its path, not activated, runs its own fairseq
     scripts_dir = os.path.dirname(sys.executable)
     env["PATH"] = os.pathsep.join([scripts_dir, *[part for part in env.get("PATH", "").split(
         os.pathsep) if part and part != scripts_dir]])
-    for name, value in KEEP_BIG_BLOCKS.items():
-        env.setdefault(name, value)
     # Checkpoints load safely through the plugin's allowlist; never the unsafe switch.
     env.pop("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", None)
     return env

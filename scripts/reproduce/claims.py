@@ -264,10 +264,9 @@ def initial_weights(spec: TableSpec, cells: Sequence, rows: Sequence[str]) -> st
     if any(parents):
         return ("shared: the same starting model" if parents[0] == parents[1] else
                 "differ: each row starts from its own model")
-    counts = []
-    for row in rows:
-        found = {cell.result["figures"].get("params") for cell in finished(cells, row)}
-        counts.append(found.pop() if len(found) == 1 else None)
+    found = [{cell.result["figures"].get("params") for cell in finished(cells, row)}
+             for row in rows]
+    counts = [params.pop() if len(params) == 1 else None for params in found]
     if None in counts:
         return "not recorded"
     if counts[0] == counts[1]:
