@@ -48,15 +48,12 @@ def generate(run: Run, data_bin: Path, work: Path, beam: int, decode_flags: Sequ
                disable=args.quiet, dynamic_ncols=True, mininterval=1.0, position=position)
 
     def on_line(line: str) -> None:
-        match = _HYPOTHESIS.match(line)
-        if match:
+        if match := _HYPOTHESIS.match(line):
             hypotheses[int(match.group(1))] = match.group(2)
             bar.update(1)
-        match = _BLEU.search(line)
-        if match:
+        if match := _BLEU.search(line):
             run.tok_bleu = float(match.group(1))
-        match = _TRANSLATED.search(line)
-        if match:
+        if match := _TRANSLATED.search(line):
             run.decode_seconds = float(match.group(1))
 
     code, _ = stream(command, work / run.key / "generate.log", on_line,

@@ -71,11 +71,9 @@ class Run:
 
 def parse_log_line(line: str, run: Run) -> str | None:
     """Fold one fairseq-train (json log format) line into ``run``; returns its tag if any."""
-    match = re.search(r"model params: ([\d,]+)", line)
-    if match and run.params is None:
+    if (match := re.search(r"model params: ([\d,]+)", line)) and run.params is None:
         run.params = int(match.group(1).replace(",", ""))
-    match = re.search(r"done training in ([\d.]+) seconds", line)
-    if match:
+    if match := re.search(r"done training in ([\d.]+) seconds", line):
         run.train_seconds = float(match.group(1))
     parsed = parse_json_log_line(line)
     if parsed is None:

@@ -156,9 +156,8 @@ class Jobs:
             self.options.say(f"  {cell.folder.name}: its Slurm job {job.job_id} still runs: "
                              "waiting for it")
         else:
-            if self.gpus:  # the GPU fewest running cells have
-                taken = list(self.gpu_of.values())
-                free = min(range(self.gpus), key=lambda gpu: (taken.count(gpu), gpu))
+            if self.gpus:  # the GPU fewest running cells have (the first such)
+                free = min(range(self.gpus), key=list(self.gpu_of.values()).count)
                 self.gpu_of[id(cell)] = free
                 self.executor.update_parameters(gpus_per_node=1, visible_gpus=[free])
             cell.folder.mkdir(parents=True, exist_ok=True)
