@@ -22,7 +22,6 @@ TRANSLATION_TOY = {
     "valid_per_mille": 30, "test_per_mille": 30, "max_train_pairs": None,
     "max_test_docs": 200, "lengths": [], "vocab": 8000, "arch": "relu_former", "layers": 2,
     "dim": 64, "ffn": 256, "heads": 4, "max_tokens": 2048, "max_update": 400, "lr": 5e-3,
-    # finetune_update: read by nothing, kept so that the cell keys are unchanged
     "warmup": 60, "finetune_update": 300, "beams": [4],
 }
 # what every toy translation and summary cell trains with, before its row's own flags (which
@@ -47,7 +46,6 @@ SENTENCE_PLATEAU_TINY = {"max_update": None, "lr_grid": [2e-2, 4e-2, 8e-2],
 TRANSLATION_TINY = {
     "block_tokens": 64, "valid_per_mille": 150, "test_per_mille": 150,
     "max_train_pairs": 300, "max_test_docs": 6, "layers": 1, "dim": 16, "ffn": 32,
-    # finetune_update: read by nothing, kept so that the cell keys are unchanged
     "heads": 2, "max_tokens": 512, "max_update": 4, "warmup": 2, "finetune_update": 2,
     "beams": [2],
 }
