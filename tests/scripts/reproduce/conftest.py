@@ -1,8 +1,9 @@
-"""Table 4's rows at tiny scale on the French fixture catalogs, each trained once for the whole
-test run: the ReLUFormer row on a one-rate grid, which the rows that start from it (Table 6)
-or measure it (Table 5) read a copy of, and the Transformer row on its own grid, which the
-protocol test reads and the generation table's rows fine-tune a copy of
-(``settings_args.copy_table4_run``)."""
+"""Table 4's tiny data on the French fixture catalogs, built once for the whole test run, which
+the tests of Table 4's (and Table 5's) cells copy instead of building it again
+(``settings_args.copy_table4_data``); and Table 4's rows at tiny scale on it, each trained once:
+the ReLUFormer row on a one-rate grid, which the rows that start from it (Table 6) or measure
+it (Table 5) read a copy of, and the Transformer row on its own grid, which the protocol test
+reads and the generation table's rows fine-tune a copy of (``settings_args.copy_table4_run``)."""
 
 from __future__ import annotations
 
@@ -11,17 +12,32 @@ from pathlib import Path
 import pytest
 
 from scripts.reproduce.__main__ import main
-from tests.scripts.reproduce.settings_args import GRID, T4, sets
+from tests.scripts.reproduce.settings_args import GRID, T4, copy_table4_data, sets
 
 from catalog_fixtures import write_fixture_catalogs
 
 
-def _table4_run(made_once, row: str, settings: dict) -> Path:
-    """The folder of Table 4's ``row`` run once with ``settings``: ``locale``, ``work``,
-    ``reproduction.md`` and ``reproduction`` (the records). Read only."""
+@pytest.fixture(scope="session")
+def table4_data(made_once) -> Path:
+    """``locale``, the French fixture catalogs, and ``work/data``, Table 4's tiny data on them
+    (a dry run builds it). Read only: tests copy it (``copy_table4_data``)."""
 
     def make(folder: Path) -> None:
-        locale = write_fixture_catalogs(folder / "locale", "fr")
+        locale = write_fixture_catalogs(folder / "locale", "fr").resolve()
+        assert main([T4, "--dry-run", "--scale", "tiny", "--seeds", "1",
+                     *sets({"locale_dir": str(locale)}), "--work", str(folder / "work")]) == 0
+
+    return made_once("table4_data", make)
+
+
+def _table4_run(made_once, table4_data: Path, row: str, settings: dict) -> Path:
+    """The folder of Table 4's ``row`` run once with ``settings`` on ``table4_data``:
+    ``locale`` (a link to its catalogs), ``work``, ``reproduction.md`` and ``reproduction``
+    (the records). Read only."""
+
+    def make(folder: Path) -> None:
+        locale = copy_table4_data(table4_data, folder)
+        (folder / "locale").symlink_to(locale, target_is_directory=True)
         assert main([T4, "--rows", row, *sets({"locale_dir": str(locale), **settings}),
                      "--scale", "tiny", "--seeds", "1", "--work", str(folder / "work"),
                      "--out", str(folder / "reproduction.md")]) == 0
@@ -30,13 +46,13 @@ def _table4_run(made_once, row: str, settings: dict) -> Path:
 
 
 @pytest.fixture(scope="session")
-def table4_relu_former(made_once) -> Path:
+def table4_relu_former(made_once, table4_data) -> Path:
     """The ReLUFormer row at the one rate of ``GRID``."""
-    return _table4_run(made_once, "relu_former", GRID)
+    return _table4_run(made_once, table4_data, "relu_former", GRID)
 
 
 @pytest.fixture(scope="session")
-def table4_transformer(made_once) -> Path:
+def table4_transformer(made_once, table4_data) -> Path:
     """The Transformer row at the tiny scale's own settings: its 3-rate grid, then the chosen
     rate's cell trained to a plateau and decoded."""
-    return _table4_run(made_once, "transformer", {})
+    return _table4_run(made_once, table4_data, "transformer", {})

@@ -1,5 +1,5 @@
 """Command-line settings for the tests that run two tables in one call (a row starting from,
-or being, another table's row), and a copy of a tiny Table 4 run."""
+or being, another table's row), and copies of Table 4's tiny data and of a tiny Table 4 run."""
 
 from __future__ import annotations
 
@@ -20,6 +20,22 @@ def sets(values: Dict[str, Any], table: str = "") -> List[str]:
             for arg in ("--set", f"{prefix}{key}={json.dumps(value)}")]
 
 
+def copy_table4_data(data: Path, tmp_path: Path) -> Path:
+    """Copy the data of the ``table4_data`` fixture (``conftest.py``) into
+    ``tmp_path/work/data`` and return its catalogs' folder: the data's key names it, so a run
+    that gives it as ``locale_dir`` reads the copy instead of building the data again."""
+    shutil.copytree(data / "work" / "data", tmp_path / "work" / "data")
+    return (data / "locale").resolve()
+
+
+def table4_data_folder(data: Path) -> Path:
+    """The one data folder of the ``table4_data`` fixture, as ``translation.build_data``
+    fills it (read only)."""
+    (folder,) = (path for path in (data / "work" / "data").glob("translation-*")
+                 if path.is_dir())
+    return folder
+
+
 def copy_table4_run(run: Path, tmp_path: Path) -> Path:
     """Copy the run of a Table 4 fixture (``conftest.py``) into ``tmp_path`` (``work``, the
     report and its records, as ``main([T4, "--rows", ROW, *sets({"locale_dir": locale,
@@ -29,4 +45,4 @@ def copy_table4_run(run: Path, tmp_path: Path) -> Path:
     for name in ("work", "reproduction"):
         shutil.copytree(run / name, tmp_path / name)
     shutil.copy2(run / "reproduction.md", tmp_path)
-    return run / "locale"
+    return (run / "locale").resolve()

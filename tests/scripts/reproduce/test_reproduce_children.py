@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from catalog_fixtures import write_fixture_catalogs
+from tests.scripts.reproduce.settings_args import copy_table4_data
+
 from helpers import REPO_ROOT
 
 pytestmark = [pytest.mark.slow,
@@ -44,9 +45,9 @@ def state(pid: int) -> str | None:
         return None
 
 
-def test_killing_the_runner_ends_every_process_it_started(tmp_path):
+def test_killing_the_runner_ends_every_process_it_started(tmp_path, table4_data):
     jobs = 2
-    locale = write_fixture_catalogs(tmp_path / "locale", "fr")
+    locale = copy_table4_data(table4_data, tmp_path)  # Table 4's data, built once
     # two rows, so that two cells train at once with --jobs 2; long trainings, stopped by the kill
     argv = ["relu_former_table4", "--scale", "tiny", "--seeds", "1", "--rows", "transformer",
             "relu_former", "--set", f"locale_dir={locale}", "--set", "lr_grid=[0.01]",

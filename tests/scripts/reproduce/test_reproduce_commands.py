@@ -18,8 +18,7 @@ from scripts.reproduce.run_options import RunOptions
 from scripts.reproduce.spec import split_parent
 from scripts.reproduce.tables import TABLES
 from tests.scripts.reproduce.fairseq_epoch import fairseq_epoch
-
-from catalog_fixtures import write_fixture_catalogs
+from tests.scripts.reproduce.settings_args import table4_data_folder
 
 FAIRSEQ_TABLES = sorted(name for name, spec in TABLES.items()
                         if spec.kind in ("translation", "summarization"))
@@ -110,18 +109,17 @@ def test_every_toy_command_parses(name, parsers, tmp_path, monkeypatch):
 
 
 
-def test_translation_plateau_flags_validate_twice_a_fairseq_epoch(tmp_path):
+def test_translation_plateau_flags_validate_twice_a_fairseq_epoch(tmp_path, table4_data):
     """The translation kind's training command carries the plateau flags at half the epoch
     fairseq's own translation task batches on real tiny data (the summaries share these
     flags with their own language pair)."""
     from scripts.reproduce.kinds import translation
 
     spec = TABLES["relu_former_table4"]
-    locale = write_fixture_catalogs(tmp_path / "locale", "fr")
-    settings = {**spec.settings("tiny"), "locale_dir": str(locale)}
-    translation.build_data(settings, tmp_path / "data")
+    settings = {**spec.settings("tiny"), "locale_dir": str(table4_data / "locale")}
+    data = table4_data_folder(table4_data)  # Table 4's tiny data, built once
     train = translation.steps(spec, spec.rows[0], 1, "tiny", settings,
-                              {"folder": str(tmp_path / "data")}, tmp_path / "cell", None)[0]
+                              {"folder": str(data)}, tmp_path / "cell", None)[0]
     args, updates = fairseq_epoch(train.argv)
     assert args.validate_interval_updates == args.save_interval_updates == 2  # 4 an epoch
     assert updates // settings["validations_per_epoch"] == 2

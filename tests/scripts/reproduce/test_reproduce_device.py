@@ -21,9 +21,7 @@ from scripts.reproduce.kinds import Step
 from scripts.reproduce.run_options import RunOptions
 from scripts.reproduce.runner import run_table
 from scripts.reproduce.spec import Metric, Row, TableSpec
-from tests.scripts.reproduce.settings_args import GRID, sets
-
-from catalog_fixtures import write_fixture_catalogs
+from tests.scripts.reproduce.settings_args import GRID, copy_table4_data, sets
 
 T4 = "relu_former_table4"
 
@@ -40,8 +38,8 @@ def headers(out: str) -> list[str]:
     return [line for line in out.splitlines() if re.match(r"# \w+, seed \d+ -> ", line)]
 
 
-def test_cuda_leaves_out_cpu_and_keeps_every_cells_key(tmp_path, capsys):
-    locale = write_fixture_catalogs(tmp_path / "locale", "fr")
+def test_cuda_leaves_out_cpu_and_keeps_every_cells_key(tmp_path, capsys, table4_data):
+    locale = copy_table4_data(table4_data, tmp_path)  # Table 4's data, built once
     args = [T4, "--scale", "tiny", "--seeds", "2", "--rows", "relu_former", "--dry-run",
             *sets({"locale_dir": str(locale), **GRID}), "--work", str(tmp_path / "work")]
     out = {}

@@ -25,8 +25,7 @@ from scripts.reproduce.cell_steps import run_step
 from scripts.reproduce.kinds import translation
 from scripts.reproduce.log_figures import training_record
 from scripts.reproduce.tables import TABLES
-
-from catalog_fixtures import write_fixture_catalogs
+from tests.scripts.reproduce.settings_args import table4_data_folder
 
 TABLE = "relu_former_table4"
 
@@ -73,17 +72,17 @@ def test_the_launcher_takes_fairseq_trains_arguments_and_name():
     assert "--patience" in shown.stdout
 
 
-def test_a_training_stopped_half_way_stops_where_the_uninterrupted_one_stops(tmp_path):
+def test_a_training_stopped_half_way_stops_where_the_uninterrupted_one_stops(tmp_path,
+                                                                            table4_data):
     spec = TABLES[TABLE]
-    locale = write_fixture_catalogs(tmp_path / "locale", "fr")
     # 4e-2 reaches a plateau on the fixture catalogs (patience 2; toy_settings.py)
-    settings = at_rate({**spec.settings("tiny"), "locale_dir": str(locale),
+    settings = at_rate({**spec.settings("tiny"), "locale_dir": str(table4_data / "locale"),
                         "max_epoch": spec.settings("tiny")["plateau_max_epoch"]}, 4e-2)
-    translation.build_data(settings, tmp_path / "data")
+    data = table4_data_folder(table4_data)  # Table 4's tiny data, built once
 
     def train_step(folder: Path):
         (step,) = translation.steps(spec, replace(spec.row("transformer"), hidden=True), 1,
-                                    "tiny", settings, {"folder": str(tmp_path / "data")},
+                                    "tiny", settings, {"folder": str(data)},
                                     folder, None)
         return step
 

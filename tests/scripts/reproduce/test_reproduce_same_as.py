@@ -14,9 +14,7 @@ import pytest
 from scripts.reproduce.__main__ import main
 from scripts.reproduce.kinds.translation import ATTENTION
 from scripts.reproduce.tables import TABLES
-from tests.scripts.reproduce.settings_args import GRID, copy_table4_run, sets
-
-from catalog_fixtures import write_fixture_catalogs
+from tests.scripts.reproduce.settings_args import GRID, copy_table4_data, copy_table4_run, sets
 
 pytestmark = pytest.mark.slow
 T4, T5 = "relu_former_table4", "relu_former_table5"
@@ -114,8 +112,8 @@ def test_the_relu_former_row_measures_table4s_cell_without_training_it(tmp_path,
     assert attention_means(cell)["entropy"] > 0 and (records / T5 / record.name).is_file()
 
 
-def test_an_ablation_row_trains_to_a_plateau_and_measures_its_attention(tmp_path):
-    locale = write_fixture_catalogs(tmp_path / "locale", "fr")
+def test_an_ablation_row_trains_to_a_plateau_and_measures_its_attention(tmp_path, table4_data):
+    locale = copy_table4_data(table4_data, tmp_path)  # Table 4's (and 5's) data, built once
     work = tmp_path / "work"
     assert main([T5, "--rows", "no_regularisers", "--scale", "tiny", "--seeds", "1",
                  *sets({"locale_dir": str(locale), **GRID}), "--work", str(work),
