@@ -73,11 +73,32 @@ def test_document_rows_start_from_table4s_cells(tmp_path, capsys, table4_relu_fo
                         if not json.loads(path.read_text())["search"]]
     chosen = json.loads(chosen_record.read_text())
     cells4 = work / "cells" / "tiny" / T4
-    before = sorted(path.name for path in cells4.iterdir())
     parent = cells4 / f"relu_former-seed1-{chosen['key'][:12]}"
-    stamp = (parent / "train.log").stat().st_mtime_ns
 
-    # (a) Table 4's cell is the starting point as it is: a dry run says so, a run reuses it
+    # (a) a fresh clone: Table 4's records, none of its folders; the starting point must run
+    # again. One training of the document row serves (a) and (b): it runs after (a) has
+    # trained its starting point again, from that cell, which (b) then finds as it is.
+    shutil.rmtree(cells4)
+    capsys.readouterr()
+    assert main([*table6, "--dry-run"]) == 0  # says so, and that the child's line waits on it
+    said = capsys.readouterr().out
+    assert "(recorded; not finished in this work folder: trained again first" in said
+    assert "its parent has not trained yet" in said
+    # the starting point is trained again first, counted with the table's new cells, and
+    # its new record replaces the old
+    assert main([*table6, "--max-new-cells", "1"]) == 1
+    assert sorted(path.name for path in cells4.iterdir()) == [parent.name]  # Table 4's folder
+    assert (parent / "checkpoint_best.pt").is_file()
+    assert not list((work / "cells" / "tiny").glob(f"{T6}/*"))  # no document cell yet
+    kept = json.loads(chosen_record.read_text())
+    assert kept["key"] == chosen["key"] and not kept["search"]  # Table 4's record, its key
+    assert kept["finished_at"] > chosen["finished_at"]
+    assert sorted(path.name for path in (records / T4).glob("*.json")) == sorted(
+        [chosen_record.name, f"relu_former-seed1-lr{GRID['lr_grid'][0]:g}.json"])
+
+    # (b) Table 4's cell is the starting point as it is: a dry run says so, a run reuses it
+    before = sorted(path.name for path in cells4.iterdir())
+    stamp = (parent / "train.log").stat().st_mtime_ns
     capsys.readouterr()
     assert main([*table6, "--dry-run"]) == 0
     assert (f"# {T4}:relu_former, seed 1 -> {parent}  (lr {GRID['lr_grid'][0]:g}): cached\n"
@@ -89,11 +110,11 @@ def test_document_rows_start_from_table4s_cells(tmp_path, capsys, table4_relu_fo
     log = (child / "train.log").read_text()
     # from the model Table 4 decodes (its best), at the rate its schedule had reached there
     assert f"'finetune_from_model': '{parent}/checkpoint_best.pt'" in log
-    best = min(chosen["curve"], key=lambda point: point[1])[0]
+    best = min(kept["curve"], key=lambda point: point[1])[0]
     rate = final_learning_rate(0.04, TABLES[T4].settings("tiny")["warmup"], best)
     assert re.search(rf"'lr_scheduler': {{'_name': 'fixed'.*'lr': \[{rate:.6g}\]", log)
     assert "'max_update': 0," in log and "'patience': 2," in log  # to a plateau, no cap
-    text = out.read_text().split(f"reproduce:{T6} start")[1]
+    text = out.read_text().split(f"reproduce:{T6} start")[-1]
     assert "1 of 1 cells finished" in text and "| ReLUFormer (ReLU attention" in text
     assert "| ReLUFormer | " not in text  # Table 4's row is not a row of Table 6
     # the child's key holds Table 4's cell's key
@@ -108,30 +129,3 @@ def test_document_rows_start_from_table4s_cells(tmp_path, capsys, table4_relu_fo
     other = make_cell(spec6, options, data6, cell.row, 1, cell.lr,
                       replace(cell.parent, key="0" * 64))
     assert other.key != cell.key
-
-    # (b) a fresh clone: Table 4's records, none of its folders; the child must run again
-    shutil.rmtree(cells4)
-    shutil.rmtree(child)
-    child_record.unlink()
-    capsys.readouterr()
-    assert main([*table6, "--dry-run"]) == 0  # says so, and that the child's line waits on it
-    said = capsys.readouterr().out
-    assert "(recorded; not finished in this work folder: trained again first" in said
-    assert "its parent has not trained yet" in said
-    # the starting point is trained again first, counted with the table's new cells, and
-    # its new record replaces the old
-    assert main([*table6, "--max-new-cells", "1"]) == 1
-    assert sorted(path.name for path in cells4.iterdir()) == [parent.name]  # Table 4's folder
-    assert (parent / "checkpoint_best.pt").is_file()
-    assert not list((work / "cells" / "tiny" / T6).iterdir())
-    kept = json.loads(chosen_record.read_text())
-    assert kept["key"] == chosen["key"] and not kept["search"]  # Table 4's record, its key
-    assert kept["finished_at"] > chosen["finished_at"]
-    assert sorted(path.name for path in (records / T4).glob("*.json")) == sorted(
-        [chosen_record.name, f"relu_former-seed1-lr{GRID['lr_grid'][0]:g}.json"])
-    stamp = (parent / "train.log").stat().st_mtime_ns
-    assert main(table6) == 0  # then the document row, from it
-    assert (parent / "train.log").stat().st_mtime_ns == stamp
-    (child,) = (work / "cells" / "tiny" / T6).iterdir()
-    assert f"'{parent}/checkpoint_best.pt'" in (child / "train.log").read_text()
-    assert len(list((records / T6).glob("*.json"))) == 1
