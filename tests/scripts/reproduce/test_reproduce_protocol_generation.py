@@ -25,9 +25,7 @@ from scripts.reproduce.report import section
 from scripts.reproduce.run_options import RunOptions
 from scripts.reproduce.spec import split_parent
 from scripts.reproduce.tables import TABLES
-from tests.scripts.reproduce.settings_args import GRID, copy_table4_run, sets
-
-from catalog_fixtures import write_fixture_catalogs
+from tests.scripts.reproduce.settings_args import GRID, copy_table4_data, copy_table4_run, sets
 
 T4, GEN = "relu_former_table4", "sparse_softmax_generation"
 ROWS = ("finetune_ce", "finetune_sparse")
@@ -98,8 +96,9 @@ def test_a_fine_tuning_cell_starts_from_table4s_cell_of_its_seed(tmp_path):
         TABLES[T4], TABLES[T4].rows[0], 1, "toy", {}, data)
 
 
-def test_the_dry_run_trains_each_row_on_its_own_loss_from_table4s_model(tmp_path, capsys):
-    locale = write_fixture_catalogs(tmp_path / "locale", "fr")
+def test_the_dry_run_trains_each_row_on_its_own_loss_from_table4s_model(tmp_path, capsys,
+                                                                       table4_data):
+    locale = copy_table4_data(table4_data, tmp_path)  # Table 4's (and this table's) data
     work = tmp_path / "work"
     data = {"locale_dir": str(locale)}
     assert main([GEN, "--scale", "tiny", "--seeds", "2", "--dry-run", *sets(data),
