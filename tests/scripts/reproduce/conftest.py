@@ -1,18 +1,20 @@
 """Table 4's tiny data on the French fixture catalogs, built once for the whole test run, which
 the tests of Table 4's (and Table 5's) cells copy instead of building it again
-(``settings_args.copy_table4_data``); and Table 4's rows at tiny scale on it, each trained once:
-the ReLUFormer row on a one-rate grid, which the rows that start from it (Table 6) or measure
-it (Table 5) read a copy of, and the Transformer row on its own grid, which the protocol test
-reads and the generation table's rows fine-tune a copy of (``settings_args.copy_table4_run``)."""
+(``settings_args.copy_table4_data``), and Table 6's beside it; and Table 4's rows at tiny
+scale on it, each trained once: the ReLUFormer row on a one-rate grid, which the rows that
+start from it (Table 6) or measure it (Table 5) read a copy of, and the Transformer row on
+its own grid, which the protocol test reads and the generation table's rows fine-tune a copy
+of (``settings_args.copy_table4_run``)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
 from scripts.reproduce.__main__ import main
-from tests.scripts.reproduce.settings_args import GRID, T4, copy_table4_data, sets
+from tests.scripts.reproduce.settings_args import GRID, T4, copy_table4_data, data_folder, sets
 
 from catalog_fixtures import write_fixture_catalogs
 
@@ -28,6 +30,22 @@ def table4_data(made_once) -> Path:
                      *sets({"locale_dir": str(locale)}), "--work", str(folder / "work")]) == 0
 
     return made_once("table4_data", make)
+
+
+@pytest.fixture(scope="session")
+def table6_data(made_once, table4_data) -> Path:
+    """``work/data``: Table 6's tiny data (sentences and documents) on ``table4_data``'s
+    catalogs, built by a dry run of its document row beside a copy of Table 4's data, which
+    is then left out. Read only."""
+
+    def make(folder: Path) -> None:
+        data = {"locale_dir": str(copy_table4_data(table4_data, folder))}
+        assert main(["relu_former_table6", "--dry-run", "--scale", "tiny", "--seeds", "1",
+                     "--rows", "relu_former_128", *sets(data), *sets({**data, **GRID}, T4),
+                     "--work", str(folder / "work")]) == 0
+        shutil.rmtree(folder / "work" / "data" / data_folder(table4_data).name)
+
+    return made_once("table6_data", make)
 
 
 def _table4_run(made_once, table4_data: Path, row: str, settings: dict) -> Path:

@@ -28,9 +28,9 @@ def copy_table4_data(data: Path, tmp_path: Path) -> Path:
     return (data / "locale").resolve()
 
 
-def table4_data_folder(data: Path) -> Path:
-    """The one data folder of the ``table4_data`` fixture, as ``translation.build_data``
-    fills it (read only)."""
+def data_folder(data: Path) -> Path:
+    """The one data folder of the ``table4_data`` or ``table6_data`` fixture, as
+    ``translation.build_data`` fills it (read only)."""
     (folder,) = (path for path in (data / "work" / "data").glob("translation-*")
                  if path.is_dir())
     return folder

@@ -18,7 +18,7 @@ from scripts.reproduce.run_options import RunOptions
 from scripts.reproduce.spec import split_parent
 from scripts.reproduce.tables import TABLES
 from tests.scripts.reproduce.fairseq_epoch import fairseq_epoch
-from tests.scripts.reproduce.settings_args import table4_data_folder
+from tests.scripts.reproduce.settings_args import data_folder
 
 FAIRSEQ_TABLES = sorted(name for name, spec in TABLES.items()
                         if spec.kind in ("translation", "summarization"))
@@ -117,7 +117,7 @@ def test_translation_plateau_flags_validate_twice_a_fairseq_epoch(tmp_path, tabl
 
     spec = TABLES["relu_former_table4"]
     settings = {**spec.settings("tiny"), "locale_dir": str(table4_data / "locale")}
-    data = table4_data_folder(table4_data)  # Table 4's tiny data, built once
+    data = data_folder(table4_data)  # Table 4's tiny data, built once
     train = translation.steps(spec, spec.rows[0], 1, "tiny", settings,
                               {"folder": str(data)}, tmp_path / "cell", None)[0]
     args, updates = fairseq_epoch(train.argv)

@@ -25,7 +25,7 @@ from scripts.reproduce.cell_steps import run_step
 from scripts.reproduce.kinds import translation
 from scripts.reproduce.log_figures import training_record
 from scripts.reproduce.tables import TABLES
-from tests.scripts.reproduce.settings_args import table4_data_folder
+from tests.scripts.reproduce.settings_args import data_folder
 
 TABLE = "relu_former_table4"
 
@@ -78,7 +78,7 @@ def test_a_training_stopped_half_way_stops_where_the_uninterrupted_one_stops(tmp
     # 4e-2 reaches a plateau on the fixture catalogs (patience 2; toy_settings.py)
     settings = at_rate({**spec.settings("tiny"), "locale_dir": str(table4_data / "locale"),
                         "max_epoch": spec.settings("tiny")["plateau_max_epoch"]}, 4e-2)
-    data = table4_data_folder(table4_data)  # Table 4's tiny data, built once
+    data = data_folder(table4_data)  # Table 4's tiny data, built once
 
     def train_step(folder: Path):
         (step,) = translation.steps(spec, replace(spec.row("transformer"), hidden=True), 1,

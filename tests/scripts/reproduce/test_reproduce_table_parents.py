@@ -60,10 +60,13 @@ def test_a_parent_of_another_dictionary_is_refused(tmp_path, table4_data):
 
 
 @pytest.mark.slow
-def test_document_rows_start_from_table4s_cells(tmp_path, capsys, table4_relu_former):
-    # Table 4's relu_former row run first, at its one-rate grid (conftest.py: run once)
+def test_document_rows_start_from_table4s_cells(tmp_path, capsys, table4_relu_former,
+                                               table6_data):
+    # Table 4's relu_former row run first, at its one-rate grid, and Table 6's data
+    # (conftest.py: each made once)
     locale = copy_table4_run(table4_relu_former, tmp_path)
     work, out = tmp_path / "work", tmp_path / "reproduction.md"
+    shutil.copytree(table6_data / "work" / "data", work / "data", dirs_exist_ok=True)
     common = ["--scale", "tiny", "--seeds", "1", "--work", str(work), "--out", str(out)]
     data = {"locale_dir": str(locale)}
     table6 = [T6, "--rows", "relu_former_128", *sets(data), *sets({**data, **GRID}, T4),

@@ -10,11 +10,10 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from scripts.reproduce.kinds import summarization, translation
+from scripts.reproduce.kinds import summarization
 from scripts.reproduce.tables import TABLES
 from tests.scripts.demo.manpage_fixtures import write_fixture_man_pages
-
-from catalog_fixtures import write_fixture_catalogs
+from tests.scripts.reproduce.settings_args import data_folder
 
 # the hashes of the tables' data text at the tests' scale, as the code builds it today
 EXPECTED = {
@@ -38,12 +37,9 @@ def text_hash(folder: Path) -> str:
     return digest.hexdigest()
 
 
-def test_the_translation_tables_data_is_unchanged(tmp_path):
-    table = "relu_former_table6"
-    locale = write_fixture_catalogs(tmp_path / "locale", "fr")
-    settings = {**TABLES[table].settings("tiny"), "locale_dir": str(locale)}
-    translation.build_data(settings, tmp_path / "data")
-    now = text_hash(tmp_path / "data" / "raw")
+def test_the_translation_tables_data_is_unchanged(table6_data):
+    table = "relu_former_table6"  # its data built once, as the table's runs build it
+    now = text_hash(data_folder(table6_data) / "raw")
     assert now == EXPECTED[table], CHANGED.format(table=table, now=now)
 
 
