@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from demo_runs import TinyDemo, run_tiny_demo, write_demo_fixtures
+from demo_runs import TinyDemo, run_tiny_demo_here, write_demo_fixtures
 
 
 @pytest.fixture(scope="session")
@@ -19,8 +19,7 @@ def demo_fixtures(made_once) -> Path:
 
 def _part(made_once, fixtures: Path, name: str, *flags) -> TinyDemo:
     def make(folder: Path) -> None:
-        proc = run_tiny_demo(folder / "report", *flags)
-        (folder / "stdout.txt").write_text(proc.stdout)
+        (folder / "stdout.txt").write_text(run_tiny_demo_here(folder / "report", *flags))
 
     folder = made_once(name, make)
     return TinyDemo(folder / "report", (folder / "stdout.txt").read_text(), fixtures)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -19,6 +21,23 @@ def run_tiny_demo(out: Path, *flags, prefix: Sequence[object] = ()
     ``taskset``, say)."""
     return run_command([*prefix, sys.executable, "-m", "scripts.demo.demo", "--tiny", "--quiet",
                         *flags, "--out", out], timeout=1800)
+
+
+def run_tiny_demo_here(out: Path, *flags) -> str:
+    """:func:`run_tiny_demo` in this process (its fairseq commands are processes all the
+    same): the demo's interpreter start, torch and fairseq's imports, is saved. Returns its
+    stdout; torch's thread count, which its attention analysis sets, is put back."""
+    import torch
+
+    from scripts.demo import demo
+
+    threads, stdout = torch.get_num_threads(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(stdout):
+            assert demo.main(["--tiny", "--quiet", *map(str, flags), "--out", str(out)]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    return stdout.getvalue()
 
 
 def write_demo_fixtures(folder: Path) -> None:
