@@ -1,9 +1,11 @@
-"""bench_toy_update: a --quick run on fixture catalogs builds the table's data and its BPE
-variants, and reports the cost of every vocabulary and the profile's groups."""
+"""bench_toy_update: a --quick run on fixture catalogs reads the table's data (Table 4's tiny
+data, built once for the test run) and builds its BPE variants, and reports the cost of every
+vocabulary and the profile's groups."""
 
 from __future__ import annotations
 
 import math
+import shutil
 import sys
 from pathlib import Path
 
@@ -13,7 +15,6 @@ import torch
 from scripts.benchmarks import bench_toy_update as bench
 from scripts.common.child_processes import KEEP_BIG_BLOCKS
 
-from catalog_fixtures import write_fixture_catalogs
 from helpers import run_command
 
 
@@ -25,9 +26,12 @@ def table_rows(text: str, heading: str) -> list[list[str]]:
 
 
 @pytest.mark.slow
-def test_quick_run_reports_every_vocabulary_and_the_profile(tmp_path):
-    locale = write_fixture_catalogs(tmp_path / "locale", "fr")
+def test_quick_run_reports_every_vocabulary_and_the_profile(tmp_path, table4_data):
     out = tmp_path / "out"
+    # the table's data, as a reproduction builds it (tests/scripts/conftest.py), where --quick
+    # keeps it; its key names the catalogs' folder
+    shutil.copytree(table4_data / "work" / "data", out / "data")
+    locale = (table4_data / "locale").resolve()
     proc = run_command([sys.executable, "-m", "scripts.benchmarks.bench_toy_update", "--quick",
                         "--out", out, "--locale-dir", locale, "--bpe-merges", "30", "60"],
                        cwd=tmp_path)

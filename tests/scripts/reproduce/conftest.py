@@ -1,10 +1,8 @@
-"""Table 4's tiny data on the French fixture catalogs, built once for the whole test run, which
-the tests of Table 4's (and Table 5's) cells copy instead of building it again
-(``settings_args.copy_table4_data``), and Table 6's beside it; and Table 4's rows at tiny
-scale on it, each trained once: the ReLUFormer row on a one-rate grid, which the rows that
-start from it (Table 6) or measure it (Table 5) read a copy of, and the Transformer row on
-its own grid, which the protocol test reads and the generation table's rows fine-tune a copy
-of (``settings_args.copy_table4_run``)."""
+"""Table 6's tiny data beside Table 4's (``tests/scripts/conftest.py``), built once for the
+whole test run; and Table 4's rows at tiny scale on Table 4's data, each trained once: the
+ReLUFormer row on a one-rate grid, which the rows that start from it (Table 6) or measure it
+(Table 5) read a copy of, and the Transformer row on its own grid, which the protocol test
+reads and the generation table's rows fine-tune a copy of (``settings_args.copy_table4_run``)."""
 
 from __future__ import annotations
 
@@ -15,21 +13,6 @@ import pytest
 
 from scripts.reproduce.__main__ import main
 from tests.scripts.reproduce.settings_args import GRID, T4, copy_table4_data, data_folder, sets
-
-from catalog_fixtures import write_fixture_catalogs
-
-
-@pytest.fixture(scope="session")
-def table4_data(made_once) -> Path:
-    """``locale``, the French fixture catalogs, and ``work/data``, Table 4's tiny data on them
-    (a dry run builds it). Read only: tests copy it (``copy_table4_data``)."""
-
-    def make(folder: Path) -> None:
-        locale = write_fixture_catalogs(folder / "locale", "fr").resolve()
-        assert main([T4, "--dry-run", "--scale", "tiny", "--seeds", "1",
-                     *sets({"locale_dir": str(locale)}), "--work", str(folder / "work")]) == 0
-
-    return made_once("table4_data", make)
 
 
 @pytest.fixture(scope="session")
