@@ -20,8 +20,7 @@ import pytest
 from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce.__main__ import main
 from scripts.reproduce.tables import TABLES
-
-from catalog_fixtures import write_fixture_catalogs
+from tests.scripts.reproduce.settings_args import copy_table4_data
 
 pytestmark = pytest.mark.slow
 TABLE = "relu_former_table4"
@@ -30,8 +29,7 @@ BUDGET = ["--set", "lr_grid=[0.01]", "--set", "lr_limits=[0.01,0.01]", "--set",
           "max_epoch=20", "--set", "patience=1000"]
 
 
-def arguments(tmp_path: Path, work: str = "work", *extra: str) -> list:
-    locale = write_fixture_catalogs(tmp_path / "locale", "fr")
+def arguments(locale: Path, tmp_path: Path, work: str, *extra: str) -> list:
     return [TABLE, "--scale", "tiny", "--seeds", "1", "--rows", "transformer", "--set",
             f"locale_dir={locale}", *extra, "--work", str(tmp_path / work),
             "--out", str(tmp_path / "reproduction.md")]
@@ -103,10 +101,11 @@ def sigterm_once_saved(argv: list, log: Path, after: int) -> tuple[int, str]:
 
 
 def test_a_time_budget_or_a_sigterm_stops_the_table_which_the_same_command_completes(
-        tmp_path, capsys):
-    argv = arguments(tmp_path, "work", *BUDGET)
+        tmp_path, capsys, table4_data):
+    locale = copy_table4_data(table4_data, tmp_path)  # Table 4's data, built once
+    argv = arguments(locale, tmp_path, "work", *BUDGET)
     spent = "the time budget (--budget-minutes) is spent"
-    # no time: the data is built, no cell starts
+    # no time: no cell starts
     assert main([*argv, "--budget-minutes", "0"]) == 1
     assert spent in capsys.readouterr().err
     assert not list((tmp_path / "work").rglob("train.log"))
@@ -141,7 +140,7 @@ def test_a_time_budget_or_a_sigterm_stops_the_table_which_the_same_command_compl
     assert record["figures"]["train_cpu_seconds"] > first  # the whole training's
     row = row_line(tmp_path)
     # a fresh clone: another work folder, the records beside the report
-    assert main(arguments(tmp_path, "fresh", *BUDGET)) == 0
+    assert main(arguments(locale, tmp_path, "fresh", *BUDGET)) == 0
     assert not list((tmp_path / "fresh").rglob("train.log"))  # nothing trained again
     assert "1 of 1 cells finished" in (tmp_path / "reproduction.md").read_text()
     assert row_line(tmp_path) == row  # the same figures
