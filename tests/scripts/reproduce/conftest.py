@@ -1,8 +1,9 @@
-"""Table 6's tiny data beside Table 4's (``tests/scripts/conftest.py``), built once for the
-whole test run; and Table 4's rows at tiny scale on Table 4's data, each trained once: the
-ReLUFormer row on a one-rate grid, which the rows that start from it (Table 6) or measure it
-(Table 5) read a copy of, and the Transformer row on its own grid, which the protocol test
-reads and the generation table's rows fine-tune a copy of (``settings_args.copy_table4_run``)."""
+"""Table 6's tiny data beside Table 4's (``tests/scripts/conftest.py``) and Table 7's on the
+fixture manual pages, each built once for the whole test run; and Table 4's rows at tiny
+scale on Table 4's data, each trained once: the ReLUFormer row on a one-rate grid, which the
+rows that start from it (Table 6) or measure it (Table 5) read a copy of, and the Transformer
+row on its own grid, which the protocol test reads and the generation table's rows fine-tune
+a copy of (``settings_args.copy_table4_run``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from scripts.reproduce.__main__ import main
+from tests.scripts.demo.manpage_fixtures import write_fixture_man_pages
 from tests.scripts.reproduce.settings_args import GRID, T4, copy_table4_data, data_folder, sets
 
 
@@ -29,6 +31,20 @@ def table6_data(made_once, table4_data) -> Path:
         shutil.rmtree(folder / "work" / "data" / data_folder(table4_data).name)
 
     return made_once("table6_data", make)
+
+
+@pytest.fixture(scope="session")
+def table7_data(made_once) -> Path:
+    """``man``, the fixture manual pages, and ``work/data``, Table 7's tiny data on them (a dry
+    run of its Pyramidion row builds it). Read only: tests copy it."""
+
+    def make(folder: Path) -> None:
+        man = write_fixture_man_pages(folder / "man").resolve()
+        assert main(["pyramidion_table7", "--dry-run", "--scale", "tiny", "--seeds", "1",
+                     "--rows", "pyramidion", "--set", f"man_dir={man}",
+                     "--work", str(folder / "work")]) == 0
+
+    return made_once("table7_data", make)
 
 
 def _table4_run(made_once, table4_data: Path, row: str, settings: dict) -> Path:

@@ -29,10 +29,9 @@ def copy_table4_data(data: Path, tmp_path: Path) -> Path:
 
 
 def data_folder(data: Path) -> Path:
-    """The one data folder of the ``table4_data`` or ``table6_data`` fixture, as
-    ``translation.build_data`` fills it (read only)."""
-    (folder,) = (path for path in (data / "work" / "data").glob("translation-*")
-                 if path.is_dir())
+    """The one data folder of the ``table4_data``, ``table6_data`` or ``table7_data``
+    fixture, as the kind's ``build_data`` fills it (read only)."""
+    (folder,) = (path for path in (data / "work" / "data").iterdir() if path.is_dir())
     return folder
 
 

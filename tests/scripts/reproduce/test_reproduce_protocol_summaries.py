@@ -8,6 +8,7 @@ logs, and the report names the trivial summary's ROUGE beside them."""
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 
 import pytest
@@ -19,16 +20,16 @@ from scripts.reproduce.__main__ import main
 from scripts.reproduce.kinds import summarization
 from scripts.reproduce.kinds.translation import epoch_updates
 from scripts.reproduce.tables import TABLES
-from tests.scripts.demo.manpage_fixtures import write_fixture_man_pages
 from tests.scripts.reproduce.protocol_records import chosen_cell
 
 pytestmark = pytest.mark.slow
 TABLE = "pyramidion_table7"
 
 
-def test_a_summary_row_takes_its_best_rate_and_decodes_its_plateau(tmp_path):
-    man = write_fixture_man_pages(tmp_path / "man")
+def test_a_summary_row_takes_its_best_rate_and_decodes_its_plateau(tmp_path, table7_data):
+    man = (table7_data / "man").resolve()  # and its data, built once (conftest.py)
     work, out = tmp_path / "work", tmp_path / "reproduction.md"
+    shutil.copytree(table7_data / "work" / "data", work / "data")
     assert main([TABLE, "--scale", "tiny", "--seeds", "1", "--rows", "pyramidion", "--set",
                  f"man_dir={man}", "--work", str(work), "--out", str(out)]) == 0
     folder = tmp_path / "reproduction" / "cells" / "tiny" / TABLE
