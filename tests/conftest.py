@@ -114,3 +114,13 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def loggers_restored():
+    """Every logger as before the test after it (``loggers_put_back``): for a test that calls
+    a script's ``main()``, which sets fairseq's log levels, in the test process."""
+    from fairseq_in_process import loggers_put_back
+
+    with loggers_put_back():
+        yield

@@ -115,6 +115,18 @@ def _set_states(states: dict[logging.Logger, tuple], close_others: bool) -> None
         logger.propagate, logger.disabled = propagate, disabled
 
 
+@contextlib.contextmanager
+def loggers_put_back() -> Iterator[None]:
+    """Every logger's level and handlers after the block as before it, the handlers added in
+    it closed: for a script's ``main()`` called in the test process (a ``quiet_fairseq``,
+    fairseq-preprocess's log file)."""
+    saved = _states()
+    try:
+        yield
+    finally:
+        _set_states(saved, close_others=True)
+
+
 # The loggers as fairseq's and the plugin's imports leave them, which a command starts with;
 # noted when the conftest imports this module, before a test's code (a script's
 # quiet_fairseq, say) sets the "fairseq" logger to WARNING

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import math
 import re
-import sys
 import time
 
 import pytest
 import torch
 
-from scripts.benchmarks import bench_attention
+from scripts.benchmarks import (
+    bench_attention,
+    bench_attention_gpu,
+    bench_relu_former_training,
+    bench_relu_speed,
+)
 from scripts.benchmarks.benchmarking import (
     PeakTensorMemory,
     interleaved_median_seconds,
@@ -18,7 +22,7 @@ from scripts.benchmarks.benchmarking import (
 )
 from scripts.common.plotting import markdown_table
 
-from helpers import REPO_ROOT, read_markdown_table, run_command
+from helpers import read_markdown_table
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -149,11 +153,13 @@ def ratio_table(markdown: str) -> dict[tuple[str, int], float]:
 
 
 @pytest.mark.slow
-def test_bench_attention_quick_writes_ratio_table_and_plots(tmp_path):
-    proc = run_command([sys.executable, "-m", "scripts.benchmarks.bench_attention", "--quick",
-                        "--out", tmp_path], cwd=tmp_path)
+def test_bench_attention_quick_writes_ratio_table_and_plots(tmp_path, capsys, one_thread):
+    # main() in this process, as the other benchmarks' tests call theirs (one_thread puts back
+    # the thread count it sets); one timed round: the test reads which ratios there are, not
+    # how fast, and a peak memory does not depend on the rounds
+    assert bench_attention.main(["--quick", "--rounds", "1", "--out", str(tmp_path)]) == 0
     text = (tmp_path / "bench_attention.md").read_text()
-    assert text.strip() in proc.stdout
+    assert text.strip() in capsys.readouterr().out
     ratios = ratio_table(text)
     lengths = [int(n) for n in bench_attention.QUICK_LENGTHS]
     for label in ("relu / softmax (ours), time", "relu_nostats / softmax (ours), time",
@@ -173,9 +179,13 @@ def test_bench_attention_quick_writes_ratio_table_and_plots(tmp_path):
 
 
 @pytest.mark.slow
-def test_bench_relu_former_training_quick_compares_words_per_second(tmp_path):
-    run_command([sys.executable, "-m", "scripts.benchmarks.bench_relu_former_training", "--quick",
-                 "--out", tmp_path], cwd=tmp_path)
+def test_bench_relu_former_training_quick_compares_words_per_second(tmp_path, one_thread,
+                                                                    loggers_restored):
+    # main() in this process (its models train in it either way); one_thread and
+    # loggers_restored put back the thread count and the fairseq log levels it sets; one
+    # timed round: the test reads which figures there are, not their values
+    assert bench_relu_former_training.main(["--quick", "--rounds", "1",
+                                            "--out", str(tmp_path)]) == 0
     text = (tmp_path / "bench_relu_former_training.md").read_text()
     rows = re.findall(r"^\| relu_former / transformer, words/s \((\w+)\) \| (\d+) \| ([^|]+) \|",
                       text, flags=re.M)
@@ -189,12 +199,11 @@ def test_bench_relu_former_training_quick_compares_words_per_second(tmp_path):
     assert (tmp_path / "bench_relu_former_training.png").read_bytes()[:8] == PNG_MAGIC
 
 
-def test_bench_attention_gpu_says_when_there_is_no_device(tmp_path):
+def test_bench_attention_gpu_says_when_there_is_no_device(tmp_path, capsys, one_thread):
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present: the benchmark would measure")
-    proc = run_command([sys.executable, "-m", "scripts.benchmarks.bench_attention_gpu",
-                        "--quick", "--out", tmp_path], cwd=REPO_ROOT)
-    assert "No CUDA device here" in proc.stdout
+    assert bench_attention_gpu.main(["--quick", "--out", str(tmp_path)]) == 0
+    assert "No CUDA device here" in capsys.readouterr().out
     assert "nothing measured" in (tmp_path / "bench_attention_gpu.md").read_text()
 
 
@@ -212,10 +221,11 @@ def test_without_a_device_the_page_carries_the_last_committed_gpu_report(tmp_pat
 
 
 @pytest.mark.slow
-def test_bench_relu_speed_prints_every_ratio_it_was_asked_for(tmp_path):
-    run_command([sys.executable, "-m", "scripts.benchmarks.bench_relu_speed", "--quick",
-                 "--lengths", "32", "96", "--head-dims", "16", "32", "--documents", "64",
-                 "--decoder-length", "48", "--rounds", "1", "--out", tmp_path], cwd=REPO_ROOT)
+def test_bench_relu_speed_prints_every_ratio_it_was_asked_for(tmp_path, one_thread,
+                                                             loggers_restored):
+    assert bench_relu_speed.main([
+        "--quick", "--lengths", "32", "96", "--head-dims", "16", "32", "--documents", "64",
+        "--decoder-length", "48", "--rounds", "1", "--out", str(tmp_path)]) == 0
     text = (tmp_path / "bench_relu_speed.md").read_text()
     attention = re.findall(r"^\| (16|32) \| (32|96) \| \d+ \| [\d.]+ \| [\d.]+ \| ([\d.e+-]+) \|"
                            r" (yes|NO) \| ([\d.]*) \|", text, flags=re.M)
@@ -234,10 +244,10 @@ def test_bench_relu_speed_prints_every_ratio_it_was_asked_for(tmp_path):
         assert math.isfinite(float(value)) and float(value) > 0
 
 
-def test_bench_relu_speed_measures_only_the_tables_asked_for(tmp_path):
-    run_command([sys.executable, "-m", "scripts.benchmarks.bench_relu_speed", "--quick",
-                 "--tables", "decoder", "--decoder-length", "24", "--rounds", "1",
-                 "--out", tmp_path], cwd=REPO_ROOT)
+def test_bench_relu_speed_measures_only_the_tables_asked_for(tmp_path, one_thread,
+                                                             loggers_restored):
+    assert bench_relu_speed.main(["--quick", "--tables", "decoder", "--decoder-length", "24",
+                                  "--rounds", "1", "--out", str(tmp_path)]) == 0
     text = (tmp_path / "bench_relu_speed.md").read_text()
     assert "## Decoder attentions" in text
     assert "## One attention" not in text and "## Training" not in text
