@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from scripts.analysis import plot_loss_curves
 from scripts.benchmarks import bench_sparse_softmax
 
 from helpers import read_markdown_table, run_command
@@ -40,13 +41,14 @@ def test_ratio_table_judges_the_target_case_only():
 
 
 @pytest.mark.slow
-def test_bench_sparse_softmax_small_run_writes_table_and_plots(tmp_path):
-    proc = run_command([sys.executable, "-m", "scripts.benchmarks.bench_sparse_softmax",
-                        "--vocab-sizes",
-                        "1000", "4000", "--ks", "5", "20", "--tokens", "64", "--rounds", "1",
-                        "--no-rss", "--out", tmp_path], cwd=tmp_path)
+def test_bench_sparse_softmax_small_run_writes_table_and_plots(tmp_path, capsys, one_thread):
+    # main() in this process (one_thread puts back the thread count it sets): with --no-rss
+    # it starts no process and needs none of its own
+    assert bench_sparse_softmax.main([
+        "--vocab-sizes", "1000", "4000", "--ks", "5", "20", "--tokens", "64", "--rounds", "1",
+        "--no-rss", "--out", str(tmp_path)]) == 0
     text = (tmp_path / "bench_sparse_softmax.md").read_text()
-    assert text.strip() in proc.stdout
+    assert text.strip() in capsys.readouterr().out
     rows = re.findall(r"^\| (\d+) \| (\d+) \| ([^|]+) \| ([^|]+) \| ([^|]+) \| ([^|]+) \| "
                       r"([^|]+) \| ([^|]+) \|", text, flags=re.M)
     assert {(int(v), int(k)) for v, k, *_ in rows} == {(1000, 5), (1000, 20), (4000, 5),
@@ -75,16 +77,17 @@ def test_fresh_process_rss_growth_sees_the_memory_difference(tmp_path):
 
 
 @pytest.mark.slow
-def test_plot_loss_curves_on_toy_data(tmp_path):
-    proc = run_command([
-        sys.executable, "-m", "scripts.analysis.plot_loss_curves", "--toy", "--max-update", "6",
-        "--sparse-softmax-k", "5", "--max-tokens", "500", "--model-args",
+def test_plot_loss_curves_on_toy_data(tmp_path, capsys):
+    # main() in this process: its fairseq commands are processes, it needs none of its own
+    assert plot_loss_curves.main([
+        "--toy", "--max-update", "6", "--sparse-softmax-k", "5", "--max-tokens", "500",
+        "--model-args",
         "--encoder-layers 1 --decoder-layers 1 --encoder-embed-dim 16 --decoder-embed-dim 16 "
         "--encoder-ffn-embed-dim 32 --decoder-ffn-embed-dim 32 --encoder-attention-heads 2 "
-        "--decoder-attention-heads 2", "--out", tmp_path,
-    ], cwd=tmp_path)
+        "--decoder-attention-heads 2", "--out", str(tmp_path),
+    ]) == 0
     text = (tmp_path / "plot_loss_curves.md").read_text()
-    assert text.strip() in proc.stdout
+    assert text.strip() in capsys.readouterr().out
     for run in ("softmax", "sparse-softmax k=5"):
         for figure in ("loss", "nll_loss"):
             row = re.search(rf"^\| {re.escape(run)} \| {figure} \| (.*) \|$", text, flags=re.M)
