@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import random
-import sys
 
 import pytest
 from sklearn.metrics import f1_score
@@ -14,13 +13,13 @@ from sklearn.metrics import f1_score
 from scripts.analysis.classification import (
     evaluate,
     f1_scores,
+    main,
     parse_args,
     parse_ks,
     prepare_data,
 )
 
 from domain_catalogs import write_domain_catalogs
-from helpers import run_command
 
 
 def test_scores_match_scikit_learn():
@@ -48,12 +47,15 @@ def test_parse_ks():
 
 
 @pytest.mark.slow
-def test_tiny_run_trains_both_criteria_and_writes_the_table(tmp_path, capsys):
+def test_tiny_run_trains_both_criteria_and_writes_the_table(tmp_path, capsys,
+                                                            loggers_restored):
     locale = write_domain_catalogs(tmp_path / "locale")
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "scripts.analysis.classification", "--tiny",
-               "--locale-dir", locale, "--out", out, "--jobs", "2"]
-    proc = run_command(command, timeout=300)
+    # main() in this process, as prepare_data and evaluate below (its trainings are
+    # processes): no interpreter start and fairseq import of its own; loggers_restored puts
+    # back the log levels it sets and closes fairseq-preprocess's log file
+    assert main(["--tiny", "--locale-dir", str(locale), "--out", str(out), "--jobs", "2"]) == 0
+    stderr = capsys.readouterr().err
     result = json.loads((out / "classification.json").read_text())
     assert result["corpus"]["classes"] == 4
     runs = {run["name"]: run for run in result["runs"]}
@@ -72,11 +74,12 @@ def test_tiny_run_trains_both_criteria_and_writes_the_table(tmp_path, capsys):
     table = (out / "classification.md").read_text()
     assert "| cross-entropy |" in table and "| sparse k=3 |" in table
     assert (out / "classification_k_sweep.png").stat().st_size > 1000
-    assert "[sparse k=1] epoch 2/2: valid accuracy" in proc.stderr  # progress
+    assert "[sparse k=1] epoch 2/2: valid accuracy" in stderr  # progress
     # the same corpus flags reuse the corpus and binarized data
     args = parse_args(["--tiny", "--locale-dir", str(locale), "--out", str(out)])
     data, info = prepare_data(args)
     assert "reusing the corpus" in capsys.readouterr().err
     assert data == out / "work" / "data-bin" and info == result["corpus"]
-    bad = run_command([*command[:3], "--out", out, "--ks", "0"], check=False)
-    assert bad.returncode == 2 and "--ks" in bad.stderr
+    with pytest.raises(SystemExit) as bad:
+        main(["--out", str(out), "--ks", "0"])
+    assert bad.value.code == 2 and "--ks" in capsys.readouterr().err
