@@ -21,13 +21,18 @@ AVERAGE = [sys.executable, "-m", "relu_former.average_checkpoints"]
 AVERAGE_PROG = "python -m relu_former.average_checkpoints"
 
 
-def test_help_names_the_flags():
-    out = run_command([*AVERAGE, "--help"], cwd=REPO_ROOT).stdout
+def test_help_names_the_flags(capsys):
+    from relu_former.average_checkpoints import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0
     assert "--inputs" in out and "--output" in out and "weights_only" in out
 
 
 @pytest.mark.slow
-def test_average_of_two_checkpoints_is_their_mean_and_decodes(fairseq_run):
+def test_average_of_two_checkpoints_is_their_mean_and_decodes(fairseq_run, capsys):
     import relu_former.plugin  # noqa: F401  (torch.load below with the plugin's allowlist)
 
     fairseq_run.train("--max-update", "8", "--save-interval-updates", "4",
@@ -50,22 +55,21 @@ def test_average_of_two_checkpoints_is_their_mean_and_decodes(fairseq_run):
         "--max-tokens", "1000", "--cpu", "--num-workers", "0"], cwd=fairseq_run.work)
     assert_generation_output(decoded.stdout)
 
-    # a damaged input is named in one line and nothing is written
+    # the refusals call main() in this process (the command above runs it as a process, whose
+    # exit status is main()'s): a damaged input is named in one line and nothing is written
     damaged = fairseq_run.work / "damaged.pt"
     damaged.write_bytes(inputs[1].read_bytes()[:5000])
     missing = fairseq_run.work / "never.pt"
-    proc = run_command([*AVERAGE, "--inputs", inputs[0], damaged, "--output", missing],
-                       cwd=REPO_ROOT, check=False)
-    assert proc.returncode == 1 and not missing.exists()
-    assert proc.stderr.splitlines() == [
+    status, lines = _average(capsys, inputs[0], damaged, output=missing)
+    assert status == 1 and not missing.exists()
+    assert lines == [
         f"python -m relu_former.average_checkpoints: error: checkpoint {damaged} is corrupt: "
         "it is truncated (5000 bytes, the end of the archive is missing): it was probably cut "
         "short while being written"]
     # an input is never the output
     before = inputs[0].read_bytes()
-    proc = run_command([*AVERAGE, "--inputs", *inputs, "--output", inputs[0]], cwd=REPO_ROOT,
-                       check=False)
-    assert proc.returncode == 2 and "is one of the --inputs" in proc.stderr.splitlines()[-1]
+    status, lines = _average(capsys, *inputs, output=inputs[0])
+    assert status == 2 and "is one of the --inputs" in lines[-1]
     assert inputs[0].read_bytes() == before
 
 
@@ -92,20 +96,25 @@ def _variant(source, target, change):
 
 
 def _average(capsys, *inputs, output):
+    """main() of the command in this process: its exit status (a parser's refusal's too) and
+    stderr lines."""
     from relu_former.average_checkpoints import main
 
-    status = main(["--inputs", *map(str, inputs), "--output", str(output)])
+    try:
+        status = main(["--inputs", *map(str, inputs), "--output", str(output)])
+    except SystemExit as done:  # argparse's error
+        status = done.code
     return status, capsys.readouterr().err.splitlines()
 
 
 @pytest.mark.slow
-def test_a_relu_former_is_not_averaged_with_a_softmax_transformer(two_models, tmp_path):
+def test_a_relu_former_is_not_averaged_with_a_softmax_transformer(two_models, tmp_path,
+                                                                  capsys):
     relu, softmax = two_models
     output = tmp_path / "average.pt"
-    proc = run_command([*AVERAGE, "--inputs", relu, softmax, "--output", output],
-                       cwd=REPO_ROOT, check=False)
-    assert proc.returncode == 2 and not output.exists()
-    assert proc.stderr.splitlines() == [
+    status, lines = _average(capsys, relu, softmax, output=output)
+    assert status == 2 and not output.exists()
+    assert lines == [
         f"python -m relu_former.average_checkpoints: error: --inputs: {softmax} cannot be "
         f"averaged with {relu}: it was trained with --arch transformer, {relu} with "
         "relu_former; average checkpoints of one run"]
