@@ -373,10 +373,7 @@ def test_readme_block_runs_on_tiny_data(heading, tiny_data_root, tmp_path):
                   for prev, arg in zip(cmd, cmd[1:])],
                 *APPENDED[program]]
         if program == "fairseq-interactive":
-            proc = subprocess.run([str(a) for a in args], cwd=tmp_path, input=raw_input,
-                                  capture_output=True, text=True, timeout=300,
-                                  env=_env())
-            assert proc.returncode == 0, proc.stderr[-4000:]
+            proc = run_command(args, cwd=tmp_path, input=raw_input)
             sources = re.findall(r"^S-\d+\t(.*)$", proc.stdout, flags=re.M)
             detok = re.findall(r"^D-\d+\t\S+\t(.*)$", proc.stdout, flags=re.M)
             assert len(sources) == len(detok) == 2, proc.stdout[-3000:]
@@ -390,11 +387,3 @@ def test_readme_block_runs_on_tiny_data(heading, tiny_data_root, tmp_path):
             assert (tmp_path / save_dir / "checkpoint_best.pt").is_file(), proc.stdout[-3000:]
         else:
             assert_generation_output(proc.stdout)
-
-
-def _env() -> dict:
-    import os
-
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO_ROOT))
-    env.pop("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", None)
-    return env
