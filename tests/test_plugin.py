@@ -162,9 +162,12 @@ def test_installed_copy_registers_everything(tmp_path, installed_without_compile
                      cwd=tmp_path, check=False)
     assert proc.stderr.strip().splitlines()[-1].endswith(
         "error: unrecognized arguments: --no-such-flag")
+    # where an import of the criterions finds them, the install first on the path (found, not
+    # run: running them imports fairseq; the run above loaded them)
     where = run_command([sys.executable, "-c",
-                         f"import sys; sys.path.insert(0, {str(target)!r}); "
-                         "import relu_former.criterions as c; print(c.__file__)"], cwd=tmp_path)
+                         f"import sys; sys.path.insert(0, {str(target)!r}); import importlib.util; "
+                         "print(importlib.util.find_spec('relu_former.criterions').origin)"],
+                        cwd=tmp_path)
     assert where.stdout.strip() == str(installed / "criterions" / "__init__.py")
 
 
@@ -187,8 +190,10 @@ def test_user_dir_of_a_second_checkout_loads_only_that_checkouts_code(tmp_path):
     import shutil
 
     neutral = {"PYTHONPATH": ""}
-    installed = run_command([sys.executable, "-c", "import relu_former.criterions as c; "
-                             "print(c.__path__[0])"], cwd=tmp_path, check=False, env=neutral)
+    # the installed checkout's criterions, found without running them (they import fairseq)
+    installed = run_command([sys.executable, "-c", "import importlib.util; print(importlib.util."
+                             "find_spec('relu_former.criterions').submodule_search_locations[0])"],
+                            cwd=tmp_path, check=False, env=neutral)
     if installed.returncode != 0:
         pytest.skip("no relu_former installed: `make install` installs this checkout editable")
     second = tmp_path / "second_checkout"

@@ -283,8 +283,13 @@ def test_prepare_train_evaluate(recipe: Recipe, tmp_path: Path):
     if recipe.name == "gigaword_10k":
         assert "GIGAWORD_TRAIN_SUBSET=first: the first 120 pairs" in prep.stderr
         assert sizes["train", "src"] == 120
-        # an archive laid out as UniLM ships it: its 10k subset, WordPiece joined back
+        # an archive laid out as UniLM ships it: its 10k subset, WordPiece joined back (its
+        # text alone: the steps after it, which the first archive's run above checked, are
+        # marked done and skipped, as a recipe skips any finished step)
         published = build_gigaword(tmp_path / "published", published_10k=30)
+        for step in ("bpe", "data-bin"):
+            (tmp_path / "data2" / "gigaword_10k" / step).mkdir(parents=True)
+            (tmp_path / "data2" / "gigaword_10k" / step / ".done").touch()
         unilm_env = {k: v for k, v in env.items() if k != "GIGAWORD_TRAIN_SUBSET"}
         run_command([script(recipe, "prepare")], env={
             **unilm_env, recipe.variable: str(published), "DATA_ROOT": str(tmp_path / "data2")})

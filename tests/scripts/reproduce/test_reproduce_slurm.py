@@ -22,8 +22,8 @@ import pytest
 
 from scripts.reproduce.__main__ import main
 from scripts.reproduce.cell_jobs import JOB_ID
+from tests.scripts.reproduce.settings_args import copy_table4_data
 
-from catalog_fixtures import write_fixture_catalogs
 from helpers import REPO_ROOT
 
 pytestmark = pytest.mark.slow
@@ -56,8 +56,10 @@ def slurm() -> None:
         pytest.skip(why)
 
 
-def arguments(tmp_path: Path, name: str, *extra: str) -> list:
-    locale = write_fixture_catalogs(tmp_path / "locale", "fr")
+def arguments(tmp_path: Path, name: str, table4_data: Path, *extra: str) -> list:
+    """The call's arguments, its work folder holding a copy of Table 4's tiny data (built once
+    for the run, ``table4_data``): the calls read it instead of building it."""
+    locale = copy_table4_data(table4_data, tmp_path / name)
     return [TABLE, "--scale", "tiny", "--seeds", "1", "--rows", "transformer", "--set",
             f"locale_dir={locale}", *BUDGET, *extra, "--work", str(tmp_path / name / "work"),
             "--out", str(tmp_path / name / "reproduction.md")]
@@ -79,11 +81,9 @@ def learnt(record: dict) -> dict:
     return {**{k: v for k, v in record.items() if k not in RUN_DEPENDENT}, "figures": figures}
 
 
-def test_a_table_on_slurm_records_what_the_local_executor_does(slurm, tmp_path):
-    assert main(arguments(tmp_path, "local")) == 0
-    # the same data, copied rather than built again (a data folder is read where it is)
-    shutil.copytree(tmp_path / "local" / "work" / "data", tmp_path / "slurm" / "work" / "data")
-    assert main(arguments(tmp_path, "slurm", "--executor", "slurm")) == 0
+def test_a_table_on_slurm_records_what_the_local_executor_does(slurm, tmp_path, table4_data):
+    assert main(arguments(tmp_path, "local", table4_data)) == 0
+    assert main(arguments(tmp_path, "slurm", table4_data, "--executor", "slurm")) == 0
     local, on_slurm = records(tmp_path, "local"), records(tmp_path, "slurm")
     assert sorted(local) == sorted(on_slurm) and len(local) == 1
     (name,) = local
@@ -109,9 +109,9 @@ def wait_for(test, what: str, runner: subprocess.Popen, seconds: float = 300) ->
 
 
 def test_a_cancelled_job_resumes_and_a_stopped_runner_leaves_its_job_to_the_next(
-        slurm, tmp_path, capsys):
+        slurm, tmp_path, capsys, table4_data):
     # 12 epochs of 4 updates: long enough to be cancelled after its first checkpoint
-    argv = arguments(tmp_path, "run", "--executor", "slurm", "--set", "max_epoch=12",
+    argv = arguments(tmp_path, "run", table4_data, "--executor", "slurm", "--set", "max_epoch=12",
                      "--set", "plateau_max_epoch=12")
     work = tmp_path / "run" / "work"
 
