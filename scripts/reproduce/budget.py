@@ -9,7 +9,12 @@ much as the model), so the claims can test them in pairs. A row whose valid loss
 of its seeds' curves, still falls over its last :data:`TREND_VALIDATIONS` validations at U is
 *still learning at U*: one test a row, so that more seeds do not make a chance fall in one of
 them more likely (each seed tested alone at 5%, 10 flat seeds would read falling in 40% of
-rows).
+rows). The test reads the row's first :data:`PILOT_SEEDS` seeds, the pilot that sets U: the
+seeds added for power train at that U and do not test it again, for the mean of more seeds is
+less noisy and ever smaller slopes would read falling, so that adding seeds would never settle
+U. Where a pilot row still falls at U, U doubles (Table 4: 20,000, then 40,000) and every seed
+continues from its checkpoint at U; fairseq's inverse-square-root schedule does not depend on
+U, so a cell continued to 2U is the cell trained to 2U in one go.
 
 The grid cells keep their keys; a budgeted cell is a new cell (``...-budget<U>.json``). Other
 tables start from this table's models as trained to their own plateaus (:func:`with_budget`).
@@ -28,6 +33,8 @@ from scripts.reproduce.stop_rule import ALPHA, last_trend
 BUDGET = "budget_updates"
 # 16, not the stop rule's 8: over 8 validations (4 epochs) a slow fall hides in the noise
 TREND_VALIDATIONS = 16
+# the seeds whose mean curve tests a row at U (seeds 1 to 3)
+PILOT_SEEDS = 3
 
 
 def budget_of(settings: Mapping[str, Any]) -> int | None:

@@ -11,7 +11,13 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Sequence
 
-from scripts.reproduce.budget import BUDGET, TREND_VALIDATIONS, row_trend, still_falling_at
+from scripts.reproduce.budget import (
+    BUDGET,
+    PILOT_SEEDS,
+    TREND_VALIDATIONS,
+    row_trend,
+    still_falling_at,
+)
 from scripts.reproduce.direction import (
     ALPHA,
     NOT_RESOLVED,
@@ -169,10 +175,13 @@ def short_of_budget(label: str, found: Sequence) -> str | None:
         span = update_span([learning_field(cell, "updates") for cell in short])
         return (f"{NOT_RESOLVED}: {label}, {len(short)} of {len(found)} seeds stopped before "
                 f"their budget of {budget} updates (at {span or 'an unrecorded update'})")
-    found_trend = row_trend([learning_field(cell, "curve") for cell in found])
+    pilot = [cell for cell in found if cell.seed <= PILOT_SEEDS] or found
+    found_trend = row_trend([learning_field(cell, "curve") for cell in pilot])
     if not still_falling_at(found_trend):
         return None
-    seeds = f"the mean of its {len(found)} seeds" if len(found) > 1 else "its one seed"
+    seeds = f"the mean of its {len(pilot)} seeds" if len(pilot) > 1 else "its one seed"
+    if len(pilot) < len(found):
+        seeds += f", the pilot of its {len(found)}"
     trend = "too few validations to test" if found_trend is None else found_trend.words()
     return (f"{STILL_LEARNING} at {budget}: {label}'s valid loss ({seeds}) still falls over "
             f"its last {TREND_VALIDATIONS} validations ({trend})")

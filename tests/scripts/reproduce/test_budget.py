@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from scripts.reproduce.budget import TREND_VALIDATIONS, at_budget, with_budget
+from scripts.reproduce.budget import PILOT_SEEDS, TREND_VALIDATIONS, at_budget, with_budget
 from scripts.reproduce.cell_plan import at_rate
 from scripts.reproduce.claims import judge
 from scripts.reproduce.kinds.translation import plateau_flags
@@ -52,10 +52,11 @@ FLAT = [[142 * (i + 1), 2.0 + 0.01 * (-1) ** i] for i in range(40)]
 FALLING = [[142 * (i + 1), 3.0 - 0.01 * i + 0.001 * (-1) ** i] for i in range(40)]
 
 
-def budget_cells(curves: dict, updates: int = 142 * 40, budget=142 * 40) -> list:
+def budget_cells(curves: dict, updates: int = 142 * 40, budget=142 * 40,
+                 seeds=(1, 2, 3)) -> list:
     found = []
     for key, score in (("a", 10.0), ("b", 8.0)):
-        for seed in (1, 2, 3):
+        for seed in seeds:
             wobble = 0.1 * (seed - 2) * (1 if key == "a" else -1)  # paired spread 0.2
             result = {"figures": {"score": score + wobble}, "stopped": "cap",
                       "curve": curves.get((key, seed), FLAT), "updates": updates,
@@ -76,6 +77,19 @@ def test_a_row_whose_mean_curve_still_falls_over_its_last_16_validations_is_stil
     assert claim["verdict"].startswith(f"not resolved: still learning at {142 * 40}: B's "
                                        "valid loss (the mean of its 3 seeds) still falls")
     assert "one-sided p" in claim["verdict"]
+
+
+def test_the_trend_at_u_reads_the_pilot_seeds_and_seeds_added_for_power_do_not_reopen_it():
+    """Seeds 1-3 set U; a seed added later, however its curve runs, leaves the test as it
+    was, and a falling pilot stays falling whatever flat seeds are added."""
+    assert PILOT_SEEDS == 3
+    six = range(1, 7)
+    (claim,) = judge(SPEC, budget_cells({("b", 5): FALLING, ("b", 6): FALLING}, seeds=six), {})
+    assert claim["verdict"] == "holds" and claim["seeds"]["b"] == list(six)
+    (claim,) = judge(SPEC, budget_cells({("b", 2): FALLING}, seeds=six), {})
+    assert claim["verdict"].startswith(f"not resolved: still learning at {142 * 40}: B's "
+                                       "valid loss (the mean of its 3 seeds, the pilot of its "
+                                       "6) still falls")
 
 
 def test_one_test_a_row_a_seed_falling_by_chance_beside_one_rising_is_no_trend():
