@@ -2,8 +2,9 @@
 fixture manual pages, each built once for the whole test run; and Table 4's rows at tiny
 scale on Table 4's data, each trained once: the ReLUFormer row on a one-rate grid, which the
 rows that start from it (Table 6) or measure it (Table 5) read a copy of, and the Transformer
-row on its own grid, which the protocol test reads and the generation table's rows fine-tune
-a copy of (``settings_args.copy_table4_run``)."""
+row on its own grid, which the protocol test reads, the patience test compares a resumed
+training with (its chosen cell: that training in one go) and the generation table's rows
+fine-tune a copy of (``settings_args.copy_table4_run``)."""
 
 from __future__ import annotations
 

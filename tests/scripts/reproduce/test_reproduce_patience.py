@@ -8,20 +8,17 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import sys
 from dataclasses import replace
-from pathlib import Path
 
+import pytest
 import torch
 from fairseq import checkpoint_utils
 
 import relu_former.plugin  # noqa: F401  (the allowlist torch.load needs here)
 from scripts.common.child_processes import child_env, stream
-from scripts.common.repo_paths import REPO_ROOT
 from scripts.reproduce import patient_train
 from scripts.reproduce.cell_plan import at_rate
-from scripts.reproduce.cell_steps import run_step
 from scripts.reproduce.kinds import translation
 from scripts.reproduce.log_figures import training_record
 from scripts.reproduce.tables import TABLES
@@ -59,35 +56,46 @@ def test_a_resumed_training_counts_from_its_logs_curve_up_to_its_checkpoint(tmp_
     assert count(4) == (4.0, 0)
 
 
-def test_the_launcher_takes_fairseq_trains_arguments_and_name():
+def test_the_launcher_takes_fairseq_trains_arguments_and_name(capsys, monkeypatch,
+                                                              loggers_restored):
     train = ["/venv/bin/fairseq-train", "data", "--patience", "2"]
     launched = patient_train.command(train)
     assert launched == [sys.executable, "-m", patient_train.MODULE, "data", "--patience", "2"]
     assert patient_train.train_args(launched) == patient_train.train_args(train) == [
         "data", "--patience", "2"]
-    # fairseq-train's own parser, under fairseq-train's name (the plugin's error style)
-    shown = subprocess.run([*launched[:3], "--help"], capture_output=True, text=True,
-                           cwd=REPO_ROOT, env=child_env(1), timeout=300)
-    assert shown.returncode == 0 and shown.stdout.startswith("usage: fairseq-train")
-    assert "--patience" in shown.stdout
+    # fairseq-train's own parser, under fairseq-train's name (the plugin's error style): its
+    # main in this process (every cell's training runs the module as a process), the argv and
+    # fairseq functions it replaces put back after the test
+    from fairseq.tasks import FairseqTask
+    from fairseq_cli import train as fairseq_train
+
+    for owner, name in ((sys, "argv"), (fairseq_train, "should_stop_early"),
+                        (fairseq_train.checkpoint_utils, "load_checkpoint"),
+                        (FairseqTask, "get_batch_iterator")):
+        monkeypatch.setattr(owner, name, getattr(owner, name))
+    with pytest.raises(SystemExit) as shown:
+        patient_train.main(["--help"])
+    out = capsys.readouterr().out
+    assert shown.value.code == 0 and out.startswith("usage: fairseq-train")
+    assert "--patience" in out
 
 
-def test_a_training_stopped_half_way_stops_where_the_uninterrupted_one_stops(tmp_path,
-                                                                            table4_data):
+def test_a_training_stopped_half_way_stops_where_the_uninterrupted_one_stops(
+        tmp_path, table4_data, table4_transformer):
     spec = TABLES[TABLE]
     # 4e-2 reaches a plateau on the fixture catalogs (patience 2; toy_settings.py)
     settings = at_rate({**spec.settings("tiny"), "locale_dir": str(table4_data / "locale"),
                         "max_epoch": spec.settings("tiny")["plateau_max_epoch"]}, 4e-2)
     data = data_folder(table4_data)  # Table 4's tiny data, built once
+    (step,) = translation.steps(spec, replace(spec.row("transformer"), hidden=True), 1, "tiny",
+                                settings, {"folder": str(data)}, tmp_path / "halves", None)
 
-    def train_step(folder: Path):
-        (step,) = translation.steps(spec, replace(spec.row("transformer"), hidden=True), 1,
-                                    "tiny", settings, {"folder": str(data)},
-                                    folder, None)
-        return step
-
-    whole = tmp_path / "whole"
-    run_step(train_step(whole), whole, threads=1)
+    # the same command run in one go, on one thread: Table 4's Transformer row, whose chosen
+    # rate, 4e-2, the runner trained to its plateau (conftest.py: trained once, read only)
+    record = json.loads((table4_transformer / "reproduction" / "cells" / "tiny" / TABLE / (
+        f"transformer-seed1-lr0.04-max_epoch{settings['max_epoch']}.json")).read_text())
+    whole = table4_transformer / "work" / "cells" / "tiny" / TABLE / (
+        f"transformer-seed1-{record['key'][:12]}")
     uninterrupted = training_record(whole / "train.log", settings["patience"])
     curve = uninterrupted["curve"]
     assert uninterrupted["stopped"] == "plateau"
@@ -98,7 +106,6 @@ def test_a_training_stopped_half_way_stops_where_the_uninterrupted_one_stops(tmp
     half = curve[best + 1][0]
 
     halves = tmp_path / "halves"
-    step = train_step(halves)
     # the first half: the same command stopped at that validation (it saves its last
     # checkpoint there), the second the same command resumed after its log, as the runner
     # resumes a training stopped half-way

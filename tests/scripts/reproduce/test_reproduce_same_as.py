@@ -101,15 +101,20 @@ def test_the_relu_former_row_measures_table4s_cell_without_training_it(tmp_path,
     assert main(table5) == 0  # measured once
     assert (cell / ATTENTION).stat().st_mtime_ns == stamp
 
-    # a fresh clone: the records, no checkpoints: Table 4's cell is trained again, in its
-    # own folder and under its own key, then measured
+    # a fresh clone: the records, no checkpoints: Table 4's cell is to be trained again first,
+    # then measured (a dry run says so). A run trains it as it does the cell of any row that
+    # starts from another table's (cell_plan.foreign_parents): into Table 4's folder, under
+    # its own key, which test_reproduce_table_parents's (a) checks
     shutil.rmtree(work / "cells")
     record.unlink()
-    assert main(table5) == 0
-    assert sorted(path.name for path in cells4.iterdir()) == [parent.name]
-    assert json.loads((parent / "result.json").read_text())["key"] == chosen["key"]
-    (cell,) = (work / "cells" / "tiny" / T5).iterdir()
-    assert attention_means(cell)["entropy"] > 0 and (records / T5 / record.name).is_file()
+    capsys.readouterr()
+    assert main([*table5, "--dry-run"]) == 0
+    said = capsys.readouterr().out
+    assert (f"# {T4}:relu_former, seed 1 -> {parent}  (lr 0.04): cached (recorded; not "
+            "finished in this work folder: trained again first") in said
+    assert f"# relu_former, seed 1 -> {work}/cells/tiny/{T5}/relu_former-seed1-" in said
+    assert "    (the model it measures has not trained yet)\n" in said
+    assert f"--path {parent}/checkpoint_best.pt" in said and not (work / "cells").exists()
 
 
 def test_an_ablation_row_trains_to_a_plateau_and_measures_its_attention(tmp_path, table4_data):

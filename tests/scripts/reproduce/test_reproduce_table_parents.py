@@ -19,7 +19,7 @@ from scripts.reproduce.run_options import RunOptions
 from scripts.reproduce.runner import run_table
 from scripts.reproduce.spec import split_parent
 from scripts.reproduce.tables import TABLES
-from tests.scripts.reproduce.settings_args import GRID, copy_table4_data, copy_table4_run, sets
+from tests.scripts.reproduce.settings_args import GRID, copy_table4_run, sets
 
 T4, T6 = "relu_former_table4", "relu_former_table6"
 
@@ -45,13 +45,14 @@ def test_rows_name_the_other_tables_rows_they_start_from():
     assert "finetune_update" not in toy and "finetune_update" not in spec.settings("tiny")
 
 
-def test_a_parent_of_another_dictionary_is_refused(tmp_path, table4_data):
-    locale = copy_table4_data(table4_data, tmp_path)  # Table 4's data, built once
+def test_a_parent_of_another_dictionary_is_refused(tmp_path, table4_data, table6_data):
+    locale = (table4_data / "locale").resolve()  # Table 6's data on it, built once
     work = tmp_path / "work"
-    with pytest.raises(SystemExit) as refused:  # Table 6's data at a smaller vocabulary
+    shutil.copytree(table6_data / "work" / "data", work / "data")
+    with pytest.raises(SystemExit) as refused:  # Table 4's data at a smaller vocabulary
         main([T6, "--scale", "tiny", "--seeds", "1", "--rows", "relu_former_128", "--dry-run",
-              *sets({"locale_dir": str(locale), "vocab": 30}),
-              *sets({"locale_dir": str(locale)}, T4), "--work", str(work)])
+              *sets({"locale_dir": str(locale)}),
+              *sets({"locale_dir": str(locale), "vocab": 30}, T4), "--work", str(work)])
     message = str(refused.value)
     dictionaries = sorted(str(path) for path in work.glob("data/*/bin/dictionary/dict.xx.txt"))
     assert len(dictionaries) == 2 and "\n" not in message
