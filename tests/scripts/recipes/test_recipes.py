@@ -406,7 +406,10 @@ def test_corrupt_input_fails_checksum_and_leaves_nothing(recipe: Recipe, tmp_pat
 def test_wrong_archive_then_the_right_one_prepares_without_cleanup(tmp_path: Path):
     """A valid archive of another data set is refused before the fetch step counts as done,
     with one message and no traceback; the right archive (here the document-level
-    concatenated_en2de split) then prepares, every segment holding whole sentence pairs."""
+    concatenated_en2de split) then prepares, every segment holding whole sentence pairs (its
+    text alone: its binarization, the step that the raw sessions' run of
+    test_prepare_train_evaluate checks, is marked done and skipped, as a recipe skips any
+    finished step)."""
     recipe = next(r for r in RECIPES if r.folder == "europarl7_doc")
     wrong = build_gigaword(tmp_path / "other")
     right = build_europarl_concatenated(tmp_path / "download")
@@ -421,9 +424,11 @@ def test_wrong_archive_then_the_right_one_prepares_without_cleanup(tmp_path: Pat
     work = tmp_path / "data" / "europarl7_doc"
     assert not (work / "orig").exists() and not list(work.glob("orig.tmp.*"))
 
+    (work / "data-bin" / "seg24").mkdir(parents=True)
+    (work / "data-bin" / "seg24" / ".done").touch()
     good = run_command([script(recipe, "prepare")], env={**env, recipe.variable: str(right)})
     assert "train: 12 documents" in good.stderr
-    assert (work / "data-bin" / "seg24" / ".done").is_file()
+    assert "step binarize-24: done already" in good.stderr
     assert_segments_hold_whole_pairs(work / "segments" / "seg24", work / "bpe", 24)
     assert len(set(read_lines(work / "text" / "test.docid"))) == 2
 
