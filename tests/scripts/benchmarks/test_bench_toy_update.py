@@ -5,6 +5,7 @@ vocabulary and the profile's groups."""
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -32,12 +33,14 @@ def test_quick_run_reports_every_vocabulary_and_the_profile(tmp_path, table4_dat
     # keeps it; its key names the catalogs' folder
     shutil.copytree(table4_data / "work" / "data", out / "data")
     locale = (table4_data / "locale").resolve()
+    # started with the children's allocator settings, as the process it would start itself
+    # again as without them (the test below): one interpreter importing torch, not two
     proc = run_command([sys.executable, "-m", "scripts.benchmarks.bench_toy_update", "--quick",
                         "--out", out, "--locale-dir", locale, "--bpe-merges", "30", "60"],
-                       cwd=tmp_path)
+                       cwd=tmp_path, env=KEEP_BIG_BLOCKS)
     text = (out / "bench_toy_update.md").read_text()
     assert text == proc.stdout.rstrip("\n") + "\n"
-    # started without the children's allocator settings, it ran again with them
+    # the report names the allocator settings it ran with
     assert all(f"{name}={value}" in text for name, value in KEEP_BIG_BLOCKS.items())
 
     rows = table_rows(text, "## Cost per update")
@@ -71,6 +74,30 @@ def test_quick_run_reports_every_vocabulary_and_the_profile(tmp_path, table4_dat
         assert all(share >= 0 for share in shares)
         assert sum(shares) == pytest.approx(100, abs=0.5)  # 3 digits a share
         assert shares[0] > 0  # the output layer is always there
+
+
+def test_started_without_the_allocator_settings_it_starts_again_with_them(monkeypatch):
+    """glibc reads them at start-up: the command without them replaces itself (execve) by the
+    same module and arguments with them added to its environment; with them, it runs."""
+    started = []
+
+    def execve(path, argv, env):
+        started.append((path, argv, env))
+        raise SystemExit(0)  # execve does not return
+
+    monkeypatch.setattr(bench.os, "execve", execve)
+    monkeypatch.setattr(sys, "argv", ["bench_toy_update.py", "--quick", "--out", "x"])
+    for name in KEEP_BIG_BLOCKS:
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(SystemExit):
+        bench.with_allocator_settings(lambda: pytest.fail("ran without the settings"))
+    (path, argv, env), = started
+    assert path == sys.executable and argv == [
+        sys.executable, "-m", "scripts.benchmarks.bench_toy_update", "--quick", "--out", "x"]
+    assert env == {**os.environ, **KEEP_BIG_BLOCKS}
+    for name, value in KEEP_BIG_BLOCKS.items():
+        monkeypatch.setenv(name, value)
+    assert bench.with_allocator_settings(lambda: 7) == 7 and len(started) == 1
 
 
 def test_bad_sizes_are_refused():
