@@ -66,7 +66,9 @@ def test_gradcheck_float64(name):
 
 
 def test_gradcheck_with_dropout_replays_the_masks():
-    leaves = tuple(x.clone().requires_grad_() for x in make(6, 7))
+    # two heads of width 3, as gradcheck_sums cuts them: gradcheck's cost grows with the
+    # inputs' and outputs' elements
+    leaves = tuple(x[:, :2, :, :3].clone().requires_grad_() for x in make(6, 7))
 
     def function(q, k, v):
         sums = compiled_relu_sums(q, k, v, attn_mask=causal(6, 7), dropout_p=0.4, seed=3)
@@ -121,8 +123,8 @@ def test_the_variance_factor_inside_the_tiles_equals_the_reference(name):
 
 
 def test_gradcheck_with_a_row_scale_and_dropout():
-    leaves = tuple(x.clone().requires_grad_() for x in make(6, 7))
-    rows = torch.rand(B, H, 6, dtype=torch.float64) + 0.5
+    leaves = tuple(x[:, :2, :, :3].clone().requires_grad_() for x in make(6, 7))  # as above
+    rows = torch.rand(B, 2, 6, dtype=torch.float64) + 0.5
 
     def function(q, k, v):
         return compiled_relu_sums(q, k, v, attn_mask=causal(6, 7), dropout_p=0.3, seed=5,
