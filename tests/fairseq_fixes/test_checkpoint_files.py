@@ -3,8 +3,11 @@ resuming skips a damaged one, and a corrupt ``--path`` is named as corrupt."""
 
 from __future__ import annotations
 
+import os
 import re
-import sys
+import shutil
+import signal
+import time
 import types
 
 import pytest
@@ -19,22 +22,37 @@ from relu_former.fairseq_fixes.checkpoint_files import (
 
 from helpers import USER_DIR, fairseq_command, loaded_updates, run_command
 
-# Stands in for a kill during fairseq's copy of the checkpoint to checkpoint_last.pt: whatever
-# copy routine shutil uses writes half of the file, then the process is SIGKILLed.
-KILL_DURING_COPY = """
-import os, shutil, signal, sys
-from fairseq import checkpoint_utils
-import relu_former.plugin
 
-def killed_midway(source, target, *args, **kwargs):
-    target.write(source.read(os.fstat(source.fileno()).st_size // 2))
-    target.flush()
-    os.kill(os.getpid(), signal.SIGKILL)
+def _copy_killed_midway(source, target) -> int:
+    """The exit status of a process that copies ``source`` to ``target`` with fairseq's copy
+    and is SIGKILLed half way through: whatever copy routine shutil uses writes half of the
+    file, then the process kills itself. A fork of this process (fairseq and the plugin
+    imported, as in a training), not a new interpreter that would import them again."""
+    from fairseq import checkpoint_utils
 
-shutil._fastcopy_sendfile = killed_midway
-shutil.copyfileobj = killed_midway
-checkpoint_utils.PathManager.copy(sys.argv[1], sys.argv[2], overwrite=True)
-"""
+    import relu_former.plugin  # noqa: F401
+
+    def killed_midway(source, target, *args, **kwargs):
+        target.write(source.read(os.fstat(source.fileno()).st_size // 2))
+        target.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        try:
+            shutil._fastcopy_sendfile = killed_midway
+            shutil.copyfileobj = killed_midway
+            checkpoint_utils.PathManager.copy(str(source), str(target), overwrite=True)
+        finally:
+            os._exit(1)
+    deadline = time.monotonic() + 120
+    while not (ended := os.waitpid(pid, os.WNOHANG))[0]:
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise AssertionError("the copy neither ended nor was killed in 120 s")
+        time.sleep(0.05)
+    return os.waitstatus_to_exitcode(ended[1])
 
 
 def _whole_checkpoint(path, size: int = 20000):
@@ -46,9 +64,7 @@ def test_copy_killed_midway_keeps_the_previous_checkpoint_last(tmp_path):
     new = _whole_checkpoint(tmp_path / "checkpoint_1_6.pt")
     last = _whole_checkpoint(tmp_path / "checkpoint_last.pt", size=100)
     before = last.read_bytes()
-    proc = run_command([sys.executable, "-c", KILL_DURING_COPY, new, last], cwd=tmp_path,
-                       check=False)
-    assert proc.returncode == -9, proc.stderr[-2000:]  # really killed
+    assert _copy_killed_midway(new, last) == -signal.SIGKILL  # really killed
     assert last.read_bytes() == before
     assert checkpoint_problem(str(last)) is None
 

@@ -8,6 +8,7 @@ import io
 import os
 import pickle
 import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -154,15 +155,26 @@ def test_allowlist_is_idempotent_and_small():
 
 
 def test_fresh_interpreter_needs_the_plugin(tmp_path):
-    """Without the plugin a fairseq checkpoint is refused; with it, it loads (same file)."""
+    """Without the plugin a fairseq checkpoint is refused; with it, it loads (same file).
+    One new interpreter tries both in turn: nothing of the plugin is imported before its
+    first load, as in an interpreter of its own (a child costs ~2 s of importing torch)."""
     path = _save({"args": argparse.Namespace(arch="transformer"), "model": {}},
                  tmp_path / "ckpt.pt")
-    load = f"import torch; torch.load({path!r}); print('loaded')"
-    without = run_command([sys.executable, "-c", load], cwd=tmp_path, check=False)
-    assert without.returncode != 0 and "Weights only load failed" in without.stderr
-    with_plugin = run_command([sys.executable, "-c", "import relu_former.plugin; " + load],
-                              cwd=REPO_ROOT)
-    assert "loaded" in with_plugin.stdout
+    load_without_then_with = textwrap.dedent(f"""
+        import pickle, sys, torch
+        assert not any(name.startswith(("relu_former", "fairseq")) for name in sys.modules)
+        try:
+            torch.load({str(path)!r})
+        except pickle.UnpicklingError as error:
+            print("refused:", error)
+        import relu_former.plugin
+        torch.load({str(path)!r})
+        print("loaded")
+    """)
+    proc = run_command([sys.executable, "-c", load_without_then_with], cwd=REPO_ROOT)
+    refused, loaded = proc.stdout.rsplit("\n", 2)[:2]
+    assert refused.startswith("refused:") and "Weights only load failed" in refused, proc.stdout
+    assert loaded == "loaded", proc.stdout
 
 
 @pytest.mark.slow

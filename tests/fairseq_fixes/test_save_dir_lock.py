@@ -8,9 +8,11 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Callable
 
 import pytest
 from fairseq import checkpoint_utils
+from test_distributed import exit_codes, forked_command
 
 import relu_former.plugin  # noqa: F401  (the allowlist torch.load needs here)
 from relu_former import file_lock
@@ -32,11 +34,11 @@ from helpers import (
 )
 
 
-def _wait_for_holder(lock, proc, timeout: float = 300) -> None:
-    """Wait until ``proc`` has written its pid into the lock file."""
+def _wait_for_holder(lock, pid: int, running: Callable[[], bool], timeout: float = 300) -> None:
+    """Wait until process ``pid`` has written its pid into the lock file."""
     deadline = time.time() + timeout
-    while not (lock.is_file() and lock.read_text().strip() == str(proc.pid)):
-        assert proc.poll() is None, "the first process ended before taking the lock"
+    while not (lock.is_file() and lock.read_text().strip() == str(pid)):
+        assert running(), "the first process ended before taking the lock"
         assert time.time() < deadline, "the first process never took the lock"
         time.sleep(0.1)
 
@@ -48,7 +50,7 @@ def _holder(save_dir) -> subprocess.Popen:
          "from relu_former.fairseq_fixes.save_dir_lock import lock_save_dir; "
          f"lock_save_dir({str(save_dir)!r}); time.sleep(600)"],
         cwd=REPO_ROOT)
-    _wait_for_holder(save_dir / LOCK_FILE, holder)
+    _wait_for_holder(save_dir / LOCK_FILE, holder.pid, lambda: holder.poll() is None)
     return holder
 
 
@@ -112,25 +114,27 @@ def test_hydra_train_is_refused_in_one_line(toy_data_bin, tmp_path):
 @pytest.mark.slow
 def test_a_second_train_on_a_save_dir_in_use_is_refused(fairseq_run: FairseqRun):
     save = fairseq_run.work / "checkpoints"
-    first = subprocess.Popen(
+    # a fork of the test process (fairseq and the plugin imported) runs the first training as
+    # run_command runs one here: a process of its own, without a new interpreter's imports
+    first = forked_command(
         [fairseq_command("fairseq-train"), fairseq_run.data_bin, "--user-dir",
          fairseq_run.user_dir, "--arch", "relu_former", "--save-dir", save, *TINY_TRAIN_ARGS,
          *TINY_MODEL_ARGS, "--max-update", "12"],
-        cwd=fairseq_run.work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1"})
+        fairseq_run.work, {**os.environ, "OMP_NUM_THREADS": "1"}, fairseq_run.work / "first.log")
     try:
-        _wait_for_holder(save / LOCK_FILE, first)
-        first.send_signal(signal.SIGSTOP)  # still running, however fast this machine is
+        _wait_for_holder(save / LOCK_FILE, first, lambda: os.waitpid(first, os.WNOHANG)[0] == 0)
+        os.kill(first, signal.SIGSTOP)  # still running, however fast this machine is
         second = fairseq_run.train("--attention-activation", "softmax", arch="relu_former",
                                    check=False)
     finally:
-        first.send_signal(signal.SIGCONT)
-        log = first.communicate(timeout=600)[0]
-    assert first.returncode == 0, log[-3000:]
+        os.kill(first, signal.SIGCONT)
+        first_status = exit_codes([first], timeout_s=600)[0]
+    log = (fairseq_run.work / "first.log").read_text()
+    assert first_status == 0, log[-3000:]
     assert second.returncode == 2, second.stderr[-3000:]
     assert second.stderr.strip().splitlines()[-1] == (
         f"fairseq-train: error: --save-dir: {save} is in use by another training (pid "
-        f"{first.pid}, which holds {save / LOCK_FILE}): wait for it to end or give another "
+        f"{first}, which holds {save / LOCK_FILE}): wait for it to end or give another "
         "--save-dir")
     assert "Traceback" not in second.stderr
     state = checkpoint_utils.load_checkpoint_to_cpu(str(save / "checkpoint_last.pt"))

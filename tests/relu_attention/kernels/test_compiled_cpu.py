@@ -33,6 +33,13 @@ pytestmark = pytest.mark.skipif(
     reason=f"the compiled kernel is {compiled_problem()} (docs/install.md)")
 
 
+@pytest.fixture
+def one_thread_here() -> None:
+    """torch's thread count as the test process has it: the kernel splits its tiles between
+    threads (at::parallel_for), and the values checked here must not depend on how. The
+    gradchecks, thousands of calls on tiny inputs, ask for one thread themselves."""
+
+
 def long_case():
     """More queries than a 128-query tile and keys than a 512-key tile, so every pass crosses
     tile borders; a random 4-d mask with rows that see no key, a right-padded batch row."""
@@ -60,13 +67,17 @@ def test_values_and_gradients_equal_the_float64_reference(name):
     assert_equals_reference(run, ALL_CASES[name], 1e-10)
 
 
+@pytest.mark.usefixtures("one_thread")
 @pytest.mark.parametrize("name", GRADCHECK_CASES)
 def test_gradcheck_float64(name):
     gradcheck_sums(compiled_relu_sums, name)
 
 
+@pytest.mark.usefixtures("one_thread")
 def test_gradcheck_with_dropout_replays_the_masks():
-    leaves = tuple(x.clone().requires_grad_() for x in make(6, 7))
+    # two heads of width 3, as gradcheck_sums cuts them: gradcheck's cost grows with the
+    # inputs' and outputs' elements
+    leaves = tuple(x[:, :2, :, :3].clone().requires_grad_() for x in make(6, 7))
 
     def function(q, k, v):
         sums = compiled_relu_sums(q, k, v, attn_mask=causal(6, 7), dropout_p=0.4, seed=3)
@@ -120,9 +131,10 @@ def test_the_variance_factor_inside_the_tiles_equals_the_reference(name):
         torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-10)
 
 
+@pytest.mark.usefixtures("one_thread")
 def test_gradcheck_with_a_row_scale_and_dropout():
-    leaves = tuple(x.clone().requires_grad_() for x in make(6, 7))
-    rows = torch.rand(B, H, 6, dtype=torch.float64) + 0.5
+    leaves = tuple(x[:, :2, :, :3].clone().requires_grad_() for x in make(6, 7))  # as above
+    rows = torch.rand(B, 2, 6, dtype=torch.float64) + 0.5
 
     def function(q, k, v):
         return compiled_relu_sums(q, k, v, attn_mask=causal(6, 7), dropout_p=0.3, seed=5,

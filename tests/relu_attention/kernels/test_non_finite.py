@@ -27,9 +27,6 @@ from relu_former.relu_attention.kernels.decoding_step import decoding_step
 from relu_former.relu_attention.kernels.reference import reference_relu_sums
 from relu_former.relu_attention.regularisers import entropy_from_sums
 
-# tiny tensors: threads would only wait for each other
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 B, H, T, D = 2, 2, 20, 8
 BAD_QUERY, BAD_KEY = 6, 7  # the bad key is hidden from queries 0-6 under the causal mask
 VALUES = (float("nan"), float("inf"), float("-inf"))
