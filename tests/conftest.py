@@ -116,6 +116,21 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+# Their tensors are tiny: at torch's default, a thread a core, each call forks a team whose
+# threads wait for each other, most of the CPU time these tests take under make test's two
+# workers (docs/testing.md)
+ONE_THREAD_FOLDERS = ("relu_attention", "pyramidion", "sparse_softmax")
+
+
+@pytest.fixture(autouse=True)
+def one_thread_here(request):
+    """torch at one thread for every test of :data:`ONE_THREAD_FOLDERS` (as before after it);
+    a module that checks what threads do overrides this fixture."""
+    if request.path.relative_to(Path(__file__).parent).parts[0] in ONE_THREAD_FOLDERS:
+        request.getfixturevalue("one_thread")
+    yield
+
+
 @pytest.fixture
 def loggers_restored():
     """Every logger as before the test after it (``loggers_put_back``): for a test that calls
