@@ -120,7 +120,7 @@ def sentence_budget(screening_epochs: int = SENTENCE_PLATEAU["max_epoch"]) -> De
         "warm-up; each row's rate chosen on seed 1 from 1.25-10 x 1e-3 at a "
         f"{screening_epochs}-epoch screening budget; at that rate every seed trains until valid "
         f"nll has not improved for {patience_epochs(SENTENCE_PLATEAU)} epochs (at most "
-        f"{SENTENCE_PLATEAU['plateau_max_epoch']}), seed 1 continuing its screening run",
+        f"{SENTENCE_PLATEAU['plateau_max_epoch']}), seed 1 too, from scratch",
         "CPU budget: small models, trained until they stop learning")
 
 
@@ -130,7 +130,7 @@ CLASSIFICATION_BUDGET = Deviation(
     f"1e-3 at a {CLASSIFICATION_PLATEAU['max_epoch']}-epoch screening budget (an epoch is 117 "
     "updates); at that rate every seed trains until its valid error rate (100 - accuracy) has "
     f"not improved for {patience_epochs(CLASSIFICATION_PLATEAU)} epochs (at most "
-    f"{CLASSIFICATION_PLATEAU['plateau_max_epoch']}), seed 1 continuing its screening run; the "
+    f"{CLASSIFICATION_PLATEAU['plateau_max_epoch']}), seed 1 too, from scratch; the "
     "best validated model scored", "CPU budget: small models from scratch, trained until they "
     "stop learning")
 MANPAGES = Deviation("data", "arXiv", "manual pages -> their NAME line", "offline long texts")
@@ -144,7 +144,7 @@ SUMMARY_BUDGET = Deviation(
     f"of {SUMMARY_PLATEAU['max_epoch']} epochs (an epoch is 481 updates); at that rate "
     "every seed trains until valid nll has not improved for "
     f"{patience_epochs(SUMMARY_PLATEAU)} epochs (at most "
-    f"{SUMMARY_PLATEAU['plateau_max_epoch']}), seed 1 continuing its screening run; the best "
+    f"{SUMMARY_PLATEAU['plateau_max_epoch']}), seed 1 too, from scratch; the best "
     "validated model decoded", "CPU budget: small models, trained until they stop learning")
 SUMMARY_MODEL = Deviation("layers", "3+3 (Pyramidion), 6+6 (deep); width 512",
                           "4+2 for every row, width 64", "CPU budget: 4+4 on 512-token pages "
