@@ -24,9 +24,11 @@ import contextlib
 import logging
 import os
 import random
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 import warnings
 from functools import cache
@@ -275,3 +277,36 @@ def run_in_process(args: Sequence[str], cwd: Path | None, env: dict,
                 sys.stderr.flush()
         out, err = files["stdout"].read_text(), files["stderr"].read_text()
     return subprocess.CompletedProcess(list(args), status, out, err)
+
+
+def forked_command(args: list, cwd: Path, env: dict, log: Path) -> int:
+    """The pid of a fork of this process that runs the fairseq command ``args`` as
+    ``run_command`` runs one in the test process, writes its stdout and stderr to ``log`` and
+    exits with its status."""
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        status = 1
+        try:
+            proc = run_in_process([str(a) for a in args], cwd, env, None)
+            log.write_text(proc.stdout + proc.stderr)
+            status = proc.returncode
+        except BaseException:  # noqa: BLE001  (reported in the log, never raised into pytest)
+            log.write_text(traceback.format_exc())
+        finally:
+            os._exit(status)
+    return pid
+
+
+def exit_codes(pids: list[int], timeout_s: float) -> list[int]:
+    """The exit statuses of the forked ``pids``; those still running after ``timeout_s`` are
+    killed (status -9)."""
+    codes, deadline = {}, time.monotonic() + timeout_s
+    while len(codes) < len(pids):
+        for pid in set(pids) - set(codes):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                codes[pid] = os.waitstatus_to_exitcode(status)
+            elif time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+    return [codes[pid] for pid in pids]

@@ -15,14 +15,10 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import socket
-import time
-import traceback
-from pathlib import Path
 
 import pytest
-from fairseq_in_process import run_in_process
+from fairseq_in_process import exit_codes, forked_command
 
 from helpers import TINY_MODEL_ARGS, USER_DIR, fairseq_command
 
@@ -31,39 +27,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def forked_command(args: list, cwd: Path, env: dict, log: Path) -> int:
-    """The pid of a fork of this process that runs the fairseq command ``args`` as
-    ``run_command`` runs one in the test process, writes its stdout and stderr to ``log`` and
-    exits with its status."""
-    pid = os.fork()
-    if pid == 0:  # the child: never returns into pytest
-        status = 1
-        try:
-            proc = run_in_process([str(a) for a in args], cwd, env, None)
-            log.write_text(proc.stdout + proc.stderr)
-            status = proc.returncode
-        except BaseException:  # noqa: BLE001  (reported in the log, never raised into pytest)
-            log.write_text(traceback.format_exc())
-        finally:
-            os._exit(status)
-    return pid
-
-
-def exit_codes(pids: list[int], timeout_s: float) -> list[int]:
-    """The exit statuses of the forked ``pids``; those still running after ``timeout_s`` are
-    killed (status -9)."""
-    codes, deadline = {}, time.monotonic() + timeout_s
-    while len(codes) < len(pids):
-        for pid in set(pids) - set(codes):
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                codes[pid] = os.waitstatus_to_exitcode(status)
-            elif time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.1)
-    return [codes[pid] for pid in pids]
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ from typing import Callable
 
 import pytest
 from fairseq import checkpoint_utils
-from test_distributed import exit_codes, forked_command
+from fairseq_in_process import exit_codes, forked_command
 
 import relu_former.plugin  # noqa: F401  (the allowlist torch.load needs here)
 from relu_former import file_lock

@@ -3,9 +3,9 @@ implementation, against the float64 reference of the tiled kernel's tests."""
 
 import pytest
 import torch
-from test_tiled import CASES, make, reference
 
 from relu_former.relu_attention.kernels.flex import flex_available, flex_relu_sums
+from tests.relu_attention.kernels.test_tiled import CASES, make, reference
 
 flex_module = pytest.importorskip("torch.nn.attention.flex_attention")
 
