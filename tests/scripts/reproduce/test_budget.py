@@ -21,13 +21,13 @@ TABLE4 = TABLES["relu_former_table4"]
 
 def test_a_budget_trains_chosen_cells_exactly_u_updates_and_leaves_the_grid_alone():
     toy = TABLE4.settings("toy")
-    assert toy["budget_updates"] == 40000
+    assert toy["budget_updates"] == 80000
     plain = {k: v for k, v in toy.items() if k != "budget_updates"}
     # the grid's cells are the cells the records hold: the budget is not one of their settings
     assert at_rate(toy, 5e-3, search=True) == at_rate(plain, 5e-3, search=True)
     chosen = at_rate(toy, 5e-3)
-    assert (chosen["max_update"], chosen["patience"], chosen["max_epoch"]) == (40000, 0, 0)
-    assert chosen["lr"] == 5e-3 and chosen["budget_updates"] == 40000
+    assert (chosen["max_update"], chosen["patience"], chosen["max_epoch"]) == (80000, 0, 0)
+    assert chosen["lr"] == 5e-3 and chosen["budget_updates"] == 80000
     # the tiny scale (the tests') trains to a plateau, with its keys as before
     assert at_rate(TABLE4.settings("tiny"), 4e-2) == at_rate(
         {k: v for k, v in TABLE4.settings("tiny").items() if k != "budget_updates"}, 4e-2)
@@ -41,7 +41,7 @@ def test_a_budgeted_cell_validates_every_half_epoch_and_nowhere_else():
     given = dict(zip(flags[::2], flags[1::2]))
     assert given["--max-epoch"] == "0" and given["--patience"] == "0"
     assert given["--validate-interval-updates"] == "142"
-    assert int(given["--validate-interval"]) > 40000 // 284  # no validation at an epoch's end
+    assert int(given["--validate-interval"]) > 80000 // 284  # no validation at an epoch's end
 
 
 SCORE = Metric("score", "score")
