@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import List, Sequence
 
 from scripts.common.atomic_files import copy_atomic, write_text_atomic
+from scripts.common.cpu_path import cpu_model
 from scripts.common.plotting import markdown_table
 from scripts.common.repo_paths import git_commit
 
@@ -114,15 +115,7 @@ def demote_headings(markdown: str) -> str:
 
 def machine() -> str:
     """CPU model, core count and operating system, e.g. for comparing two pages."""
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as handle:
-            names = [line.split(":", 1)[1].strip() for line in handle
-                     if line.startswith("model name")]
-        model = names[0] if names else model
-    except OSError:
-        pass
-    return f"{model}, {os.cpu_count()} CPU cores, {platform.system()} {platform.release()}"
+    return f"{cpu_model()}, {os.cpu_count()} CPU cores, {platform.system()} {platform.release()}"
 
 
 def torch_version() -> str:

@@ -12,9 +12,9 @@ them more likely (each seed tested alone at 5%, 10 flat seeds would read falling
 rows). The test reads the row's first :data:`PILOT_SEEDS` seeds, the pilot that sets U: the
 seeds added for power train at that U and do not test it again, for the mean of more seeds is
 less noisy and ever smaller slopes would read falling, so that adding seeds would never settle
-U. Where a pilot row still falls at U, U doubles (Table 4: 20,000, 40,000, then 80,000) and every seed
-continues from its checkpoint at U; fairseq's inverse-square-root schedule does not depend on
-U, so a cell continued to 2U is the cell trained to 2U in one go.
+U. Where a pilot row still falls at U, U doubles (Table 4: 20,000, 40,000, then 80,000) and
+every seed continues from its checkpoint at U; fairseq's inverse-square-root schedule does not
+depend on U, so a cell continued to 2U is the cell trained to 2U in one go.
 
 The grid cells keep their keys; a budgeted cell is a new cell (``...-budget<U>.json``). Other
 tables start from this table's models as trained to their own plateaus (:func:`with_budget`).

@@ -22,6 +22,7 @@ from typing import Dict, List, Sequence
 
 from scripts.common.atomic_files import write_text_atomic
 from scripts.common.child_processes import stopped_by
+from scripts.common.cpu_path import cpu_path
 from scripts.common.folder_lock import folder_lock
 from scripts.reproduce.budget import BUDGET, budget_of, with_budget
 from scripts.reproduce.cell_cache import CellCache, CellRecords
@@ -343,6 +344,7 @@ class TableRun:
             "figures": figures, "seconds": round(time.monotonic() - begin, 1),
             "cpu_seconds": round(sum(cpu.values()), 1), "search": cell.search,
             "row": cell.row.key, "seed": cell.seed, "machine": platform.node(),
+            "cpu": cpu_path(),
             "commit": root.commit_id, "load_average": [round(v, 1) for v in os.getloadavg()],
             **({"device": cell.device} if cell.device else {}),
             # its timed steps ran with no other cell beside them: one cell at a time here,

@@ -19,7 +19,9 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
+from scripts.common.cpu_path import cpu_model
 from scripts.reproduce.__main__ import main
 from scripts.reproduce.cell_jobs import JOB_ID
 from tests.scripts.reproduce.settings_args import copy_table4_data
@@ -71,7 +73,8 @@ def records(tmp_path: Path, name: str) -> dict:
 
 
 # what differs between two runs of one cell: when and where it ran, and how long it took
-RUN_DEPENDENT = {"seconds", "cpu_seconds", "machine", "load_average", "finished_at", "commit"}
+RUN_DEPENDENT = {"seconds", "cpu_seconds", "machine", "cpu", "load_average", "finished_at",
+                 "commit"}
 
 
 def learnt(record: dict) -> dict:
@@ -88,6 +91,9 @@ def test_a_table_on_slurm_records_what_the_local_executor_does(slurm, tmp_path, 
     assert sorted(local) == sorted(on_slurm) and len(local) == 1
     (name,) = local
     assert learnt(on_slurm[name]) == learnt(local[name])
+    # both name the float path they ran on (one machine here: the same)
+    capability = torch.backends.cpu.get_cpu_capability()
+    assert local[name]["cpu"] == on_slurm[name]["cpu"] == f"{cpu_model()}, torch {capability}"
     assert on_slurm[name]["figures"]["bleu"] == local[name]["figures"]["bleu"]
     assert len(local[name]["curve"]) == 4  # validated every 2 of its 8 updates
     # the job ran under Slurm: its log is in the work folder's jobs
