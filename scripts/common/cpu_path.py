@@ -1,11 +1,8 @@
-"""The CPU a figure was computed on, named finely enough to tell two float paths apart.
-
-The same seed and code do not give the same floats on every machine: torch picks its CPU
-kernels by the instruction sets it finds (``torch.backends.cpu.get_cpu_capability()``), and so
-do the BLAS and oneDNN under it. Table 4's seed 1 read 7.119 bits at its first validation with
-AVX512 kernels, 7.121 with ``ATEN_CPU_CAPABILITY=avx2`` on the same machine, and 7.122 on an
-earlier session's machine. A record names its CPU so that two curves of one seed that part
-are known to come from two machines.
+"""The CPU a figure was computed on. The same seed and code do not give the same floats on
+every machine: torch picks its CPU kernels by the instruction sets it finds
+(``torch.backends.cpu.get_cpu_capability()``), as do the BLAS and oneDNN under it. Table 4's
+seed 1 read 7.119 bits at its first validation with AVX512 kernels, 7.121 with
+``ATEN_CPU_CAPABILITY=avx2`` on the same machine, 7.122 on an earlier session's machine.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from filelock import FileLock
 from scripts.common.atomic_files import write_text_atomic
 from scripts.common.plotting import line_plot, markdown_table
 from scripts.common.repo_paths import git_commit
+from scripts.reproduce.budget import budget_of
 from scripts.reproduce.claims import judge, learning_field, update_span
 from scripts.reproduce.direction import Spread, spread
 from scripts.reproduce.kinds import stopping_loss
@@ -287,7 +288,9 @@ def section(spec: TableSpec, cells: Sequence, data: Dict, scale: str, seeds: int
              "--scale paper --dry-run` prints the recipes' fairseq commands, `--collect-only` "
              "reads their logs)\n"]
     if not done:
-        lines.append(f"Results: {NOT_RUN} (scale {scale}). The command above runs it; the "
+        budget = budget_of(spec.settings(scale))
+        none = f"none yet at this table's budget of {budget:,} updates" if budget else NOT_RUN
+        lines.append(f"Results: {none} (scale {scale}). The command above runs it; the "
                      "paper's figures are listed for comparison.\n")
     # per row, the seeds that stopped on a NaN or infinite loss
     diverged = Counter(cell.row.key for cell in done if cell.result["figures"].get("diverged"))

@@ -21,6 +21,7 @@ from scripts.reproduce.report import section, write_section
 from scripts.reproduce.run_options import RunOptions
 from scripts.reproduce.runner import run_table
 from scripts.reproduce.spec import Comparison, Metric, Row, TableSpec
+from scripts.reproduce.tables import TABLES
 from tests.scripts.reproduce.lock_holder import lock_held_elsewhere
 
 # a row's "score" is its base plus a small seed-dependent wobble
@@ -228,6 +229,9 @@ def test_not_run_tables_say_so_and_show_the_papers_numbers(kind, tmp_path):
     text = section(SPEC, [], {}, "toy", 3, "cmd")
     assert "not yet run at toy scale in this repository" in text
     assert "| Good | - | 11.00 |" in text
+    # a table with a budget and no cell at it (its earlier budgets' records are not its cells)
+    budgeted = section(TABLES["relu_former_table4"], [], {}, "toy", 3, "cmd")
+    assert "Results: none yet at this table's budget of 80,000 updates (scale toy)" in budgeted
 
 
 def test_new_sections_go_before_the_closing_note(tmp_path):
