@@ -28,10 +28,10 @@ ROWS = tuple(Row(key, label, ("--attention-activation", activation,
 # (its notes) still fell there: a power law L = a + b (U/1000)^-c fitted to their
 # curves past 4,000 updates (c 0.74 and 0.87, spread 0.012 bits about it) gives the test at
 # 16 validations 44-47% power against that fall at 20,000, 17-18% at 30,000 and 10-12% at
-# 40,000. There the pilot (seeds 1-3, its notes) still fell, the Transformer's mean curve
-# (p 0.043), so by the rule of budget.py U doubles to 80,000. The schedule (inverse square
-# root) does not depend on U, so a seed's cell at 2U continues its cell at U from that cell's
-# last checkpoint, as any cut cell resumes.
+# 40,000. There the pilot's Transformer (mean of seeds 1-3) still fell (p 0.043), so U doubled
+# (budget.py); that law fitted to the pilot's mean curves (c 0.73, 0.97; spread 0.007) gives it
+# 15-17% power at 40,000, 7% at 80,000. The schedule (inverse square root) does not depend on
+# U, so a seed's cell at 2U continues its cell at U from its last checkpoint, as a cut cell does.
 BUDGET = 80000
 BUDGET_DEVIATION = Deviation(
     "budget", "100k updates of ~8,192 tokens, 4k warm-up, every row", "batches of 2,048 tokens, "
