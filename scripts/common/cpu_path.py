@@ -21,8 +21,7 @@ def cpu_model() -> str:
 
 
 def cpu_path() -> str:
-    """The CPU model and the instruction set torch's CPU kernels use, e.g.
-    ``Intel(R) Xeon(R) Processor, torch AVX512``."""
+    """The CPU model and torch's kernels' instruction set: ``Intel(R) ..., torch AVX512``."""
     import torch  # here: a record is written where torch is loaded anyway
 
     return f"{cpu_model()}, torch {torch.backends.cpu.get_cpu_capability()}"

@@ -8,7 +8,8 @@ patches this process only: ``load_checkpoint`` restores the count from the valid
 of the save directory's ``train.log`` (an accuracy read as an error rate),
 ``should_stop_early`` applies the protocol's stop rule (:mod:`~scripts.reproduce.stop_rule`:
 a spent patience stops only once the loss no longer falls), and ``get_batch_iterator`` builds
-a resumed training's batches as its first epoch did, so it ends with the same model, to the bit.
+a resumed training's batches as its first epoch did, so it ends with the same model, to the bit
+(on one machine: another CPU takes another float path, ``scripts/common/cpu_path.py``).
 """
 
 from __future__ import annotations
