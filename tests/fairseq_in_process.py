@@ -48,6 +48,7 @@ from fairseq.logging import metrics
 from relu_former.errors import find_command_line_error, one_line
 from relu_former.fairseq_fixes.batch_thread_exit import stop_batch_threads
 from relu_former.plugin import install_command_fixes
+from scripts.common.child_processes import _end_with_parent
 
 # read when the interpreter or a library starts: a command that sets one needs a new process
 STARTUP_ENV = ("PYTHONPATH", "PYTHONHASHSEED", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
@@ -282,11 +283,12 @@ def run_in_process(args: Sequence[str], cwd: Path | None, env: dict,
 def forked_command(args: list, cwd: Path, env: dict, log: Path) -> int:
     """The pid of a fork of this process that runs the fairseq command ``args`` as
     ``run_command`` runs one in the test process, writes its stdout and stderr to ``log`` and
-    exits with its status."""
+    exits with its status; it ends with the test process, as the project's children do."""
     pid = os.fork()
     if pid == 0:  # the child: never returns into pytest
         status = 1
         try:
+            _end_with_parent()
             proc = run_in_process([str(a) for a in args], cwd, env, None)
             log.write_text(proc.stdout + proc.stderr)
             status = proc.returncode

@@ -122,7 +122,9 @@ def test_a_second_train_on_a_save_dir_in_use_is_refused(fairseq_run: FairseqRun)
          *TINY_MODEL_ARGS, "--max-update", "12"],
         fairseq_run.work, {**os.environ, "OMP_NUM_THREADS": "1"}, fairseq_run.work / "first.log")
     try:
-        _wait_for_holder(save / LOCK_FILE, first, lambda: os.waitpid(first, os.WNOHANG)[0] == 0)
+        _wait_for_holder(save / LOCK_FILE, first,  # WNOWAIT: exit_codes reaps it
+                         lambda: os.waitid(os.P_PID, first, os.WEXITED | os.WNOHANG
+                                           | os.WNOWAIT) is None)
         os.kill(first, signal.SIGSTOP)  # still running, however fast this machine is
         second = fairseq_run.train("--attention-activation", "softmax", arch="relu_former",
                                    check=False)
