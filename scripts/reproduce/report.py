@@ -337,6 +337,7 @@ def section(spec: TableSpec, cells: Sequence, data: Dict, scale: str, seeds: int
         cpu = sum(cell.result.get("cpu_seconds") or 0 for cell in timed)
         commits = sorted({cell.result.get("commit") or "not recorded"
                           for cell in done})
+        cpus = sorted({cell.result.get("cpu") or "not recorded" for cell in done})  # float path
         loads = [cell.result["load_average"][0] for cell in done
                  if cell.result.get("load_average")]
         load = (f"; 1-minute load average when the cells finished {min(loads):.1f} to "
@@ -346,8 +347,8 @@ def section(spec: TableSpec, cells: Sequence, data: Dict, scale: str, seeds: int
                      f"running), cell time {wall / 60:.1f} min in all, CPU time "
                      + (f"{cpu / 60:.1f} min" if timed else "not recorded")
                      + f"; data: {data.get('description', '-')}; cells run at "
-                     f"commit {', '.join(commits)}; report at commit {git_commit()}; machine: "
-                     f"{machine()}{load}.\n")
+                     f"commit {', '.join(commits)}; CPU {' / '.join(cpus)}; report at "
+                     f"commit {git_commit()}; machine: {machine()}{load}.\n")
     if spec.deviations:
         lines += ["Settings at toy scale against the paper's:\n", markdown_table(
             ["setting", "paper", "ours (toy)", "why"],

@@ -94,6 +94,8 @@ def test_a_table_on_slurm_records_what_the_local_executor_does(slurm, tmp_path, 
     # both name the float path they ran on (one machine here: the same)
     capability = torch.backends.cpu.get_cpu_capability()
     assert local[name]["cpu"] == on_slurm[name]["cpu"] == f"{cpu_model()}, torch {capability}"
+    report = (tmp_path / "local" / "reproduction.md").read_text()
+    assert f"; CPU {local[name]['cpu']}; report at" in report  # the footer names it too
     assert on_slurm[name]["figures"]["bleu"] == local[name]["figures"]["bleu"]
     assert len(local[name]["curve"]) == 4  # validated every 2 of its 8 updates
     # the job ran under Slurm: its log is in the work folder's jobs
